@@ -1,0 +1,84 @@
+"""The servers the benchmarks talk to: launch specs for stdio, and HTTP servers started on free ports."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS = ROOT / "tests" / "servers"
+EVERYTHING_JS = SERVERS / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+SDK_SERVER = SERVERS / "sdk_server.py"
+BAD_STDIO = SERVERS / "bad_stdio.py"
+
+
+def node() -> str:
+    path = shutil.which("node")
+    if path is None or not EVERYTHING_JS.is_file():
+        sys.exit(
+            "bench needs `node` and server-everything: run tests/run (or npm install --prefix tests/servers)"
+        )
+    return path
+
+
+def everything_stdio() -> list[str]:
+    return [node(), str(EVERYTHING_JS)]
+
+
+def sdk_stdio() -> list[str]:
+    return [sys.executable, str(SDK_SERVER), "stdio"]
+
+
+def bad_stdio(mode: str) -> list[str]:
+    return [sys.executable, str(BAD_STDIO), mode]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(argv: Sequence[str], port: int, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Run ``argv`` until 127.0.0.1:``port`` accepts connections; yield http://127.0.0.1:port/mcp."""
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server {list(argv)} did not start listening on port {port}")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def everything_http() -> contextlib.AbstractContextManager[str]:
+    port = free_port()
+    return http_server([node(), str(EVERYTHING_JS), "streamableHttp"], port, env={"PORT": str(port)})
+
+
+def sdk_http(*flags: str) -> contextlib.AbstractContextManager[str]:
+    port = free_port()
+    return http_server([sys.executable, str(SDK_SERVER), "http", "--port", str(port), *flags], port)

@@ -1,0 +1,1 @@
+"""MCP Inspector: a browser-based inspector for MCP servers."""

@@ -1,0 +1,145 @@
+"""The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import os
+import sys
+import webbrowser
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlencode
+
+# Nothing here imports Django at module level: the --cli path must start fast.
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 6274
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the inspector; return the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--cli" in args:
+        from inspector import cli
+
+        return cli.main(args)
+    return serve(args)
+
+
+def is_loopback(host: str) -> bool:
+    """Tell whether host names this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        # A hostname other than localhost may resolve anywhere; treat it as remote.
+        return False
+
+
+def parse_web_args(args: Sequence[str]) -> argparse.Namespace:
+    """Parse the web mode's options, refusing a non-loopback bind without --allow-remote."""
+    parser = argparse.ArgumentParser(
+        prog="mcp-inspector",
+        description="Inspect MCP servers from your browser. Use --cli for the command-line mode.",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"interface to bind (default {DEFAULT_HOST})")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"port to bind (default {DEFAULT_PORT})"
+    )
+    parser.add_argument("--no-browser", action="store_true", help="do not open a browser window")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow binding to a non-loopback interface (the inspector can start processes)",
+    )
+    opts = parser.parse_args(args)
+    if not is_loopback(opts.host) and not opts.allow_remote:
+        parser.error(
+            f"refusing to bind to {opts.host}: the inspector can launch local processes. "
+            "Pass --allow-remote if you really mean it."
+        )
+    return opts
+
+
+def serve(args: Sequence[str]) -> int:
+    """Migrate the database and serve the web inspector with daphne until interrupted."""
+    opts = parse_web_args(args)
+    if opts.allow_remote and not is_loopback(opts.host):
+        print(
+            f"WARNING: listening on {opts.host}; anyone who can reach this port can make the "
+            "inspector launch processes on this machine. Set ALLOWED_HOSTS to the names clients use.",
+            file=sys.stderr,
+        )
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+    # daphne.server installs the asyncio Twisted reactor on import, so import it before
+    # django.setup() loads apps that might import twisted.internet.reactor themselves.
+    import django
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+    from django.core.management import call_command
+    from twisted.internet import reactor
+
+    django.setup()
+    # The first run creates the SQLite database.
+    call_command("migrate", interactive=False, verbosity=0)
+    from sessions.runtime import mark_orphans_lost
+
+    mark_orphans_lost()
+
+    from inspector.asgi import application
+    from inspector.auth import login_token
+
+    shown_host = DEFAULT_HOST if opts.host in ("0.0.0.0", "::") else opts.host
+    if ":" in shown_host and not shown_host.startswith("["):
+        shown_host = f"[{shown_host}]"
+    url = f"http://{shown_host}:{opts.port}/"
+    # The URL is the only place the token appears: the token page POSTs it and redirects away.
+    login_url = f"{url}auth/token?{urlencode({'token': login_token.issue()})}"
+
+    def announce() -> None:
+        print(f"MCP Inspector is running at {url}  (Ctrl-C to stop)", flush=True)
+        print(f"Open this URL to log in (it works once): {login_url}", flush=True)
+        if not opts.no_browser:
+            webbrowser.open(login_url)
+
+    def ready() -> None:
+        # daphne calls this once listening, which can be before the reactor runs and installs
+        # its SIGINT/SIGTERM handlers; announce after that, so Ctrl-C from then on stops cleanly.
+        reactor.callWhenRunning(announce)
+
+    server = Server(
+        application=application,
+        endpoints=build_endpoint_description_strings(host=opts.host, port=opts.port),
+        ready_callable=ready,
+        action_logger=access_log,
+        verbosity=0,
+    )
+    server.run()
+    # daphne reports a failed listen (port in use, say) by never starting; that is an error.
+    return 1 if server.abort_start else 0
+
+
+def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:
+    """Log daphne's requests at INFO, without query strings: they can carry the login token."""
+    from inspector.auth import strip_query_string
+
+    if protocol == "http" and action == "complete":
+        logging.getLogger("inspector.access").info(
+            "%s %s %s [%s]",
+            details["method"],
+            strip_query_string(details["path"]),
+            details["status"],
+            details["client"],
+        )
+    elif protocol == "websocket" and action in ("connected", "rejected", "disconnected"):
+        logging.getLogger("inspector.access").info(
+            "WebSocket %s %s [%s]", action, strip_query_string(details["path"]), details["client"]
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

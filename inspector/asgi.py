@@ -1,0 +1,33 @@
+"""ASGI entry point: Django for HTTP, Channels consumers for websockets."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+# Set up Django (apps, settings) before anything imports models through the consumers.
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from inspector.routing import websocket_urlpatterns  # noqa: E402
+from sessions.runtime import ensure_embedded_runtime  # noqa: E402
+
+router = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Route the request; first make sure this process's session runtime runs (embedded mode)."""
+    if scope["type"] != "lifespan":
+        ensure_embedded_runtime()
+    await router(scope, receive, send)

@@ -1,0 +1,12 @@
+"""Login by one-time token, included under /auth/."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from inspector import views
+
+urlpatterns: list[URLPattern] = [
+    path("login", views.login_page, name="login"),
+    path("token", views.token_login, name="auth-token"),
+]

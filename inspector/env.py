@@ -1,0 +1,73 @@
+"""Typed readers for settings that come from environment variables."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.utils import get_random_secret_key
+
+__all__ = ["envbool", "envint", "envsecret", "envstr", "stored_secret_key"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+
+def envstr(name: str, default: str) -> str:
+    """Return the variable's value, or the default when it is unset or empty."""
+    return os.environ.get(name) or default
+
+
+def envbool(name: str, default: bool) -> bool:
+    """Return the variable as a boolean; accept 1/0, true/false, yes/no, on/off."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of true/false, yes/no, on/off, 1/0; got {raw!r}")
+
+
+def envint(name: str, default: int) -> int:
+    """Return the variable as an integer."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer; got {raw!r}") from None
+
+
+def envsecret(name: str, default: str = "") -> str:
+    """Return a secret from NAME, or from the file named by NAME_FILE (Docker/Kubernetes secrets)."""
+    value = os.environ.get(name, "")
+    file_name = os.environ.get(f"{name}_FILE", "")
+    if value and file_name:
+        raise ImproperlyConfigured(f"Set either {name} or {name}_FILE, not both")
+    if file_name:
+        try:
+            # Secret files usually end with a newline that is not part of the secret.
+            return Path(file_name).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_name!r}: {exc}") from None
+    return value or default
+
+
+def stored_secret_key(path: Path) -> str:
+    """Return the secret key kept at path, generating and saving it on first use."""
+    try:
+        existing = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        existing = ""
+    if existing:
+        return existing
+    key = get_random_secret_key()
+    # Create with owner-only permissions; the key signs sessions and CSRF tokens.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    return key

@@ -1,0 +1,180 @@
+"""Response headers Django does not set on its own, and the cross-origin request guard."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.conf import settings
+from django.core.exceptions import DisallowedHost
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseForbidden
+from django.utils.http import is_same_domain
+from whitenoise.middleware import WhiteNoiseMiddleware
+
+__all__ = [
+    "ContentSecurityPolicyMiddleware",
+    "SameOriginMiddleware",
+    "StaticFilesMiddleware",
+    "content_security_policy",
+]
+
+logger = logging.getLogger("inspector.security")
+
+
+def content_security_policy(request: HttpRequest) -> str:
+    """Return the policy for a page served to request."""
+    # Everything (scripts, styles, htmx requests, websockets) comes from our own origin;
+    # servers' content is rendered as escaped text, never as markup or script. 'self' covers
+    # same-origin websockets under CSP 3, but older WebKit needs the ws(s) origin spelled out.
+    try:
+        ws_origin = f" {'wss' if request.is_secure() else 'ws'}://{request.get_host()}"
+    except DisallowedHost:
+        # The response is a 400 for the bad Host; it needs no websocket.
+        ws_origin = ""
+    return "; ".join(
+        [
+            "default-src 'self'",
+            "script-src 'self'",
+            "style-src 'self'",
+            f"connect-src 'self'{ws_origin}",
+            # data: for images and audio that servers send base64-encoded.
+            "img-src 'self' data:",
+            "media-src 'self' data:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
+class _Middleware:
+    """Sync or async, as the chain is: a sync-only middleware would hold the one thread that every
+    thread-sensitive database call shares for as long as each async view runs."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        return self.respond(request, self.get_response)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        early = self.before(request)
+        if early is not None:
+            return early
+        return self.after(request, await self.get_response(request))
+
+    def respond(self, request: HttpRequest, get_response: Any) -> HttpResponseBase:
+        early = self.before(request)
+        if early is not None:
+            return early
+        return self.after(request, get_response(request))
+
+    def before(self, request: HttpRequest) -> HttpResponseBase | None:
+        return None
+
+    def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        return response
+
+
+class ContentSecurityPolicyMiddleware(_Middleware):
+    """Add a Content-Security-Policy header unless the view set its own."""
+
+    def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        if "Content-Security-Policy" not in response.headers:
+            response.headers["Content-Security-Policy"] = content_security_policy(request)
+        return response
+
+
+def _trusted(origin: str) -> bool:
+    """Tell whether origin is listed in CSRF_TRUSTED_ORIGINS (exactly, or as "scheme://*.domain")."""
+    if origin in settings.CSRF_TRUSTED_ORIGINS:
+        return True
+    parts = urlsplit(origin)
+    for trusted in settings.CSRF_TRUSTED_ORIGINS:
+        if "*" not in trusted:
+            continue
+        pattern = urlsplit(trusted)
+        if pattern.scheme == parts.scheme and is_same_domain(parts.netloc, pattern.netloc.replace("*", "")):
+            return True
+    return False
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+class SameOriginMiddleware(_Middleware):
+    """Refuse requests another origin makes: the inspector launches processes, so fail closed.
+
+    A request whose Origin header names anyone but us is refused whatever its method, which stops
+    cross-site fetches and DNS rebinding. Browsers that send fetch metadata also tell us when a
+    request comes from another site, or another port of this host ("same-site"); only plain
+    navigations (following a link) may come from there.
+    """
+
+    def before(self, request: HttpRequest) -> HttpResponseBase | None:
+        refusal = self.refusal(request)
+        if refusal:
+            logger.warning("Forbidden (%s): %s", refusal, request.path)
+            return HttpResponseForbidden(f"Forbidden: {refusal}.", content_type="text/plain")
+        return None
+
+    @staticmethod
+    def refusal(request: HttpRequest) -> str | None:
+        """Return why request must be refused, or None to let it through."""
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            # get_host() validates Host against ALLOWED_HOSTS first (400 on failure).
+            own = f"{request.scheme}://{request.get_host()}"
+            if origin != own and not _trusted(origin):
+                return "cross-origin request"
+        site = request.headers.get("Sec-Fetch-Site")
+        if site in ("cross-site", "same-site"):
+            navigation = request.headers.get("Sec-Fetch-Mode") == "navigate"
+            if not (navigation and request.method in _SAFE_METHODS):
+                return f"{site} request"
+        return None
+
+
+class StaticFilesMiddleware(WhiteNoiseMiddleware):
+    """WhiteNoise that also runs in an async chain; our static files are small, so they are read whole."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Any = None, settings: Any = settings) -> None:
+        super().__init__(get_response, settings)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
+        return super().__call__(request)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        found = self.find_file(request.path_info) if self.autorefresh else self.files.get(request.path_info)
+        if found is None:
+            response: HttpResponseBase = await self.get_response(request)
+            return response
+        served = found.get_response(request.method, request.META)
+        body = b""
+        if served.file is not None:
+            with served.file:
+                body = served.file.read()
+        answer = HttpResponse(body, status=int(served.status))
+        del answer["Content-Type"]
+        for name, value in served.headers:
+            answer[name] = value
+        return answer

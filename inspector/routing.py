@@ -1,0 +1,13 @@
+"""Websocket URL routes."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from inspector.consumers import HealthConsumer
+from sessions.consumers import SessionConsumer
+
+websocket_urlpatterns = [
+    path("ws/health/", HealthConsumer.as_asgi()),
+    path("ws/sessions/<uuid:public_id>/", SessionConsumer.as_asgi()),
+]

@@ -1,0 +1,209 @@
+"""Django settings; every knob is an environment variable listed in .env.example."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+from inspector.env import envbool, envint, envsecret, envstr, stored_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", "~/.local/share/mcp-inspector")).expanduser()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = envsecret("SECRET_KEY") or stored_secret_key(DATA_DIR / "secret_key")
+
+_hosts = envstr("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+ALLOWED_HOSTS = [h.strip() for h in _hosts.split(",") if h.strip()]
+
+
+def _trusted_origins(hosts: list[str]) -> list[str]:
+    """Derive CSRF trusted origins from ALLOWED_HOSTS, for use behind a TLS-terminating proxy."""
+    origins = []
+    for host in hosts:
+        if host == "*":
+            continue
+        # ".example.com" in ALLOWED_HOSTS means the domain and all its subdomains.
+        name = f"*{host}" if host.startswith(".") else host
+        origins += [f"http://{name}", f"https://{name}"]
+    return origins
+
+
+_csrf_origins = envstr("CSRF_TRUSTED_ORIGINS", "")
+CSRF_TRUSTED_ORIGINS = (
+    [o.strip() for o in _csrf_origins.split(",") if o.strip()]
+    if _csrf_origins
+    else _trusted_origins(ALLOWED_HOSTS)
+)
+
+INSTALLED_APPS = [
+    # daphne first: it replaces runserver with an ASGI one and installs the Twisted reactor early.
+    "daphne",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "sessions.apps.SessionsConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "inspector.middleware.ContentSecurityPolicyMiddleware",
+    # Before everything else that answers, static files included: foreign origins get nothing.
+    "inspector.middleware.SameOriginMiddleware",
+    "inspector.middleware.StaticFilesMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every view needs a login unless marked @login_not_required (health, login pages).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "inspector.urls"
+ASGI_APPLICATION = "inspector.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DB = envstr("DB", "sqlite")
+DATABASES: dict[str, dict[str, Any]]
+if DB == "sqlite":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": envstr("DB_NAME", str(DATA_DIR / "inspector.sqlite3")),
+            # WAL lets pages read while the recorder writes; IMMEDIATE takes the write lock up
+            # front, so two writers queue (up to the timeout) instead of failing to upgrade.
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+            # A file, not pytest's shared in-memory database (which locks whole tables across
+            # threads); one per test process, so concurrent runs never share it.
+            "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"mcp-inspector-test-{os.getpid()}.sqlite3")},
+        }
+    }
+elif DB == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": envstr("DB_NAME", "mcp_inspector"),
+            "USER": envstr("DB_USER", "postgres"),
+            "PASSWORD": envsecret("DB_PASSWORD"),
+            "HOST": envstr("DB_HOST", "localhost"),
+            "PORT": envint("DB_PORT", 5432),
+            "CONN_MAX_AGE": envint("DB_CONN_MAX_AGE", 0),
+            "TEST": {"CHARSET": "UTF8"},
+        }
+    }
+else:
+    raise ImproperlyConfigured(f"DB must be 'sqlite' or 'postgres'; got {DB!r}")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = envsecret("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # redis-py 8 reads with a 5 s socket timeout by default, the same as channels-redis's
+            # blocking pop: raise it, or an idle receive fails with "Timeout reading".
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+        }
+    }
+else:
+    # Fine for one process; set REDIS_URL when running more than one.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Unset locally: WhiteNoise then serves straight from the source tree. The Docker image
+# sets it and runs collectstatic at build, so files are served compressed and hashed.
+STATIC_ROOT = envstr("STATIC_ROOT", "") or None
+WHITENOISE_USE_FINDERS = STATIC_ROOT is None
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if STATIC_ROOT is None
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+
+LOGIN_URL = "login"
+
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+# Cookies are not port-scoped: other apps on localhost:OTHER_PORT see cookies for localhost too,
+# so ours get names of their own rather than Django's "sessionid" and "csrftoken".
+SESSION_COOKIE_NAME = "mcp_inspector_session"
+CSRF_COOKIE_NAME = "mcp_inspector_csrftoken"
+SESSION_COOKIE_HTTPONLY = True
+# Strict: a request another site starts, even a top-level navigation by link, arrives logged out,
+# so no page elsewhere can act as the user. The cost: following such a link lands on the login
+# page, whose "continue" link (same-site) carries the cookie again.
+SESSION_COOKIE_SAMESITE = "Strict"
+CSRF_COOKIE_SAMESITE = "Strict"
+# Behind a TLS-terminating proxy: set SECURE_PROXY_SSL_HEADER=1 and the cookies become Secure.
+if envbool("SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+
+_LOG_LEVEL = envstr("LOG_LEVEL", "WARNING").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    # Query strings can carry the login token (/auth/token?token=...) or a server's API key.
+    "filters": {"redact_query_strings": {"()": "inspector.auth.RedactQueryStrings"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["redact_query_strings"]},
+    },
+    "root": {"handlers": ["console"], "level": _LOG_LEVEL},
+    "loggers": {
+        # Access logs: ours (mcp-inspector), daphne's runserver and Django's. Django's default
+        # config gives django.server a handler of its own; route it through the filter instead.
+        name: {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False}
+        for name in ("inspector.access", "django.channels.server", "django.server")
+    },
+}
+
+# --- MCP sessions -------------------------------------------------------------------------
+# Seconds a live session survives with no browser tab watching it (0: forever).
+INSPECTOR_IDLE_TIMEOUT = envint("INSPECTOR_IDLE_TIMEOUT", 900)
+# Run the session runtime inside the web process (the default); off when engine workers run it.
+INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)

@@ -1,0 +1,1 @@
+"""MCP sessions: live connections to MCP servers and their timelines."""

@@ -1,0 +1,79 @@
+"""The MCP client engine: transports, a JSON-RPC peer, the lifecycle, and conformance verdicts.
+
+Pure asyncio; it imports nothing from Django. See docs/engine.md for the guide.
+
+    async with ClientSession(make_transport(StdioTarget("python", ["server.py"]))) as session:
+        session.subscribe(print)            # every frame and event, in order
+        tools = await session.list_all("tools/list", "tools")
+        result = await session.call_tool("echo", {"text": "hi"})
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    ConnectionClosed,
+    EngineError,
+    HttpStatusError,
+    InputRequiredRoundsExceeded,
+    McpError,
+    RequestCancelled,
+    RequestTimeout,
+    SessionExpired,
+    TransportError,
+    VersionNegotiationFailed,
+    error_name,
+)
+from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
+from ._options import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_VERSIONS,
+    ClientCapabilities,
+    ClientOptions,
+)
+from ._session import ClientSession, RequestHandle, ServerRequestHandler
+from ._targets import HttpTarget, StdioTarget, Target, make_transport, mask_headers
+from ._transport import FrameSink, Transport
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "LATEST_HANDSHAKE_VERSION",
+    "LATEST_MODERN_VERSION",
+    "MODERN_VERSIONS",
+    "ClientCapabilities",
+    "ClientOptions",
+    "ClientSession",
+    "ConnectionClosed",
+    "EngineError",
+    "Event",
+    "Frame",
+    "FrameSink",
+    "HttpStatusError",
+    "HttpTarget",
+    "InputRequiredRoundsExceeded",
+    "McpError",
+    "PendingRequest",
+    "PendingResolved",
+    "Progress",
+    "RequestCancelled",
+    "RequestHandle",
+    "RequestTimeout",
+    "ServerRequestHandler",
+    "SessionExpired",
+    "StdioTarget",
+    "Target",
+    "Transport",
+    "TransportError",
+    "Verdict",
+    "VersionNegotiationFailed",
+    "connect",
+    "error_name",
+    "make_transport",
+    "mask_headers",
+]
+
+
+def connect(target: Target, options: ClientOptions | None = None) -> ClientSession:
+    """Return a session for ``target``; ``async with`` it to open and initialize."""
+    return ClientSession(make_transport(target), options)

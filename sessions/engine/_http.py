@@ -1,0 +1,595 @@
+"""HTTP transports: Streamable HTTP (2025-03-26 on) and the legacy HTTP+SSE transport (2024-11-05)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import functools
+import re
+import ssl
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from ._errors import ConnectionClosed, HttpStatusError, SessionExpired, TransportError
+from ._frames import Frame
+from ._options import MODERN_VERSIONS
+from ._sse import SseDecoder, SseEvent
+from ._targets import HttpTarget, mask_headers
+from ._transport import FrameSink, request_ids_in
+
+__all__ = ["FallbackToLegacy", "LegacySseTransport", "StreamableHttpTransport"]
+
+_SESSION_ID = re.compile(r"[\x21-\x7e]+")
+_JSON = "application/json"
+_SSE = "text/event-stream"
+# Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
+PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
+_B64_SENTINEL = re.compile(r"=\?base64\?.*\?=")
+
+
+def header_value(value: str) -> str:
+    """A value as an HTTP field: printable ASCII as is, anything else as ``=?base64?…?=`` (UTF-8)."""
+    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _B64_SENTINEL.fullmatch(value):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
+
+
+def stateless_version(message: Any) -> str | None:
+    """The stateless protocol version a request's ``_meta`` names, if it names one."""
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str) or "id" not in message:
+        return None
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+class FallbackToLegacy(TransportError):
+    """The URL refused a Streamable HTTP initialize with a 4xx: try the legacy HTTP+SSE transport."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"POST initialize answered {status}; trying the legacy HTTP+SSE transport")
+        self.status = status
+
+
+def _content_type(response: httpx.Response) -> str:
+    value: str = response.headers.get("content-type", "")
+    return value.split(";")[0].strip().lower()
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def _client(target: HttpTarget) -> httpx.AsyncClient:
+    # No read timeout: SSE streams idle for minutes; request clocks live in the session.
+    timeout = httpx.Timeout(connect=target.connect_timeout, read=None, write=60.0, pool=None)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+    # Loading the CA bundle costs ~20 ms and ~800 KB a client: build it once, and only for https
+    # (plain http never uses it, and redirects are not followed).
+    https = target.url.lower().startswith("https:")
+    verify: bool | ssl.SSLContext = _tls_context() if https and target.verify_tls else False
+    return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
+
+
+class _HttpBase:
+    name = "http"
+
+    def __init__(self, target: HttpTarget) -> None:
+        self.target = target
+        self._sink: FrameSink | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.protocol_version: str | None = None
+
+    @property
+    def sink(self) -> FrameSink:
+        assert self._sink is not None
+        return self._sink
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        assert self._client is not None
+        return self._client
+
+    def _base_headers(self) -> dict[str, str]:
+        headers = dict(self.target.headers)
+        if self.target.bearer_token:
+            headers["Authorization"] = f"Bearer {self.target.bearer_token}"
+        return headers
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def set_protocol_version(self, version: str) -> None:
+        self.protocol_version = version
+
+    def _record_head(self, response: httpx.Response, request_seq: int, **extra: Any) -> Frame:
+        details = {
+            "status": response.status_code,
+            "reason": response.reason_phrase,
+            "headers": mask_headers(dict(response.headers)),
+            "request_seq": request_seq,
+            **extra,
+        }
+        return self.sink.record(Frame("http", "in", transport={"http": details}))
+
+    def _record_request(self, method: str, url: str, headers: dict[str, str], note: str) -> Frame:
+        details = {"method": method, "url": url, "headers": mask_headers(headers)}
+        return self.sink.record(Frame("http", "out", transport={"http": details}, note=note))
+
+    def _record_failure(self, what: str, exc: BaseException) -> None:
+        self.sink.record(
+            Frame(
+                "state",
+                "local",
+                transport={"state": "http-error", "http": {"error": type(exc).__name__}},
+                note=f"{what}: {exc}",
+            )
+        )
+
+    def _deliver_event(self, event: SseEvent, stream: str, status: int) -> None:
+        details = {"http": {"status": status, "stream": stream, "event": event.event, "event_id": event.id}}
+        if event.retry is not None:
+            details["http"]["retry"] = event.retry
+        if event.event != "message" or not event.data.strip():
+            note = f"SSE event {event.event!r}" if event.event != "message" else "SSE event without data"
+            self.sink.record(Frame("http", "in", event.data, transport=details, note=note))
+            return
+        self.sink.receive(Frame("message", "in", event.data, transport=details))
+
+    async def _close_client(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._client is not None:
+            await self._client.aclose()
+
+
+class StreamableHttpTransport(_HttpBase):
+    """One endpoint: every message is a POST; replies come as JSON or as an SSE stream."""
+
+    name = "streamable-http"
+
+    def __init__(self, target: HttpTarget, *, auto: bool = False) -> None:
+        super().__init__(target)
+        self.auto = auto
+        self.session_id: str | None = None
+        self.retry_ms = target.default_retry_ms
+        self.stateless = False
+        # Stateless mode: each request's POST, so a cancellation can close its reply stream.
+        self._posts: dict[int | str, asyncio.Task[None]] = {}
+
+    async def open(self, sink: FrameSink) -> None:
+        self._sink = sink
+        self._client = _client(self.target)
+
+    def reset(self) -> None:
+        """Forget the HTTP session, so the next initialize starts a new one."""
+        self.session_id = None
+        self.protocol_version = None
+        self.stateless = False
+
+    def set_protocol_version(self, version: str) -> None:
+        self.protocol_version = version
+        self.stateless = version in MODERN_VERSIONS
+        if self.stateless:
+            self.session_id = None  # the stateless revision has no sessions
+
+    def _headers(self, *, initialize: bool = False, accept: str = f"{_JSON}, {_SSE}") -> dict[str, str]:
+        headers = self._base_headers()
+        headers["Accept"] = accept
+        if self.session_id and not initialize and not self.stateless:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version and not initialize:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def _stateless_headers(self, message: Any, version: str) -> dict[str, str]:
+        """MCP-Protocol-Version (equal to the ``_meta`` version), Mcp-Method, Mcp-Name if it applies."""
+        headers = self._base_headers()
+        headers["Accept"] = f"{_JSON}, {_SSE}"
+        headers["MCP-Protocol-Version"] = version
+        method = message["method"]
+        headers["Mcp-Method"] = method
+        params = message.get("params")
+        key = NAME_BEARING.get(method)
+        name = params.get(key) if key is not None and isinstance(params, dict) else None
+        if isinstance(name, str):
+            headers["Mcp-Name"] = header_value(name)
+        return headers
+
+    def _forget_post(self, request_id: int | str, _: object) -> None:
+        self._posts.pop(request_id, None)
+
+    def _close_reply_stream(self, message: dict[str, Any]) -> Frame:
+        """Stateless HTTP has no client notifications: a cancellation closes the request's reply stream."""
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        task = self._posts.get(request_id) if isinstance(request_id, int | str) else None
+        if task is not None:
+            task.cancel()
+        note = (
+            f"notifications/cancelled is not POSTed in the stateless revision: closed the reply stream of "
+            f"request {request_id!r}"
+            if task is not None
+            else f"request {request_id!r} has no open reply stream to close"
+        )
+        return self.sink.record(
+            Frame(
+                "state",
+                "local",
+                transport={"state": "http-cancel", "http": {"request_id": request_id}},
+                note=note,
+            )
+        )
+
+    async def send(self, raw: bytes, message: Any) -> Frame:
+        method = message.get("method") if isinstance(message, dict) else None
+        if self.stateless and method == "notifications/cancelled":
+            return self._close_reply_stream(message)
+        initialize = method == "initialize"
+        version = stateless_version(message)
+        if version is not None and (self.stateless or version in MODERN_VERSIONS):
+            headers = self._stateless_headers(message, version)
+        else:
+            headers = self._headers(initialize=initialize)
+        headers["Content-Type"] = _JSON
+        details = {"method": "POST", "url": self.target.url, "headers": mask_headers(headers)}
+        frame = self.sink.record(Frame("message", "out", raw, message=message, transport={"http": details}))
+        if self._closing:
+            raise ConnectionClosed("the transport is closed")
+        if initialize:
+            # Awaited, not spawned: the session id and the transport choice depend on this answer.
+            await self._post(raw, headers, message, frame.seq, initialize=True)
+        else:
+            task: asyncio.Task[None] = asyncio.ensure_future(self._post(raw, headers, message, frame.seq))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            for request_id in request_ids_in(message):
+                self._posts[request_id] = task
+                task.add_done_callback(functools.partial(self._forget_post, request_id))
+        if method == "notifications/initialized" and self.target.open_get_stream:
+            self._spawn(self._listen())
+        return frame
+
+    async def _post(
+        self, raw: bytes, headers: dict[str, str], message: Any, seq: int, *, initialize: bool = False
+    ) -> None:
+        ids = request_ids_in(message)
+        try:
+            request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
+            response = await self.client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            error = TransportError(f"POST {self.target.url} failed: {exc or type(exc).__name__}")
+            self._record_failure("POST failed", exc)
+            if initialize:
+                raise error from exc
+            self.sink.requests_failed(ids, error)
+            return
+        try:
+            await self._handle(response, ids, seq, initialize=initialize)
+        except httpx.HTTPError as exc:
+            self._record_failure("reading the reply failed", exc)
+            self.sink.requests_failed(ids, TransportError(f"reading the reply failed: {exc}"))
+        finally:
+            await response.aclose()
+
+    async def _handle(
+        self, response: httpx.Response, ids: list[int | str], seq: int, *, initialize: bool
+    ) -> None:
+        status = response.status_code
+        ctype = _content_type(response)
+        head = self._record_head(response, seq)
+        if initialize and self.auto and 400 <= status < 500 and status not in (401, 403):
+            await response.aread()
+            raise FallbackToLegacy(status)
+        if initialize and status == 200:
+            session_id = response.headers.get("mcp-session-id")
+            if session_id is not None:
+                if not _SESSION_ID.fullmatch(session_id):
+                    head.flag("session-id-chars", "error", "Mcp-Session-Id must be visible ASCII (0x21-0x7E)")
+                self.session_id = session_id
+        if status == 202:
+            await response.aread()
+            if ids:
+                head.flag(
+                    "accepted-request",
+                    "error",
+                    "a request was answered 202 Accepted; 202 is for notifications and responses",
+                )
+            return
+        if status >= 400:
+            body = await response.aread()
+            head.raw = body
+            expired = status == 404 or (status == 400 and b"session" in body.lower())
+            if self.session_id and expired and not initialize:
+                if status == 400:
+                    head.flag(
+                        "expiry-status", "warning", "an unknown session was answered 400; the spec says 404"
+                    )
+                head.note = "the server no longer knows this session"
+                self.sink.connection_lost(
+                    SessionExpired(
+                        f"the server ended the HTTP session (HTTP {status}); re-initialize to continue"
+                    )
+                )
+                return
+            if ctype == _JSON and body.strip():
+                # A JSON-RPC error in the body answers the request; let the session read it.
+                self.sink.receive(
+                    Frame("message", "in", body, transport={"http": {"status": status, "request_seq": seq}})
+                )
+            self.sink.requests_failed(ids, HttpStatusError(status, body))
+            return
+        if not ids:
+            body = await response.aread()
+            head.flag(
+                "expected-202",
+                "warning",
+                f"a notification or response was answered {status}; the spec says 202",
+            )
+            if body.strip():
+                self.sink.receive(
+                    Frame("message", "in", body, transport={"http": {"status": status, "request_seq": seq}})
+                )
+            return
+        if ctype == _SSE:
+            await self._read_stream(response, f"POST #{seq}", ids)
+            return
+        body = await response.aread()
+        if ctype != _JSON:
+            head.flag(
+                "content-type", "error", f"a request was answered with Content-Type {ctype or 'none'!r}"
+            )
+        self.sink.receive(
+            Frame(
+                "message",
+                "in",
+                body,
+                transport={"http": {"status": status, "content_type": ctype, "request_seq": seq}},
+            )
+        )
+        self.sink.requests_failed(ids, TransportError("the HTTP reply carried no response to this request"))
+
+    async def _read_stream(self, response: httpx.Response, stream: str, ids: list[int | str]) -> None:
+        """Read a POST's SSE reply; if it drops before every response came, resume with Last-Event-ID."""
+        decoder = SseDecoder()
+        status = response.status_code
+        attempts = 0
+        while True:
+            try:
+                async for chunk in response.aiter_bytes():
+                    for event in decoder.feed(chunk):
+                        if event.retry is not None:
+                            self.retry_ms = event.retry
+                        self._deliver_event(event, stream, status)
+            except httpx.HTTPError as exc:
+                self._record_failure(f"{stream} stream dropped", exc)
+            waiting = [i for i in ids if self.sink.is_pending(i)]
+            if not waiting or self._closing:
+                return
+            if decoder.last_event_id is None or attempts >= self.target.max_reconnects:
+                why = "with no event id to resume from" if decoder.last_event_id is None else "too often"
+                self.sink.requests_failed(
+                    waiting, TransportError(f"the reply stream ended {why} before the response")
+                )
+                return
+            attempts += 1
+            await asyncio.sleep(self.retry_ms / 1000)
+            resumed = await self._resume(decoder.last_event_id, stream)
+            if resumed is None:
+                continue
+            await response.aclose()
+            response = resumed
+            status = response.status_code
+            stream = f"{stream} (resumed)"
+
+    async def _resume(self, last_event_id: str, stream: str) -> httpx.Response | None:
+        headers = self._headers(accept=_SSE)
+        headers["Last-Event-ID"] = last_event_id
+        out = self._record_request(
+            "GET", self.target.url, headers, f"resume {stream} after event {last_event_id}"
+        )
+        try:
+            response = await self.client.send(
+                self.client.build_request("GET", self.target.url, headers=headers), stream=True
+            )
+        except httpx.HTTPError as exc:
+            self._record_failure("resuming failed", exc)
+            return None
+        head = self._record_head(response, out.seq)
+        if response.status_code != 200 or _content_type(response) != _SSE:
+            head.raw = await response.aread()
+            await response.aclose()
+            return None
+        return response
+
+    async def _listen(self) -> None:
+        """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops."""
+        decoder = SseDecoder()
+        attempts = 0
+        while not self._closing and attempts <= self.target.max_reconnects:
+            headers = self._headers(accept=_SSE)
+            if decoder.last_event_id is not None:
+                headers["Last-Event-ID"] = decoder.last_event_id
+            out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
+            try:
+                request = self.client.build_request("GET", self.target.url, headers=headers)
+                response = await self.client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                self._record_failure("standalone stream failed", exc)
+                attempts += 1
+                await asyncio.sleep(self.retry_ms / 1000)
+                continue
+            try:
+                head = self._record_head(response, out.seq)
+                if response.status_code == 405:
+                    head.note = "the server offers no standalone stream"
+                    return
+                if response.status_code != 200 or _content_type(response) != _SSE:
+                    head.raw = await response.aread()
+                    head.flag(
+                        "get-stream",
+                        "warning",
+                        "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
+                    )
+                    return
+                with contextlib.suppress(httpx.HTTPError):
+                    async for chunk in response.aiter_bytes():
+                        attempts = 0
+                        for event in decoder.feed(chunk):
+                            if event.retry is not None:
+                                self.retry_ms = event.retry
+                            self._deliver_event(event, "GET", 200)
+            finally:
+                await response.aclose()
+            if self._closing:
+                return
+            attempts += 1
+            await asyncio.sleep(self.retry_ms / 1000)
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.session_id and self._client is not None:
+            headers = self._headers()
+            out = self._record_request("DELETE", self.target.url, headers, "end the HTTP session")
+            try:
+                response = await asyncio.wait_for(self.client.delete(self.target.url, headers=headers), 5)
+                head = self._record_head(response, out.seq)
+                if response.status_code == 405:
+                    head.note = "the server does not let clients end sessions (405 is allowed)"
+            except (TimeoutError, httpx.HTTPError) as exc:
+                self._record_failure("DELETE failed", exc)
+        await self._close_client()
+
+
+class LegacySseTransport(_HttpBase):
+    """The 2024-11-05 transport: a GET event stream names a POST endpoint in its first event."""
+
+    name = "sse"
+
+    def __init__(self, target: HttpTarget) -> None:
+        super().__init__(target)
+        self.endpoint: str | None = None
+        self._endpoint_ready: asyncio.Future[str] | None = None
+        self._response: httpx.Response | None = None
+
+    async def open(self, sink: FrameSink) -> None:
+        self._sink = sink
+        self._client = _client(self.target)
+        headers = self._base_headers()
+        headers["Accept"] = _SSE
+        out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
+        try:
+            response = await self.client.send(
+                self.client.build_request("GET", self.target.url, headers=headers), stream=True
+            )
+        except httpx.HTTPError as exc:
+            await self._client.aclose()
+            raise TransportError(f"GET {self.target.url} failed: {exc or type(exc).__name__}") from exc
+        head = self._record_head(response, out.seq)
+        if response.status_code != 200 or _content_type(response) != _SSE:
+            head.raw = await response.aread()
+            await response.aclose()
+            await self._client.aclose()
+            raise HttpStatusError(response.status_code, head.raw)
+        self._response = response
+        self._endpoint_ready = asyncio.get_running_loop().create_future()
+        self._spawn(self._read(response))
+        try:
+            self.endpoint = await asyncio.wait_for(
+                asyncio.shield(self._endpoint_ready), self.target.connect_timeout
+            )
+        except TimeoutError:
+            await self._close_client()
+            raise TransportError("the SSE stream sent no endpoint event") from None
+        except TransportError:
+            await self._close_client()
+            raise
+
+    async def _read(self, response: httpx.Response) -> None:
+        assert self._endpoint_ready is not None
+        decoder = SseDecoder()
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    if event.event == "endpoint" and not self._endpoint_ready.done():
+                        self._take_endpoint(event)
+                    else:
+                        self._deliver_event(event, "GET", 200)
+        except httpx.HTTPError as exc:
+            self._record_failure("SSE stream dropped", exc)
+        finally:
+            await response.aclose()
+        if not self._endpoint_ready.done():
+            self._endpoint_ready.set_exception(
+                TransportError("the SSE stream ended before its endpoint event")
+            )
+        elif not self._closing:
+            self.sink.connection_lost(ConnectionClosed("the server closed the SSE stream"))
+
+    def _take_endpoint(self, event: SseEvent) -> None:
+        assert self._endpoint_ready is not None
+        details = {"http": {"stream": "GET", "event": "endpoint", "event_id": event.id}}
+        frame = self.sink.record(Frame("http", "in", event.data, transport=details, note="endpoint event"))
+        endpoint = urljoin(self.target.url, event.data.decode("utf-8", errors="replace").strip())
+        base, given = urlsplit(self.target.url), urlsplit(endpoint)
+        if (base.scheme, base.netloc) != (given.scheme, given.netloc):
+            # Posting elsewhere would send our messages (and credentials) to another origin.
+            frame.flag("endpoint-origin", "error", f"endpoint {endpoint!r} is on another origin; refused")
+            self._endpoint_ready.set_exception(
+                TransportError(f"the endpoint event names another origin: {endpoint}")
+            )
+            return
+        frame.note = f"endpoint {endpoint}"
+        self._endpoint_ready.set_result(endpoint)
+
+    async def send(self, raw: bytes, message: Any) -> Frame:
+        assert self.endpoint is not None
+        headers = self._base_headers()
+        headers["Content-Type"] = _JSON
+        if self.protocol_version:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        details = {"method": "POST", "url": self.endpoint, "headers": mask_headers(headers)}
+        frame = self.sink.record(Frame("message", "out", raw, message=message, transport={"http": details}))
+        if self._closing:
+            raise ConnectionClosed("the transport is closed")
+        self._spawn(self._post(raw, headers, message, frame.seq))
+        return frame
+
+    async def _post(self, raw: bytes, headers: dict[str, str], message: Any, seq: int) -> None:
+        assert self.endpoint is not None
+        ids = request_ids_in(message)
+        try:
+            response = await self.client.post(self.endpoint, content=raw, headers=headers)
+        except httpx.HTTPError as exc:
+            self._record_failure("POST failed", exc)
+            self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {exc}"))
+            return
+        head = self._record_head(response, seq)
+        head.raw = response.content
+        if response.status_code >= 300:
+            self.sink.requests_failed(ids, HttpStatusError(response.status_code, response.content))
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        await self._close_client()

@@ -1,0 +1,109 @@
+"""What a client offers and how it behaves: protocol version, capabilities, timeouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "LATEST_HANDSHAKE_VERSION",
+    "LATEST_MODERN_VERSION",
+    "MODERN_VERSIONS",
+    "ClientCapabilities",
+    "ClientOptions",
+]
+
+# Kept here rather than imported from mcp-types: that package costs ~0.35 s to import,
+# and the CLI must stay quick when no verdicts are asked for.
+HANDSHAKE_VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = HANDSHAKE_VERSIONS[-1]
+# Revisions without a handshake: ``server/discover``, and protocol metadata in every request's ``_meta``.
+MODERN_VERSIONS: tuple[str, ...] = ("2026-07-28",)
+LATEST_MODERN_VERSION = MODERN_VERSIONS[-1]
+MODES = ("handshake", "stateless", "auto")
+
+
+@dataclass(slots=True)
+class ClientCapabilities:
+    """Client capabilities, each switchable; ``to_wire`` shapes them for a protocol revision."""
+
+    roots: bool = True
+    roots_list_changed: bool = True
+    sampling: bool = True
+    elicitation_form: bool = True
+    elicitation_url: bool = False
+    experimental: dict[str, Any] | None = None
+
+    def to_wire(self, version: str) -> dict[str, Any]:
+        caps: dict[str, Any] = {}
+        modern = version in MODERN_VERSIONS
+        if self.roots:
+            # 2026-07-28 dropped notifications/roots/list_changed, so there is nothing to declare.
+            caps["roots"] = {"listChanged": True} if self.roots_list_changed and not modern else {}
+        if self.sampling:
+            caps["sampling"] = {}
+        if version >= "2025-06-18" and (self.elicitation_form or self.elicitation_url):
+            if version >= "2025-11-25":
+                modes: dict[str, Any] = {}
+                if self.elicitation_form:
+                    modes["form"] = {}
+                if self.elicitation_url:
+                    modes["url"] = {}
+                caps["elicitation"] = modes
+            else:
+                caps["elicitation"] = {}
+        if self.experimental:
+            caps["experimental"] = dict(self.experimental)
+        return caps
+
+
+@dataclass(slots=True)
+class ClientOptions:
+    """How a session talks: the version it asks for, what it declares, and how long it waits."""
+
+    protocol_version: str = LATEST_HANDSHAKE_VERSION
+    """The revision to offer; a stateless one (2026-07-28) means stateless mode."""
+    mode: str = "handshake"
+    """``handshake`` (initialize), ``stateless`` (server/discover, ``_meta`` on every request) or
+    ``auto`` (try server/discover, fall back to initialize when the server does not speak it)."""
+    capabilities: ClientCapabilities = field(default_factory=ClientCapabilities)
+    client_info: dict[str, Any] = field(default_factory=lambda: {"name": "mcp-inspector", "version": "0.1.0"})
+    timeout: float | None = 60.0
+    """Seconds a request may wait without a response or progress; ``None`` waits forever."""
+    max_total_timeout: float | None = 600.0
+    """Upper bound for a request whose clock progress keeps resetting."""
+    reset_timeout_on_progress: bool = True
+    validate: bool = True
+    """Check every received frame against the negotiated revision's schema (imports mcp-types)."""
+    roots: list[dict[str, Any]] = field(default_factory=list)
+    review_roots: bool = False
+    """Let a person review (and edit) each roots/list answer, as for sampling and elicitation."""
+    first_request_id: int = 0
+    """Where request ids start; a reconnect within one recorded session continues the numbering."""
+    log_level: str | None = None
+    """Stateless mode: the ``io.modelcontextprotocol/logLevel`` each request carries (``None``: no logs)."""
+    discover_timeout: float = 10.0
+    """Seconds ``auto`` waits for the server/discover probe before falling back to initialize."""
+    input_required_max_rounds: int = 10
+    """Stateless mode: how many input-required retries one request may take before giving up."""
+
+    def effective_mode(self) -> str:
+        """The mode a session connects in: a stateless ``protocol_version`` implies ``stateless``."""
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode == "handshake" and self.protocol_version in MODERN_VERSIONS:
+            return "stateless"
+        return self.mode
+
+    def modern_version(self) -> str:
+        """The stateless revision to ask for."""
+        return self.protocol_version if self.protocol_version in MODERN_VERSIONS else LATEST_MODERN_VERSION
+
+    def handshake_version(self) -> str:
+        """The handshake revision to offer in initialize."""
+        return (
+            self.protocol_version
+            if self.protocol_version not in MODERN_VERSIONS
+            else LATEST_HANDSHAKE_VERSION
+        )

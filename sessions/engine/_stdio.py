@@ -1,0 +1,190 @@
+"""The stdio transport: a child process speaking newline-delimited JSON-RPC."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ConnectionClosed, TransportError
+from ._frames import Frame
+from ._transport import FrameSink
+
+__all__ = ["StdioTarget", "StdioTransport"]
+
+_CHUNK = 1 << 20
+
+
+@dataclass(slots=True)
+class StdioTarget:
+    """How to start a stdio server."""
+
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    inherit_env: bool = True
+    # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
+    close_grace: float = 2.0
+    term_grace: float = 2.0
+
+
+class StdioTransport:
+    """Spawn the server and move lines over its stdin and stdout; stderr lines become frames too."""
+
+    name = "stdio"
+
+    def __init__(self, target: StdioTarget) -> None:
+        self.target = target
+        self.process: asyncio.subprocess.Process | None = None
+        self.returncode: int | None = None
+        self._sink: FrameSink | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self._exited = asyncio.Event()
+
+    async def open(self, sink: FrameSink) -> None:
+        self._sink = sink
+        env = dict(os.environ) if self.target.inherit_env else {}
+        env.update(self.target.env)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                self.target.command,
+                *self.target.args,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                cwd=self.target.cwd,
+                # Its own process group, so a shutdown reaches the grandchildren (npx, shells) too.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TransportError(f"cannot start {self.target.command!r}: {exc.strerror or exc}") from exc
+        sink.record(
+            Frame(
+                "state",
+                "local",
+                transport={
+                    "state": "spawned",
+                    "stdio": {"pid": self.process.pid, "command": self.target.command},
+                },
+                note=f"started process {self.process.pid}",
+            )
+        )
+        self._tasks = [
+            asyncio.create_task(self._read_stdout(), name="mcp-stdio-stdout"),
+            asyncio.create_task(self._read_stderr(), name="mcp-stdio-stderr"),
+        ]
+        self._tasks.append(asyncio.create_task(self._watch_exit(), name="mcp-stdio-exit"))
+
+    def set_protocol_version(self, version: str) -> None:
+        pass
+
+    async def send(self, raw: bytes, message: Any) -> Frame:
+        assert self._sink is not None and self.process is not None and self.process.stdin is not None
+        frame = self._sink.record(Frame("message", "out", raw, message=message))
+        if self.process.returncode is not None or self._closing:
+            raise ConnectionClosed("the server process has exited", exit_code=self.process.returncode)
+        try:
+            self.process.stdin.write(raw + b"\n")
+            await self.process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise ConnectionClosed("the server closed its stdin", exit_code=self.process.returncode) from exc
+        return frame
+
+    async def _read_stdout(self) -> None:
+        assert self.process is not None and self.process.stdout is not None and self._sink is not None
+        stream, sink = self.process.stdout, self._sink
+        # Chunks of a line still being received; joined once, so a 50 MB line is not copied per chunk.
+        parts: list[bytes] = []
+        while True:
+            chunk = await stream.read(_CHUNK)
+            if not chunk:
+                break
+            if b"\n" not in chunk:
+                parts.append(chunk)
+                continue
+            parts.append(chunk)
+            *lines, tail = b"".join(parts).split(b"\n")
+            parts = [tail] if tail else []
+            for line in lines:
+                line = line.removesuffix(b"\r")
+                if line:
+                    sink.receive(Frame("message", "in", line))
+        if parts:
+            # An unterminated last line is still what the server wrote: record it.
+            frame = Frame("message", "in", b"".join(parts))
+            frame.flag("unterminated-line", "warning", "stdout ended without a newline after this message")
+            sink.receive(frame)
+
+    async def _read_stderr(self) -> None:
+        assert self.process is not None and self.process.stderr is not None and self._sink is not None
+        stream, sink = self.process.stderr, self._sink
+        pending = b""
+        while True:
+            chunk = await stream.read(_CHUNK)
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                sink.record(Frame("stderr", "in", line.removesuffix(b"\r")))
+        if pending:
+            sink.record(Frame("stderr", "in", pending))
+
+    async def _watch_exit(self) -> None:
+        assert self.process is not None and self._sink is not None
+        code = await self.process.wait()
+        # Let the readers drain what the process wrote before it died, so the exit comes last.
+        await asyncio.gather(*self._tasks[:2], return_exceptions=True)
+        self.returncode = code
+        detail: dict[str, Any] = {"returncode": code}
+        if code < 0:
+            detail["signal"] = signal.Signals(-code).name
+            note = f"process exited by signal {detail['signal']}"
+        else:
+            note = f"process exited with code {code}"
+        self._sink.record(Frame("exit", "local", transport={"stdio": detail}, note=note))
+        self._exited.set()
+        if not self._closing:
+            self._sink.connection_lost(ConnectionClosed(f"the server {note}", exit_code=code))
+
+    async def close(self) -> None:
+        process = self.process
+        if process is None or self._closing:
+            return
+        self._closing = True
+        if process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()
+            if not await self._wait_exit(self.target.close_grace):
+                self._signal(signal.SIGTERM)
+                if not await self._wait_exit(self.target.term_grace):
+                    self._signal(signal.SIGKILL)
+                    await self._wait_exit(None)
+        # The exit watcher records the exit frame; give it its turn before the readers go.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._exited.wait(), 5)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Reap whatever is left of the process group (children that outlived the server).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    async def _wait_exit(self, timeout: float | None) -> bool:
+        assert self.process is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(self.process.wait()), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _signal(self, sig: signal.Signals) -> None:
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)

@@ -1,0 +1,60 @@
+"""Where a server is and how to reach it; cheap to import (no HTTP client here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._stdio import StdioTarget
+from ._transport import Transport
+
+__all__ = ["HttpTarget", "StdioTarget", "Target", "make_transport", "mask_headers"]
+
+HttpKind = Literal["auto", "http", "sse"]
+
+
+@dataclass(slots=True)
+class HttpTarget:
+    """An MCP server at a URL: Streamable HTTP, legacy HTTP+SSE, or ``auto`` to find out."""
+
+    url: str
+    transport: HttpKind = "auto"
+    headers: dict[str, str] = field(default_factory=dict)
+    bearer_token: str | None = None
+    verify_tls: bool = True
+    connect_timeout: float = 10.0
+    open_get_stream: bool = True
+    """Open the standalone GET stream for server-initiated messages after initialization."""
+    max_reconnects: int = 5
+    default_retry_ms: int = 1000
+
+
+Target = StdioTarget | HttpTarget
+
+_SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password|auth", re.IGNORECASE)
+
+
+def mask_headers(headers: dict[str, str]) -> dict[str, str]:
+    """Return headers fit to record: values of credential-like headers are masked."""
+    masked = {}
+    for name, value in headers.items():
+        if _SECRET_HEADER.search(name):
+            scheme = value.split(" ", 1)[0] + " " if " " in value else ""
+            masked[name] = f"{scheme}•••• ({len(value)} chars)"
+        else:
+            masked[name] = value
+    return masked
+
+
+def make_transport(target: Target) -> Transport:
+    """Build the transport for a target; HTTP support is imported only when needed."""
+    if isinstance(target, StdioTarget):
+        from ._stdio import StdioTransport
+
+        return StdioTransport(target)
+    from ._http import LegacySseTransport, StreamableHttpTransport
+
+    if target.transport == "sse":
+        return LegacySseTransport(target)
+    return StreamableHttpTransport(target, auto=target.transport == "auto")

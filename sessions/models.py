@@ -1,0 +1,284 @@
+"""Saved servers, recorded MCP sessions, their timeline frames, and requests waiting for a person."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+__all__ = ["McpSession", "PendingReview", "ServerConfig", "TimelineFrame"]
+
+TRANSPORTS = [
+    ("stdio", "stdio"),
+    ("http", "Streamable HTTP"),
+    ("sse", "HTTP+SSE (legacy)"),
+    ("auto", "auto-detect"),
+]
+SECRET_MASK = "••••••"
+
+
+class ServerConfig(models.Model):
+    """A server a person saved: how to reach it and how to talk to it."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="server_configs"
+    )
+    name = models.CharField(max_length=200)
+    transport = models.CharField(max_length=10, choices=TRANSPORTS, default="stdio")
+    command = models.CharField(max_length=1000, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    secret_env = models.JSONField(default=list, blank=True, help_text="names of env values to mask")
+    cwd = models.CharField(max_length=1000, blank=True)
+    url = models.CharField(max_length=2000, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    bearer_token = models.CharField(max_length=4000, blank=True)
+    protocol_version = models.CharField(max_length=20, default="2025-11-25")
+    mode = models.CharField(max_length=20, default="handshake", help_text="handshake, stateless or auto")
+    capabilities = models.JSONField(default=dict, blank=True)
+    timeout = models.FloatField(default=60.0)
+    max_total_timeout = models.FloatField(default=600.0)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="unique_server_name_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the settings a session starts from (secrets included: only the runtime sees it)."""
+        return {
+            "name": self.name,
+            "transport": self.transport,
+            "command": self.command,
+            "args": list(self.args),
+            "env": dict(self.env),
+            "secret_env": list(self.secret_env),
+            "cwd": self.cwd,
+            "url": self.url,
+            "headers": dict(self.headers),
+            "bearer_token": self.bearer_token,
+            "protocol_version": self.protocol_version,
+            "mode": self.mode,
+            "capabilities": dict(self.capabilities),
+            "timeout": self.timeout,
+            "max_total_timeout": self.max_total_timeout,
+        }
+
+
+def masked_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Return a config fit to show: bearer token, secret env values and credential headers masked."""
+    from sessions.engine import mask_headers
+
+    shown = dict(config)
+    secret = set(config.get("secret_env", []))
+    shown["env"] = {k: SECRET_MASK if k in secret else v for k, v in config.get("env", {}).items()}
+    shown["headers"] = mask_headers(config.get("headers", {}))
+    shown["bearer_token"] = SECRET_MASK if config.get("bearer_token") else ""
+    return shown
+
+
+class McpSession(models.Model):
+    """One recorded connection to an MCP server; live while its owner task runs."""
+
+    class Status(models.TextChoices):
+        STARTING = "starting"
+        CONNECTING = "connecting"
+        INITIALIZING = "initializing"
+        READY = "ready"
+        EXPIRED = "expired"
+        CLOSING = "closing"
+        CLOSED = "closed"
+        FAILED = "failed"
+        LOST = "lost"
+
+    LIVE = (
+        Status.STARTING,
+        Status.CONNECTING,
+        Status.INITIALIZING,
+        Status.READY,
+        Status.EXPIRED,
+        Status.CLOSING,
+    )
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions")
+    server = models.ForeignKey(ServerConfig, null=True, blank=True, on_delete=models.SET_NULL)
+    name = models.CharField(max_length=200)
+    config = models.JSONField(default=dict)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.STARTING)
+    status_note = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    ended = models.DateTimeField(null=True, blank=True)
+    protocol_version = models.CharField(max_length=20, blank=True)
+    mode = models.CharField(max_length=20, blank=True, help_text="handshake or stateless, as connected")
+    transport_name = models.CharField(max_length=40, blank=True)
+    server_info = models.JSONField(default=dict, blank=True)
+    server_capabilities = models.JSONField(default=dict, blank=True)
+    client_capabilities = models.JSONField(default=dict, blank=True)
+    instructions = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    worker_channel = models.CharField(max_length=200, blank=True)
+    last_seq = models.BigIntegerField(default=0)
+    roots = models.JSONField(default=list, blank=True)
+    phases = models.JSONField(default=list, blank=True, help_text="lifecycle phases with their times")
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in self.LIVE
+
+    @property
+    def group_name(self) -> str:
+        return f"mcp-session-{self.public_id.hex}"
+
+    @property
+    def server_label(self) -> str:
+        """What to call the server in the UI: its title, its name, or the session's name."""
+        info = self.server_info if isinstance(self.server_info, dict) else {}
+        return str(info.get("title") or info.get("name") or self.name)
+
+    @property
+    def shown_config(self) -> dict[str, Any]:
+        return masked_config(self.config)
+
+
+class TimelineFrame(models.Model):
+    """One frame of a session's timeline, as the engine recorded it; ``seq`` orders them."""
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="frames")
+    seq = models.BigIntegerField()
+    kind = models.CharField(max_length=10)
+    direction = models.CharField(max_length=5)
+    wall = models.FloatField()
+    mono = models.FloatField()
+    method = models.CharField(max_length=200, blank=True)
+    rpc_id = models.CharField(max_length=200, blank=True)
+    rpc_kind = models.CharField(max_length=20, blank=True)
+    pair_seq = models.BigIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    size = models.BigIntegerField(default=0)
+    raw = models.BinaryField(default=b"")
+    preview = models.CharField(max_length=300, blank=True)
+    parse_error = models.TextField(blank=True)
+    transport = models.JSONField(default=dict, blank=True)
+    verdicts = models.JSONField(default=list, blank=True)
+    worst = models.CharField(
+        max_length=10, blank=True, help_text="the most severe verdict: error, warning, info"
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="unique_frame_seq")]
+        indexes = [
+            models.Index(fields=["session", "method"], name="frame_method"),
+            models.Index(fields=["session", "rpc_id"], name="frame_rpc_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.direction} {self.method or self.kind}"
+
+    @property
+    def text(self) -> str:
+        return bytes(self.raw).decode("utf-8", errors="replace")
+
+
+class PendingReview(models.Model):
+    """A server→client request (sampling, elicitation) waiting for a person, and how it ended."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting"
+        ANSWERED = "answered"
+        REJECTED = "rejected"
+        WITHDRAWN = "withdrawn"
+        FAILED = "failed"
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="reviews")
+    key = models.CharField(max_length=200)
+    method = models.CharField(max_length=100)
+    rpc_id = models.CharField(max_length=200)
+    params = models.JSONField(default=dict)
+    frame_seq = models.BigIntegerField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.WAITING)
+    answer = models.JSONField(null=True, blank=True)
+    edited = models.BooleanField(default=False)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    detail = models.TextField(blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    resolved = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created"]
+        constraints = [models.UniqueConstraint(fields=["session", "key"], name="unique_review_key")]
+
+    def __str__(self) -> str:
+        return f"{self.method} ({self.status})"
+
+    @property
+    def template_name(self) -> str:
+        """The partial under templates/sessions/reviews/ that renders this request's review card."""
+        if self.method == "sampling/createMessage":
+            return "_sampling.html"
+        if self.method == "elicitation/create":
+            return "_elicitation_url.html" if self.is_url_elicitation else "_elicitation_form.html"
+        if self.method == "roots/list":
+            return "_roots.html"
+        return "_generic.html"
+
+    @property
+    def is_url_elicitation(self) -> bool:
+        return self.method == "elicitation/create" and self.params.get("mode") == "url"
+
+    @property
+    def elicitation_fields(self) -> list[Any]:
+        """The inputs of a form-mode elicitation, defaults filled in."""
+        from sessions.elicitation_forms import fields_of
+
+        return fields_of(self.params.get("requestedSchema"))
+
+    def current_roots(self) -> list[Any]:
+        """The session's roots as stored now (a live view's copy of the session may be older)."""
+        roots = McpSession.objects.filter(pk=self.session_id).values_list("roots", flat=True).first()
+        return list(roots or [])
+
+    @property
+    def suggested_roots_text(self) -> str:
+        """The session's current roots, one "URI name" a line."""
+        from sessions.reviews_views import roots_text
+
+        return roots_text(self.current_roots())
+
+    @property
+    def suggested_answer(self) -> dict[str, Any]:
+        """A starting point for the person's answer."""
+        if self.method == "sampling/createMessage":
+            return {
+                "role": "assistant",
+                "content": {"type": "text", "text": ""},
+                "model": "human",
+                "stopReason": "endTurn",
+            }
+        if self.is_url_elicitation:
+            return {"action": "accept"}
+        if self.method == "elicitation/create":
+            properties = (self.params.get("requestedSchema") or {}).get("properties") or {}
+            content = {
+                k: v["default"] for k, v in properties.items() if isinstance(v, dict) and "default" in v
+            }
+            return {"action": "accept", "content": content}
+        if self.method == "roots/list":
+            return {"roots": self.current_roots()}
+        return {}

@@ -1,0 +1,142 @@
+"""Reading a session's timeline: filters that work the same on stored rows and on live batches."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from sessions.models import McpSession, TimelineFrame
+
+__all__ = ["PAGE", "TimelineFilter", "frame_detail", "page_of_rows"]
+
+PAGE = 200
+# Everything a row shows; raw bytes stay in the database until a frame is opened.
+ROW_FIELDS = (
+    "seq",
+    "kind",
+    "direction",
+    "wall",
+    "method",
+    "rpc_id",
+    "rpc_kind",
+    "pair_seq",
+    "latency_ms",
+    "size",
+    "preview",
+    "verdicts",
+    "worst",
+    "note",
+    "transport",
+)
+
+
+@dataclass(frozen=True)
+class TimelineFilter:
+    """What a viewer asked to see: a method prefix, a direction, only errors, only violations."""
+
+    method: str = ""
+    direction: str = ""
+    errors: bool = False
+    violations: bool = False
+    hide_http: bool = False
+
+    @classmethod
+    def from_data(cls, data: Any) -> TimelineFilter:
+        def flag(name: str) -> bool:
+            value = data.get(name)
+            return value not in (None, "", "0", "false", "off", False)
+
+        direction = str(data.get("direction") or "")
+        return cls(
+            method=str(data.get("method") or "").strip()[:200],
+            direction=direction if direction in ("in", "out") else "",
+            errors=flag("errors"),
+            violations=flag("violations"),
+            hide_http=flag("hide_http"),
+        )
+
+    @property
+    def active(self) -> bool:
+        return self != TimelineFilter()
+
+    def as_query(self) -> str:
+        from urllib.parse import urlencode
+
+        fields = {k: v for k, v in self.__dict__.items() if v}
+        return urlencode({k: ("1" if v is True else v) for k, v in fields.items()})
+
+    def apply(self, rows: QuerySet[TimelineFrame]) -> QuerySet[TimelineFrame]:
+        if self.method:
+            rows = rows.filter(method__startswith=self.method)
+        if self.direction:
+            rows = rows.filter(direction=self.direction)
+        if self.errors:
+            rows = rows.filter(
+                Q(rpc_kind="error")
+                | Q(kind="stderr")
+                | Q(kind="exit")
+                | Q(preview__contains='"isError":true')
+            )
+        if self.violations:
+            rows = rows.filter(worst__in=("error", "warning"))
+        if self.hide_http:
+            rows = rows.exclude(kind="http")
+        return rows
+
+    def matches(self, row: dict[str, Any]) -> bool:
+        if self.method and not row["method"].startswith(self.method):
+            return False
+        if self.direction and row["direction"] != self.direction:
+            return False
+        if self.errors and not (
+            row["rpc_kind"] == "error"
+            or row["kind"] in ("stderr", "exit")
+            or '"isError":true' in row["preview"]
+        ):
+            return False
+        if self.violations and row["worst"] not in ("error", "warning"):
+            return False
+        return not (self.hide_http and row["kind"] == "http")
+
+
+def page_of_rows(
+    session: McpSession,
+    flt: TimelineFilter,
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    limit: int = PAGE,
+) -> list[dict[str, Any]]:
+    """Return up to ``limit`` rows in seq order: the newest, the ones before a seq, or after one."""
+    rows = flt.apply(TimelineFrame.objects.filter(session=session))
+    if after is not None:
+        found = list(rows.filter(seq__gt=after).order_by("seq").values(*ROW_FIELDS)[:limit])
+    else:
+        if before is not None:
+            rows = rows.filter(seq__lt=before)
+        found = list(rows.order_by("-seq").values(*ROW_FIELDS)[:limit])
+        found.reverse()
+    return found
+
+
+def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:
+    """Return one frame with its raw bytes, pretty JSON and its pair."""
+    frame = TimelineFrame.objects.filter(session=session, seq=seq).first()
+    if frame is None:
+        return None
+    raw = bytes(frame.raw)
+    try:
+        pretty = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = ""
+    text = raw.decode("utf-8", errors="replace")
+    return {
+        "frame": frame,
+        "text": text[:1_000_000],
+        "truncated": len(text) > 1_000_000,
+        "pretty": pretty[:1_000_000],
+        "hex": raw[:512].hex(" ") if frame.parse_error else "",
+    }

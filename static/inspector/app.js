@@ -1,0 +1,120 @@
+// The little the server cannot do: resume the live socket after the last frame shown, keep the
+// timeline window bounded, follow the newest frame, and count pending requests in the tab title.
+(function () {
+  "use strict";
+  var MAX_ROWS = 1000;
+
+  function lastSeq() {
+    var rows = document.getElementById("timeline-rows");
+    var last = rows && rows.lastElementChild;
+    return last && last.dataset.seq ? last.dataset.seq : null;
+  }
+
+  function firstSeq() {
+    var rows = document.getElementById("timeline-rows");
+    var first = rows && rows.firstElementChild;
+    return first && first.dataset.seq ? first.dataset.seq : null;
+  }
+
+  // On every (re)connect, ask for the frames after the newest one on the page: no gaps, no repeats.
+  htmx.createWebSocket = function (url) {
+    var parsed = new URL(url, window.location.href);
+    var after = lastSeq();
+    if (after !== null) {
+      parsed.searchParams.set("after", after);
+      parsed.searchParams.set("first", firstSeq());
+    }
+    parsed.protocol = window.location.protocol === "https:" ? "wss:" : "ws:";
+    return new WebSocket(parsed.toString());
+  };
+
+  var follow = true;
+
+  function pane() {
+    return document.getElementById("timeline-rows");
+  }
+
+  document.addEventListener("scroll", function (event) {
+    var rows = pane();
+    if (rows && event.target === rows) {
+      follow = rows.scrollTop + rows.clientHeight >= rows.scrollHeight - 40;
+    }
+  }, true);
+
+  function afterMessage() {
+    var rows = pane();
+    if (rows) {
+      var extra = rows.children.length - MAX_ROWS;
+      for (var i = 0; i < extra; i++) {
+        rows.removeChild(rows.firstElementChild);
+      }
+      if (follow) {
+        rows.scrollTop = rows.scrollHeight;
+      }
+    }
+    var reviews = document.getElementById("reviews");
+    var session = document.querySelector("[data-session-name]");
+    if (reviews && session) {
+      var count = parseInt(reviews.dataset.count || "0", 10);
+      var base = session.dataset.sessionName + " · MCP Inspector";
+      document.title = count > 0 ? "(" + count + ") " + base : base;
+    }
+  }
+
+  // The live socket sends every tab the same fragments; a tab that does not show a fragment's
+  // target (another panel, a call made elsewhere) skips it rather than logging an htmx error.
+  document.addEventListener("htmx:wsBeforeMessage", function (event) {
+    if (event.detail.message.length > 20000) {
+      return; // a page of timeline rows: its target is always there, and parsing it twice costs
+    }
+    var template = document.createElement("template");
+    template.innerHTML = event.detail.message;
+    var targets = Array.prototype.map.call(template.content.children, function (element) {
+      var oob = element.getAttribute("hx-swap-oob");
+      if (!oob) {
+        return true;
+      }
+      var colon = oob.indexOf(":");
+      var selector = colon >= 0 ? oob.slice(colon + 1) : "#" + element.id;
+      return selector === "#" || document.querySelector(selector) !== null;
+    });
+    if (targets.length && targets.every(function (found) { return !found; })) {
+      event.preventDefault();
+    }
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", afterMessage);
+  document.addEventListener("htmx:afterSettle", afterMessage);
+  document.addEventListener("DOMContentLoaded", afterMessage);
+
+  // A timeline row opens its frame on click or Enter. One listener for all rows: rows of their own
+  // (hx-get on each) would cost htmx a pass over every row a flood redraws.
+  function openFrame(row) {
+    var rows = row.closest("#timeline-rows");
+    var url = rows.dataset.frameUrl.replace(/0$/, row.dataset.seq);
+    htmx.ajax("GET", url, { target: "#frame-detail" });
+  }
+
+  document.addEventListener("click", function (event) {
+    var row = event.target.closest && event.target.closest("#timeline-rows .frame");
+    if (row) {
+      openFrame(row);
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && event.target.classList && event.target.classList.contains("frame")) {
+      openFrame(event.target);
+    }
+  });
+
+  document.addEventListener("click", function (event) {
+    var closer = event.target.closest("[data-close]");
+    if (closer) {
+      var target = document.querySelector(closer.dataset.close);
+      if (target) {
+        target.innerHTML = "";
+      }
+    }
+  });
+})();

@@ -1,0 +1,383 @@
+"""The one-shot CLI (``mcp-inspector --cli``), run as a real process against real servers."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inspector import cli
+from sessions.engine import HttpTarget, StdioTarget
+
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 30
+
+
+def run_cli(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m inspector --cli ARGS`` and return the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "inspector", "--cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def target(spec: dict) -> list[str]:
+    return [spec["command"], *spec["args"]]
+
+
+def result_of(proc: subprocess.CompletedProcess[str]) -> Any:
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    return json.loads(proc.stdout)
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess[str], code: int) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- stdio --------------------------------------------------------------------------------------------------
+
+
+def test_tools_list_over_stdio_lists_every_tool_including_echo(everything_stdio: dict) -> None:
+    result = result_of(run_cli(*target(everything_stdio), "--method", "tools/list"))
+    names = [tool["name"] for tool in result["tools"]]
+    assert "echo" in names
+    assert "nextCursor" not in result
+
+
+def test_tools_call_sends_tool_args_and_prints_the_result(everything_stdio: dict) -> None:
+    proc = run_cli(
+        *target(everything_stdio), "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=hi"
+    )
+    assert result_of(proc)["content"] == [{"type": "text", "text": "Echo: hi"}]
+
+
+def test_target_and_its_arguments_may_follow_a_double_dash(everything_stdio: dict) -> None:
+    proc = run_cli("--method", "prompts/list", "--", *target(everything_stdio))
+    names = [prompt["name"] for prompt in result_of(proc)["prompts"]]
+    assert "args-prompt" in names
+
+
+def test_prompts_get_passes_prompt_args(everything_stdio: dict) -> None:
+    proc = run_cli(
+        *target(everything_stdio),
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "args-prompt",
+        "--prompt-args",
+        "city=Paris",
+        "state=Texas",
+    )
+    text = json.dumps(result_of(proc)["messages"])
+    assert "Paris" in text and "Texas" in text
+
+
+def test_resources_list_then_read_returns_the_contents(everything_stdio: dict) -> None:
+    listed = result_of(run_cli(*target(everything_stdio), "--method", "resources/list"))
+    uri = listed["resources"][0]["uri"]
+    read = result_of(run_cli(*target(everything_stdio), "--method", "resources/read", "--uri", uri))
+    assert read["contents"][0]["uri"] == uri
+
+
+def test_env_flags_reach_the_stdio_server(everything_stdio: dict) -> None:
+    proc = run_cli(
+        "-e", "CLI_TEST_VALUE=from-flag", *target(everything_stdio), "--method", "tools/call",
+        "--tool-name", "get-env",
+    )  # fmt: skip
+    env = json.loads(result_of(proc)["content"][0]["text"])
+    assert env.get("CLI_TEST_VALUE") == "from-flag"
+
+
+def test_the_cli_imports_neither_django_nor_mcp_types_nor_httpx_for_a_stdio_call(
+    everything_stdio: dict,
+) -> None:
+    code = (
+        "import sys, json\n"
+        "from inspector.__main__ import main\n"
+        "rc = main(['--cli', *sys.argv[1:], '--method', 'ping'])\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "heavy = sorted(loaded & {'django', 'mcp_types', 'pydantic', 'httpx'})\n"
+        "print(json.dumps({'rc': rc, 'heavy': heavy}), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *target(everything_stdio)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert json.loads(proc.stdout) == {}
+    assert json.loads(proc.stderr) == {"rc": 0, "heavy": []}
+
+
+# --- HTTP ---------------------------------------------------------------------------------------------------
+
+
+def test_streamable_http_target_answers_tools_list(everything_http: str) -> None:
+    proc = run_cli(everything_http, "--transport", "http", "--method", "tools/list")
+    assert "echo" in [tool["name"] for tool in result_of(proc)["tools"]]
+
+
+def test_legacy_sse_transport_calls_a_tool(everything_sse: str) -> None:
+    proc = run_cli(
+        everything_sse, "--transport", "sse", "--method", "tools/call", "--tool-name", "echo",
+        "--tool-arg", "message=over sse",
+    )  # fmt: skip
+    assert result_of(proc)["content"][0]["text"] == "Echo: over sse"
+
+
+def test_json_reply_server_adds_numbers_given_as_json_tool_args(sdk_http_json: str) -> None:
+    proc = run_cli(sdk_http_json, "--method", "tools/call", "--tool-name", "add", "--tool-arg", "a=2", "b=3")
+    assert result_of(proc)["structuredContent"] == {"result": 5}
+
+
+def test_logging_set_level_and_ping_print_empty_results(everything_http: str) -> None:
+    assert result_of(run_cli(everything_http, "--method", "logging/setLevel", "--log-level", "debug")) == {}
+    assert result_of(run_cli(everything_http, "--method", "ping")) == {}
+
+
+# --- config files -------------------------------------------------------------------------------------------
+
+
+def test_config_file_picks_the_named_stdio_server_with_its_env(
+    tmp_path: Path, everything_stdio: dict
+) -> None:
+    config = {
+        "mcpServers": {
+            "everything": {
+                "command": everything_stdio["command"],
+                "args": everything_stdio["args"],
+                "env": {"CLI_CONFIG_VALUE": "from-config", "CLI_OVERRIDDEN": "config"},
+            },
+            "broken": {"command": "/nonexistent/server"},
+        }
+    }
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(config))
+    proc = run_cli(
+        "--config", str(path), "--server", "everything", "-e", "CLI_OVERRIDDEN=flag",
+        "--method", "tools/call", "--tool-name", "get-env",
+    )  # fmt: skip
+    env = json.loads(result_of(proc)["content"][0]["text"])
+    assert (env.get("CLI_CONFIG_VALUE"), env.get("CLI_OVERRIDDEN")) == ("from-config", "flag")
+
+
+def test_vscode_style_config_with_one_http_server_needs_no_server_name(
+    tmp_path: Path, sdk_http_json: str
+) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"servers": {"sdk": {"type": "http", "url": sdk_http_json}}}))
+    proc = run_cli("--config", str(path), "--method", "tools/list")
+    assert "add" in [tool["name"] for tool in result_of(proc)["tools"]]
+
+
+def test_config_naming_an_unknown_server_lists_the_available_ones(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"a": {"command": "x"}, "b": {"command": "y"}}}))
+    line = assert_one_error_line(run_cli("--config", str(path), "--server", "c", "--method", "ping"), 1)
+    assert "'c' not found" in line and "a, b" in line
+
+
+# --- --record ---------------------------------------------------------------------------------------------
+
+
+def test_record_writes_every_frame_as_json_lines(tmp_path: Path, everything_stdio: dict) -> None:
+    path = tmp_path / "frames.jsonl"
+    result_of(run_cli(*target(everything_stdio), "--method", "tools/list", "--record", str(path)))
+    frames = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    assert {f["direction"] for f in frames} == {"out", "in", "local"}
+    sent = [f["method"] for f in frames if f["kind"] == "message" and f["direction"] == "out"]
+    assert sent == ["initialize", "notifications/initialized", "tools/list"]
+    received = [
+        (f["method"], f["rpc_kind"]) for f in frames if f["kind"] == "message" and f["direction"] == "in"
+    ]
+    assert ("initialize", "result") in received and ("tools/list", "result") in received
+    assert frames[-1]["kind"] == "state" and frames[-1]["direction"] == "local"
+
+
+# --- failures -----------------------------------------------------------------------------------------------
+
+
+def test_unknown_tool_prints_the_is_error_result_and_exits_zero_like_the_official_cli(
+    everything_stdio: dict,
+) -> None:
+    proc = run_cli(*target(everything_stdio), "--method", "tools/call", "--tool-name", "no-such-tool")
+    result = result_of(proc)
+    assert result["isError"] is True
+    assert "no-such-tool" in result["content"][0]["text"]
+
+
+def test_json_rpc_error_exits_one_with_a_single_line(everything_stdio: dict) -> None:
+    proc = run_cli(*target(everything_stdio), "--method", "prompts/get", "--prompt-name", "no-such-prompt")
+    line = assert_one_error_line(proc, 1)
+    assert "prompts/get failed" in line and "-32602" in line
+
+
+def test_server_that_dies_reports_its_exit_code(bad_stdio) -> None:
+    proc = run_cli(*target(bad_stdio("die")), "--method", "tools/call", "--tool-name", "t")
+    line = assert_one_error_line(proc, 1)
+    assert "code 3" in line and "dying" in line
+
+
+def test_hanging_server_times_out_without_hanging_the_cli(bad_stdio) -> None:
+    started = time.monotonic()
+    proc = run_cli(
+        "--timeout", "1", *target(bad_stdio("hang")), "--method", "tools/call", "--tool-name", "t", timeout=20
+    )
+    line = assert_one_error_line(proc, 1)
+    assert "timed out" in line
+    assert time.monotonic() - started < 15
+
+
+def test_unreachable_url_fails_with_one_line() -> None:
+    proc = run_cli(f"http://127.0.0.1:{unused_port()}/mcp", "--method", "tools/list", "--timeout", "5")
+    assert "cannot connect" in assert_one_error_line(proc, 1)
+
+
+def test_missing_command_fails_with_one_line() -> None:
+    proc = run_cli("/nonexistent/mcp-server", "--method", "ping")
+    assert "cannot start" in assert_one_error_line(proc, 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["node", "server.js"], "--method is required"),
+        (["node", "server.js", "--method", "tools/call"], "needs --tool-name"),
+        (["node", "server.js", "--method", "resources/read"], "needs --uri"),
+        (
+            ["node", "server.js", "--method", "tools/call", "--tool-name", "t", "--tool-arg", "novalue"],
+            "KEY=VALUE",
+        ),
+        (["node", "server.js", "--method", "nope/nope"], "unsupported method"),
+        (["--method", "ping"], "a target is required"),
+        (["http://127.0.0.1:1/mcp", "--transport", "stdio", "--method", "ping"], "stdio transport"),
+        (["node", "--transport", "sse", "--method", "ping"], "only the stdio transport"),
+        (["http://x/mcp", "--header", "no-colon", "--method", "ping"], "--header"),
+        (["node", "--method", "ping", "--timeout", "0"], "--timeout"),
+        (["node", "--method", "ping", "--protocol-version", "1999-01-01"], "--protocol-version"),
+    ],
+)
+def test_usage_errors_exit_two_with_one_line(args: list[str], expected: str) -> None:
+    assert expected in assert_one_error_line(run_cli(*args), 2)
+
+
+# --- parsing, in process ------------------------------------------------------------------------------------
+
+
+def test_tool_arg_values_are_json_when_they_parse_and_strings_otherwise() -> None:
+    inv = cli.parse_args(
+        ["--cli", "srv", "--method", "tools/call", "--tool-name", "t",
+         "--tool-arg", "n=3", "flag=true", "obj={\"a\": [1]}", "text=hello world", "eq=a=b", "empty="]
+    )  # fmt: skip
+    assert inv.tool_args == {
+        "n": 3,
+        "flag": True,
+        "obj": {"a": [1]},
+        "text": "hello world",
+        "eq": "a=b",
+        "empty": "",
+    }
+
+
+def test_prompt_args_stay_strings() -> None:
+    inv = cli.parse_args(
+        ["srv", "--method", "prompts/get", "--prompt-name", "p", "--prompt-args", "n=3", 'q="x"']
+    )
+    assert inv.prompt_args == {"n": "3", "q": "x"}
+
+
+def test_unknown_options_before_the_double_dash_belong_to_the_target() -> None:
+    inv = cli.parse_args(["npx", "-y", "pkg", "--port=1", "--method", "ping", "-e", "A=1", "--", "--flag"])
+    assert isinstance(inv.target, StdioTarget)
+    assert (inv.target.command, list(inv.target.args), dict(inv.target.env)) == (
+        "npx", ["-y", "pkg", "--port=1", "--flag"], {"A": "1"},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("url", "flag", "kind"),
+    [
+        ("http://h/mcp", None, "http"),
+        ("http://h/sse", None, "sse"),
+        ("https://h/api", None, "auto"),
+        ("https://h/api", "sse", "sse"),
+        ("https://h/sse", "http", "http"),
+        ("https://h/x", "streamable-http", "http"),
+    ],
+)
+def test_url_targets_pick_the_transport_from_the_flag_or_the_path(
+    url: str, flag: str | None, kind: str
+) -> None:
+    inv = cli.parse_args([url, "--method", "ping", *(["--transport", flag] if flag else [])])
+    assert isinstance(inv.target, HttpTarget)
+    assert inv.target.transport == kind
+
+
+def test_headers_and_config_headers_merge_with_the_flag_winning(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "s": {
+                        "type": "sse",
+                        "url": "http://h/events",
+                        "headers": {"X-A": "config", "X-B": "config"},
+                    }
+                }
+            }
+        )
+    )
+    inv = cli.parse_args(
+        ["--config", str(path), "--method", "ping", "--header", "X-B: flag", "Authorization: Bearer t"]
+    )
+    assert isinstance(inv.target, HttpTarget)
+    assert inv.target.transport == "sse"
+    assert inv.target.headers == {"X-A": "config", "X-B": "flag", "Authorization": "Bearer t"}
+
+
+class _PagedSession:
+    def __init__(self, pages: dict[str | None, dict[str, Any]]) -> None:
+        self.pages = pages
+        self.cursors: list[str | None] = []
+
+    async def list_page(self, method: str, cursor: str | None = None) -> dict[str, Any]:
+        self.cursors.append(cursor)
+        return self.pages[cursor]
+
+
+async def test_list_methods_fetch_every_page() -> None:
+    session = _PagedSession(
+        {
+            None: {"tools": [{"name": "a"}], "nextCursor": "p2"},
+            "p2": {"tools": [{"name": "b"}], "nextCursor": "p3"},
+            "p3": {"tools": [{"name": "c"}]},
+        }
+    )
+    result = await cli._list_all(session, "tools/list", "tools")  # type: ignore[arg-type]
+    assert result == {"tools": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
+    assert session.cursors == [None, "p2", "p3"]

@@ -1,0 +1,82 @@
+"""Conformance verdicts: schema checks against the negotiated revision and the protocol's rules."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from engine_support import EventLog
+
+from sessions.engine import ClientCapabilities, ClientOptions, McpError, StdioTarget, connect
+from sessions.engine._sse import SseDecoder
+
+SERVER = StdioTarget(sys.executable, [str(Path(__file__).parent / "servers" / "bad_shapes.py")])
+
+
+@pytest.mark.slow
+async def test_a_result_that_breaks_the_schema_gets_a_schema_verdict() -> None:
+    session = connect(SERVER)
+    log = EventLog(session)
+    async with session:
+        result = await session.list_tools()
+        assert result == {"tools": [{"name": 42}]}  # the caller still gets what the server sent
+    frame = next(f for f in log.messages("in") if f.method == "tools/list")
+    schema = [v for v in frame.verdicts if v.code == "schema"]
+    assert schema and "tools/list result does not match 2025-11-25" in schema[0].message
+    assert "inputSchema" in schema[0].message
+
+
+@pytest.mark.slow
+async def test_without_validation_no_schema_verdicts_are_made() -> None:
+    session = connect(SERVER, ClientOptions(validate=False))
+    log = EventLog(session)
+    async with session:
+        await session.list_tools()
+    assert "schema" not in log.codes()
+
+
+@pytest.mark.slow
+async def test_backwards_progress_and_an_undeclared_capability_are_flagged() -> None:
+    session = connect(SERVER, ClientOptions(capabilities=ClientCapabilities(sampling=False)))
+    log = EventLog(session)
+    async with session:
+        assert (await session.call_tool("t", {}))["content"][0]["text"] == "done"
+        answer = await log.wait_for(lambda e: getattr(e, "rpc_id", None) == "s1" and e.direction == "out")
+    progress = log.messages("in", "notifications/progress")
+    assert "progress-not-increasing" in [v.code for v in progress[1].verdicts]
+    assert not progress[0].verdicts
+    request = next(f for f in log.messages("in") if f.method == "sampling/createMessage")
+    assert "undeclared-capability" in [v.code for v in request.verdicts]
+    # Nobody handles sampling without the capability: the server gets method-not-found.
+    assert answer.message["error"]["code"] == -32601
+
+
+@pytest.mark.slow
+async def test_errors_from_the_server_raise_mcp_error_with_code_and_data(everything_stdio: dict) -> None:
+    async with connect(StdioTarget(everything_stdio["command"], everything_stdio["args"])) as session:
+        with pytest.raises(McpError) as failure:
+            await session.request("no/such/method")
+    assert failure.value.code == -32601
+
+
+def test_sse_decoder_handles_split_chunks_crlf_comments_ids_and_retry() -> None:
+    decoder = SseDecoder()
+    stream = (
+        b': comment\r\nretry: 250\r\nid: 7\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\ndata: x\n\n'
+    )
+    events = []
+    for i in range(len(stream)):
+        events.extend(decoder.feed(stream[i : i + 1]))
+    assert [(e.event, e.data, e.id, e.retry) for e in events] == [
+        ("message", b'{"a":\n1}', "7", 250),
+        ("message", b"x", None, None),
+    ]
+    assert decoder.last_event_id == "7"
+
+
+def test_sse_decoder_keeps_invalid_utf8_bytes_and_skips_empty_events() -> None:
+    decoder = SseDecoder()
+    assert decoder.feed(b"\n\n") == []
+    [event] = decoder.feed(b"data: \xff\xfe\n\n")
+    assert event.data == b"\xff\xfe"

@@ -1,0 +1,198 @@
+"""The session runtime: owner tasks, the recorder, commands over the channel layer, the live consumer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from web_support import (
+    frames_of,
+    live_runtime,
+    make_user,
+    session_communicator,
+    start_session,
+    stdio_config,
+    wait_for_tool,
+    wait_until,
+    waiting_review,
+)
+
+from sessions import commands
+from sessions.models import McpSession, PendingReview, TimelineFrame
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def everything(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return stdio_config(spec["command"], spec["args"], **extra)
+
+
+async def test_a_session_records_every_frame_in_order_and_answers_requests(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        assert session.protocol_version == "2025-11-25"
+        assert session.server_info["name"] == "mcp-servers/everything"
+        answer = await commands.request(
+            session, "tools/call", {"name": "echo", "arguments": {"message": "hi"}}
+        )
+        assert answer["event"] == "done"
+        assert answer["result"]["content"][0]["text"] == "Echo: hi"
+        await commands.call(session, "disconnect")
+        await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
+    frames = await frames_of(session)
+    assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
+    assert frames[-1].kind == "state"
+    assert any(f.method == "tools/call" and f.direction == "in" for f in frames)
+    done = await McpSession.objects.aget(pk=session.pk)
+    assert done.last_seq == frames[-1].seq and done.worker_channel == "" and done.ended is not None
+
+
+async def test_a_reconnect_continues_the_same_timeline_without_reusing_ids(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        await commands.request(session, "ping")
+        await commands.call(session, "disconnect")
+        await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
+        await commands.start_session(session)
+        session = await wait_until(
+            lambda: (s := McpSession.objects.get(pk=session.pk)).status == "ready" and s.worker_channel and s
+        )
+        await commands.request(session, "ping")
+    frames = await frames_of(session)
+    assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
+    ids = [f.rpc_id for f in frames if f.direction == "out" and f.rpc_kind == "request"]
+    assert len(ids) == len(set(ids))
+
+
+async def test_the_consumer_sends_frames_after_n_then_live_ones_without_gaps_or_repeats(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        stored = await wait_until(
+            lambda: (
+                TimelineFrame.objects.filter(session=session).count() >= 8
+                and TimelineFrame.objects.filter(session=session).count()
+            )
+        )
+        communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=3&first=1")
+        connected, _ = await communicator.connect(timeout=10)
+        assert connected
+        first = await communicator.receive_from(timeout=10)
+        assert 'id="f-4"' in first and 'id="f-3"' not in first
+        assert f'id="f-{stored}"' in first
+        await commands.request(session, "tools/call", {"name": "echo", "arguments": {"message": "live"}})
+        seen = first
+        async with asyncio.timeout(10):
+            while "Echo: live" not in seen:
+                seen += await communicator.receive_from(timeout=10)
+        for seq in range(4, stored + 1):
+            assert seen.count(f'id="f-{seq}"') == 1
+        await communicator.disconnect()
+
+
+async def test_another_users_session_is_refused_on_the_websocket(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice, bob = await make_user("alice"), await make_user("bob")
+        session = await McpSession.objects.acreate(owner=alice, name="x", config=everything(everything_stdio))
+        communicator = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
+        connected, _ = await communicator.connect(timeout=10)
+        assert not connected
+
+
+async def test_a_sampling_request_is_stored_for_review_and_answered_through_the_owner(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        await wait_for_tool(session, "trigger-sampling-request")
+        call = asyncio.ensure_future(
+            commands.request(
+                session,
+                "tools/call",
+                {"name": "trigger-sampling-request", "arguments": {"prompt": "hey"}},
+                wait=30,
+            )
+        )
+        review = await waiting_review(session, "sampling/createMessage")
+        answer = {
+            "role": "assistant",
+            "content": {"type": "text", "text": "hello back"},
+            "model": "person",
+            "stopReason": "endTurn",
+        }
+        await commands.call(session, "respond", key=review.key, result=answer, edited=True, user_id=alice.pk)
+        outcome = await asyncio.wait_for(call, 30)
+        assert "hello back" in str(outcome["result"])
+        review = await wait_until(
+            lambda: PendingReview.objects.filter(pk=review.pk, status="answered").first()
+        )
+        assert review.edited and review.answered_by_id == alice.pk and review.answer == answer
+
+
+async def test_the_consumer_filters_and_pages_on_request_and_resumes_live(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        for n in range(3):
+            await commands.request(session, "tools/call", {"name": "echo", "arguments": {"message": f"m{n}"}})
+        communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=0")
+        connected, _ = await communicator.connect(timeout=10)
+        assert connected
+        first = await communicator.receive_from(timeout=10)
+        assert 'id="f-1"' in first
+        while await communicator.receive_nothing(timeout=0.5) is False:
+            await communicator.receive_from(timeout=10)
+        await communicator.send_to(
+            text_data=json.dumps({"action": "filter", "method": "tools/", "HEADERS": {}})
+        )
+        filtered = await communicator.receive_from(timeout=10)
+        assert "tools/call" in filtered and "initialize" not in filtered
+        assert 'hx-swap-oob="true"' in filtered  # the whole window is replaced
+        await communicator.send_to(text_data=json.dumps({"action": "live", "HEADERS": {}}))
+        live = await communicator.receive_from(timeout=10)
+        assert "following live" in live and "initialize" not in live  # back to live keeps the filter
+        await communicator.send_to(text_data=json.dumps({"action": "filter", "method": "", "HEADERS": {}}))
+        everything_again = await communicator.receive_from(timeout=10)
+        assert "initialize" in everything_again and "tools/call" in everything_again
+        await communicator.send_to(text_data="not json")
+        assert await communicator.receive_nothing(timeout=0.3)
+        await communicator.disconnect()
+
+
+async def test_a_withdrawn_server_request_leaves_the_review_withdrawn(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("withdraw")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        outcome = await commands.request(session, "tools/call", {"name": "t", "arguments": {}}, wait=10)
+        assert outcome["result"]["content"][0]["text"] == "withdrawn"
+        review = await wait_until(
+            lambda: PendingReview.objects.filter(session=session, status="withdrawn").first()
+        )
+        assert review.method == "sampling/createMessage" and "cancelled" in review.detail
+
+
+async def test_reconnecting_while_the_old_owner_is_still_stopping_starts_a_new_one(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        old_channel = session.worker_channel
+        await commands.call(session, "disconnect")
+        await commands.start_session(session)  # at once: the old owner is still closing the server
+        renewed = await wait_until(
+            lambda: (
+                (s := McpSession.objects.get(pk=session.pk)).status == "ready"
+                and s.worker_channel not in ("", old_channel)
+                and s
+            )
+        )
+        assert (await commands.request(renewed, "ping"))["event"] == "done"

@@ -1,0 +1,199 @@
+"""The session pages: connecting, saved servers and imports, ownership, frames, filters, export, secrets."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from web_support import (
+    frames_of,
+    live_runtime,
+    logged_in_client,
+    make_user,
+    start_session,
+    stdio_config,
+    wait_until,
+)
+
+from sessions.models import McpSession, ServerConfig
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def everything(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return stdio_config(spec["command"], spec["args"], **extra)
+
+
+async def test_the_connect_form_refuses_a_stdio_server_without_a_command() -> None:
+    client = await logged_in_client(await make_user())
+    response = await client.post(
+        "/connect",
+        {"transport": "stdio", "protocol_version": "2025-11-25", "timeout": "60", "max_total_timeout": "600"},
+    )
+    assert response.status_code == 422
+    assert "a stdio server needs a command" in response.content.decode()
+    assert await McpSession.objects.acount() == 0
+
+
+async def test_the_connect_form_refuses_a_url_that_is_not_http() -> None:
+    client = await logged_in_client(await make_user())
+    form = {
+        "transport": "http",
+        "url": "javascript:alert(1)",
+        "protocol_version": "2025-11-25",
+        "timeout": "60",
+        "max_total_timeout": "600",
+    }
+    response = await client.post("/connect", form)
+    assert response.status_code == 422
+    assert "http:// or https://" in response.content.decode()
+
+
+@pytest.mark.slow
+async def test_connecting_from_the_form_saves_the_server_and_opens_a_live_session(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        command = " ".join([everything_stdio["command"], *everything_stdio["args"]])
+        form = {
+            "transport": "stdio",
+            "command": command,
+            "name": "everything",
+            "env": "API_TOKEN=s3cret\nPLAIN=visible",
+            "protocol_version": "2025-06-18",
+            "timeout": "60",
+            "max_total_timeout": "600",
+            "save": "on",
+            "sampling": "on",
+            "roots_cap": "on",
+        }
+        response = await client.post("/connect", form)
+        assert response.status_code == 302
+        session = await McpSession.objects.aget(owner=alice)
+        assert response["Location"] == f"/s/{session.public_id}/"
+        server = await ServerConfig.objects.aget(owner=alice, name="everything")
+        assert server.secret_env == ["API_TOKEN"]
+        session = await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="ready").first())
+        assert session.protocol_version == "2025-06-18"
+        page = (await client.get(response["Location"])).content.decode()
+        assert "Everything Reference Server" in page
+        assert "s3cret" not in page and "visible" in page  # secret env values are masked
+
+
+async def test_importing_mcpservers_json_saves_each_server() -> None:
+    alice = await make_user()
+    client = await logged_in_client(alice)
+    document = {
+        "mcpServers": {
+            "files": {
+                "command": "npx",
+                "args": ["-y", "server-filesystem", "/tmp"],
+                "env": {"GITHUB_TOKEN": "x"},
+            },
+            "remote": {
+                "type": "http",
+                "url": "https://example.com/mcp",
+                "headers": {"Authorization": "Bearer zz-secret-zz"},
+            },
+            "old": {"url": "https://example.com/sse", "type": "sse"},
+        }
+    }
+    response = await client.post("/servers/import", {"text": json.dumps(document)})
+    assert response.status_code == 302
+    servers = {s.name: s async for s in ServerConfig.objects.filter(owner=alice)}
+    assert servers["files"].transport == "stdio" and servers["files"].args == [
+        "-y",
+        "server-filesystem",
+        "/tmp",
+    ]
+    assert servers["files"].secret_env == ["GITHUB_TOKEN"]
+    assert servers["remote"].transport == "http" and servers["remote"].headers == {
+        "Authorization": "Bearer zz-secret-zz"
+    }
+    assert servers["old"].transport == "sse"
+    home = (await client.get("/")).content.decode()
+    assert "zz-secret-zz" not in home
+
+
+async def test_importing_json_without_servers_explains_the_problem() -> None:
+    client = await logged_in_client(await make_user())
+    response = await client.post("/servers/import", {"text": '{"servers": 3}'})
+    assert response.status_code == 422
+    assert "mcpServers" in response.content.decode()
+
+
+async def test_another_users_session_is_not_found() -> None:
+    alice, bob = await make_user("alice"), await make_user("bob")
+    session = await McpSession.objects.acreate(owner=alice, name="x", config={})
+    client = await logged_in_client(bob)
+    for path in ("", "timeline", "frames/1", "export", "panel/tools"):
+        response = await client.get(f"/s/{session.public_id}/{path}")
+        assert response.status_code == 404, path
+    response = await client.post(f"/s/{session.public_id}/request", {"method": "ping"})
+    assert response.status_code == 404
+
+
+@pytest.mark.slow
+async def test_frames_open_with_raw_bytes_filters_work_and_export_has_every_frame(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("garbage")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        client = await logged_in_client(alice)
+        listed = await client.post(f"/s/{session.public_id}/request", {"method": "tools/list"})
+        assert listed.status_code == 200
+    frames = await frames_of(session)
+    bad = next(f for f in frames if bytes(f.raw).startswith(b"\xff\xfe"))
+    detail = (await client.get(f"/s/{session.public_id}/frames/{bad.seq}")).content.decode()
+    assert "invalid-utf8" in detail and "ff fe" in detail
+    only_lists = (await client.get(f"/s/{session.public_id}/timeline", {"method": "tools/"})).content.decode()
+    assert "tools/list" in only_lists and "initialize" not in only_lists
+    violations = (await client.get(f"/s/{session.public_id}/timeline", {"violations": "1"})).content.decode()
+    assert "invalid-json" in violations and "tools/list" not in violations
+    export = await client.get(f"/s/{session.public_id}/export")
+    body = b"".join([chunk async for chunk in export.streaming_content])
+    lines = [json.loads(line) for line in body.decode().splitlines()]
+    assert [r["seq"] for r in lines] == [f.seq for f in frames]
+    assert next(r for r in lines if r["seq"] == bad.seq)["raw_encoding"] == "latin-1"
+
+
+@pytest.mark.slow
+async def test_a_request_with_bad_params_is_refused_before_it_reaches_the_server(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        client = await logged_in_client(alice)
+        response = await client.post(
+            f"/s/{session.public_id}/request", {"method": "tools/call", "params": "{oops"}
+        )
+        assert response.status_code == 422
+        assert "not JSON" in response.content.decode()
+        card = await client.post(
+            f"/s/{session.public_id}/request",
+            {
+                "method": "tools/call",
+                "params": json.dumps({"name": "echo", "arguments": {"message": "<b>hi</b>"}}),
+            },
+        )
+        text = card.content.decode()
+        assert "Echo: &lt;b&gt;hi&lt;/b&gt;" in text and "<b>hi</b>" not in text
+
+
+def test_sessions_left_live_by_a_dead_process_are_marked_lost_at_start_up() -> None:
+    from django.contrib.auth.models import User
+
+    from sessions.runtime import mark_orphans_lost
+
+    alice = User.objects.create_user("carol")
+    live = McpSession.objects.create(owner=alice, name="a", config={}, status="ready", worker_channel="x!y")
+    done = McpSession.objects.create(owner=alice, name="b", config={}, status="closed")
+    assert mark_orphans_lost() == 1
+    live.refresh_from_db()
+    done.refresh_from_db()
+    assert live.status == "lost" and live.worker_channel == "" and "stopped" in live.status_note
+    assert done.status == "closed"

@@ -1,0 +1,66 @@
+"""The stateless 2026-07-28 revision in the web runtime: the mode shown, input answered by a person."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from web_support import (
+    live_runtime,
+    logged_in_client,
+    make_user,
+    start_session,
+    stdio_config,
+    wait_until,
+    waiting_review,
+)
+
+from sessions import commands
+from sessions.models import McpSession, PendingReview
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+STATELESS_SERVER = [str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"]
+
+
+async def test_a_stateless_session_answers_an_input_required_call_through_a_review() -> None:
+    async with live_runtime():
+        alice = await make_user()
+        config = stdio_config(
+            sys.executable, STATELESS_SERVER, protocol_version="2026-07-28", mode="stateless"
+        )
+        session = await start_session(alice, config)
+        assert session.mode == "stateless" and session.protocol_version == "2026-07-28"
+        client = await logged_in_client(alice)
+        page = (await client.get(f"/s/{session.public_id}/")).content.decode()
+        assert "stateless" in page
+        call = asyncio.ensure_future(
+            commands.request(
+                session, "tools/call", {"name": "confirm_name", "arguments": {"greeting": "Hi"}}, wait=30
+            )
+        )
+        review = await waiting_review(session, "elicitation/create")
+        assert review.params["message"] == "Who is there?"
+        answer = await client.post(
+            f"/s/{session.public_id}/reviews/{review.pk}/answer",
+            {"result": '{"action": "accept", "content": {"name": "Ada"}}'},
+        )
+        assert answer.status_code == 200
+        outcome = await asyncio.wait_for(call, 30)
+        assert "Ada" in str(outcome["result"])
+        assert await PendingReview.objects.filter(pk=review.pk, status="answered").aexists()
+
+
+async def test_auto_mode_falls_back_to_the_handshake_and_says_why(everything_stdio: dict[str, Any]) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        config = stdio_config(everything_stdio["command"], everything_stdio["args"], mode="auto")
+        session = await start_session(alice, config)
+        assert session.mode == "handshake" and session.protocol_version == "2025-11-25"
+        notes = [phase["note"] for phase in session.phases]
+        assert any(note.startswith("handshake: server/discover failed") for note in notes), notes
+        await commands.call(session, "disconnect")
+        await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")

@@ -1,0 +1,112 @@
+"""The tools panel against server-everything: listing, search, schema forms, calls and their results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from web_support import live_runtime, logged_in_client, make_user, start_session, stdio_config, wait_until
+
+from sessions.calls import latest_result
+from sessions.models import McpSession, TimelineFrame
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+async def listed_session(spec: dict[str, Any]) -> tuple[McpSession, Any, str]:
+    """Start a session, press "List tools", and wait until the listing is stored."""
+    alice = await make_user()
+    session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+    client = await logged_in_client(alice)
+    base = f"/s/{session.public_id}/"
+    response = await client.post(base + "tools/list", {"page": "first"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    for name in ("echo", "get-sum", "get-structured-content"):
+        assert f"<code>{name}</code>" in html
+    await wait_until(lambda: latest_result(session, "tools/list"), what="stored tools/list")
+    return session, client, base
+
+
+async def call(client: Any, base: str, name: str, **fields: str) -> tuple[int, str]:
+    response = await client.post(base + "tools/call", {"name": name, "mode": "form", **fields})
+    return response.status_code, response.content.decode()
+
+
+async def test_the_panel_asks_for_a_listing_and_never_lists_on_get(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        client = await logged_in_client(alice)
+        response = await client.get(f"/s/{session.public_id}/panel/tools")
+        assert response.status_code == 200
+        assert "List tools</button>" in response.content.decode()
+        assert not await TimelineFrame.objects.filter(session=session, method="tools/list").aexists()
+
+
+async def test_listing_searching_and_opening_a_tools_form(everything_stdio: dict) -> None:
+    async with live_runtime():
+        session, client, base = await listed_session(everything_stdio)
+
+        panel = (await client.get(base + "panel/tools", {"q": "sum"})).content.decode()
+        assert "<code>get-sum</code>" in panel and "<code>echo</code>" not in panel
+        assert "hints from the server (untrusted)" in panel
+        by_description = (await client.get(base + "panel/tools", {"q": "OUTPUT SCHEMA"})).content.decode()
+        assert "<code>get-structured-content</code>" in by_description
+
+        form = (await client.get(base + "tools/form", {"name": "get-structured-content"})).content.decode()
+        assert 'name="arg.location"' in form and "<select" in form
+        assert '<option value="Chicago">Chicago</option>' in form
+        assert "outputSchema" in form
+        form = (await client.get(base + "tools/form", {"name": "get-annotated-message"})).content.decode()
+        assert 'name="arg.includeImage"' in form and '<option value="false" selected>false</option>' in form
+        assert (await client.get(base + "tools/form", {"name": "no-such-tool"})).status_code == 404
+
+
+async def test_calls_through_the_form_render_each_kind_of_result(everything_stdio: dict) -> None:
+    async with live_runtime():
+        session, client, base = await listed_session(everything_stdio)
+
+        status, html = await call(client, base, "echo", **{"arg.message": "two\r\nlines"})
+        assert status == 200 and "Echo: two\nlines" in html
+
+        status, html = await call(client, base, "get-sum", **{"arg.a": "2", "arg.b": "3.5"})
+        assert status == 200 and "5.5" in html
+        sent = await TimelineFrame.objects.filter(
+            session=session, method="tools/call", direction="out"
+        ).alast()
+        assert sent is not None and '"arguments":{"a":2,"b":3.5}' in bytes(sent.raw).decode()
+
+        status, html = await call(client, base, "get-tiny-image")
+        assert status == 200 and '<img src="data:image/png;base64,' in html
+
+        status, html = await call(client, base, "get-resource-links", **{"arg.count": "2"})
+        assert status == 200 and 'aria-label="Read ' in html and ">Read</button>" in html
+
+        status, html = await call(client, base, "get-structured-content", **{"arg.location": "Chicago"})
+        assert status == 200 and "matches outputSchema" in html, html
+
+
+async def test_form_errors_raw_json_and_escaping(everything_stdio: dict) -> None:
+    async with live_runtime():
+        session, client, base = await listed_session(everything_stdio)
+
+        status, html = await call(client, base, "get-sum", **{"arg.a": "2", "arg.b": ""})
+        assert status == 422 and "required" in html and 'name="arg.a"' in html and 'value="2"' in html
+        status, html = await call(client, base, "get-sum", **{"arg.a": "two", "arg.b": "1"})
+        assert status == 422 and "&#x27;two&#x27; is not a number" in html
+
+        response = await client.post(
+            base + "tools/call",
+            {"name": "get-sum", "mode": "raw", "raw": '{"a": 40, "b": 2}', "arg.a": "", "arg.b": ""},
+        )
+        assert response.status_code == 200 and "42" in response.content.decode()
+        response = await client.post(base + "tools/call", {"name": "get-sum", "mode": "raw", "raw": "[1"})
+        assert response.status_code == 422 and "not valid JSON" in response.content.decode()
+
+        status, html = await call(client, base, "echo", **{"arg.message": "<script>alert(1)</script>"})
+        assert (
+            status == 200 and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
+        )

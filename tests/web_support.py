@@ -1,0 +1,163 @@
+"""Helpers for web tests: a live session runtime in the test's event loop, users, sessions, waits.
+
+Tests that use these need ``@pytest.mark.django_db(transaction=True)``: the runtime writes from
+worker threads, which a wrapping test transaction would hide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
+from django.contrib.auth.models import User
+from django.test import AsyncClient
+
+from sessions import commands
+from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.runtime import ensure_embedded_runtime, stop_embedded_runtime
+
+WAIT = 20.0
+
+
+@asynccontextmanager
+async def live_runtime() -> AsyncIterator[None]:
+    """Run the embedded runtime in this loop on a fresh channel layer; stop it after.
+
+    Each test has its own event loop, and channels-redis keeps asyncio locks bound to the loop that
+    made them: so each test gets a layer instance of its own, closed at the end.
+    """
+    channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+    layer = get_channel_layer()
+    await layer.flush()
+    ensure_embedded_runtime()
+    try:
+        yield
+    finally:
+        await stop_embedded_runtime("the test ended")
+        await layer.flush()
+        close_pools = getattr(layer, "close_pools", None)
+        if close_pools is not None:
+            await close_pools()
+        channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+
+
+@database_sync_to_async
+def make_user(name: str = "alice") -> User:
+    user, _ = User.objects.get_or_create(username=name)
+    return user
+
+
+async def logged_in_client(user: User) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+def stdio_config(command: str, args: list[str], **extra: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": "test server",
+        "transport": "stdio",
+        "command": command,
+        "args": args,
+        "env": {},
+        "protocol_version": "2025-11-25",
+        "capabilities": {"review_roots": False},
+        "timeout": 30,
+        "max_total_timeout": 120,
+    }
+    config.update(extra)
+    return config
+
+
+def http_config(url: str, transport: str = "http", **extra: Any) -> dict[str, Any]:
+    return stdio_config("", [], transport=transport, url=url, **extra)
+
+
+async def wait_until(check: Callable[[], Any], timeout: float = WAIT, what: str = "condition") -> Any:
+    """Poll a database condition until it holds (the runtime writes from other tasks)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            value = await database_sync_to_async(check)()
+            if value:
+                return value
+            await asyncio.sleep(0.02)
+
+
+async def start_session(user: User, config: dict[str, Any], roots: list[Any] | None = None) -> McpSession:
+    """Create a session row, ask the runtime to start it, and wait until it is ready."""
+    session = await McpSession.objects.acreate(
+        owner=user, name=config["name"], config=config, roots=roots or []
+    )
+    await commands.start_session(session)
+
+    def ready() -> McpSession | None:
+        session.refresh_from_db()
+        if session.status in ("failed", "closed"):
+            raise AssertionError(f"session ended: {session.status_note}")
+        return session if session.status == "ready" and session.worker_channel else None
+
+    return await wait_until(ready, what="session ready")
+
+
+async def frames_of(session: McpSession, **where: Any) -> list[TimelineFrame]:
+    return [f async for f in TimelineFrame.objects.filter(session=session, **where).order_by("seq")]
+
+
+async def waiting_review(session: McpSession, method: str) -> PendingReview:
+    def find() -> PendingReview | None:
+        return PendingReview.objects.filter(session=session, method=method, status="waiting").first()
+
+    return await wait_until(find, what=f"a waiting {method}")
+
+
+def message(frame: TimelineFrame) -> Any:
+    return json.loads(bytes(frame.raw))
+
+
+async def session_communicator(user: User, path: str) -> Any:
+    """Return a WebsocketCommunicator for ``path`` carrying ``user``'s session cookie, from our origin."""
+    from channels.testing import WebsocketCommunicator
+
+    from inspector.asgi import application
+
+    client = AsyncClient()
+    await client.aforce_login(user)
+    cookies = "; ".join(f"{name}={morsel.value}" for name, morsel in client.cookies.items())
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookies.encode())]
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def wait_for_tool(session: McpSession, name: str, timeout: float = WAIT) -> None:
+    """Wait until the server lists a tool (server-everything adds capability-gated tools a moment
+    after `initialized`, and says so with notifications/tools/list_changed)."""
+
+    def changes() -> int:
+        return TimelineFrame.objects.filter(
+            session=session, method="notifications/tools/list_changed"
+        ).count()
+
+    async with asyncio.timeout(timeout):
+        while True:
+            seen = await database_sync_to_async(changes)()
+            answer = await commands.request(session, "tools/list", None, wait=timeout)
+            if name in {t["name"] for t in answer.get("result", {}).get("tools", [])}:
+                return
+            await wait_until(lambda seen=seen: changes() > seen)
+
+
+def finish(response: Any) -> None:
+    """Close a test-client response (streamed files need it) without closing the test's database
+    connection: the request_finished signal would, inside the test's transaction."""
+    from django.core.signals import request_finished
+    from django.db import close_old_connections
+
+    request_finished.disconnect(close_old_connections)
+    try:
+        response.close()
+    finally:
+        request_finished.connect(close_old_connections)
