@@ -16,12 +16,14 @@ from engine_support import EventLog
 
 from sessions.engine import (
     ClientOptions,
+    EngineError,
     Frame,
     HttpTarget,
     McpError,
     PendingResolved,
     Progress,
     RequestCancelled,
+    RequestTimeout,
     StdioTarget,
     connect,
 )
@@ -305,4 +307,153 @@ async def test_auto_mode_falls_back_with_our_own_handshake_only_server(bad_stdio
     assert any(n.startswith("handshake: server/discover failed (-32601") for n in state_notes(log)), (
         state_notes(log)
     )
+    assert not log.messages("out", "notifications/cancelled")
+
+
+# --- subscriptions/listen -----------------------------------------------------------------------
+
+BAD_STATELESS = Path(__file__).resolve().parent / "servers" / "bad_stateless.py"
+SID = "io.modelcontextprotocol/subscriptionId"
+
+
+def _bad(mode: str) -> StdioTarget:
+    return StdioTarget(sys.executable, [str(BAD_STATELESS), mode])
+
+
+async def test_listen_carries_list_changes_and_the_subscribed_resources(target: tuple[str, Any]) -> None:
+    options = ClientOptions(protocol_version="2026-07-28", timeout=20, listen=True)
+    session = connect(target[1], options)
+    log = EventLog(session)
+    async with session:
+        # Opened by itself after discovery, for the list changes of every feature the server has.
+        first = await log.wait_for(
+            lambda e: getattr(e, "method", None) == "notifications/subscriptions/acknowledged"
+        )
+        assert first.message["params"]["notifications"] == {
+            "toolsListChanged": True,
+            "promptsListChanged": True,
+            "resourcesListChanged": True,
+        }
+        first_id = first.message["params"]["_meta"][SID]
+
+        assert await session.subscribe_resource("info://server") == {}
+        assert session.subscribed_uris == ["info://server"]
+        second = session.listens.current
+        assert second is not None and second.request_id != first_id
+        assert second.honored and second.honored["resourceSubscriptions"] == ["info://server"]
+
+        mark = len(log.events)
+        await session.call_tool("touch", {"uri": "other://not-subscribed"})
+        await session.call_tool("touch", {"uri": "info://server"})
+        updated = await log.wait_for(
+            lambda e: getattr(e, "method", None) == "notifications/resources/updated", since=mark
+        )
+        assert updated.message["params"]["uri"] == "info://server"
+        assert updated.message["params"]["_meta"][SID] == second.request_id
+        assert updated.note == f"on subscriptions/listen {second.request_id!r}"
+        await session.call_tool("change_tools", {})
+        await log.wait_for(
+            lambda e: getattr(e, "method", None) == "notifications/tools/list_changed", since=mark
+        )
+
+        await session.unsubscribe_resource("info://server")
+        assert session.subscribed_uris == []
+        mark = len(log.events)
+        await session.call_tool("touch", {"uri": "info://server"})
+        await session.call_tool("change_tools", {})  # still listened to: proves the stream is live
+        await log.wait_for(
+            lambda e: getattr(e, "method", None) == "notifications/tools/list_changed", since=mark
+        )
+
+    updates = [f.message["params"]["uri"] for f in log.messages("in", "notifications/resources/updated")]
+    assert updates == ["info://server"]  # the unsubscribed touch and the other URI never came
+    listens = log.messages("out", "subscriptions/listen")
+    assert len(listens) == 3
+    assert set(listens[0].message["params"]["_meta"]) >= META_KEYS
+    # Each stream replaced the one before only once acknowledged; the old one was then closed.
+    if target[0] == "stdio":
+        cancelled = [f.message["params"]["requestId"] for f in log.messages("out", "notifications/cancelled")]
+        assert cancelled[:2] == [first_id, second.request_id]
+    else:
+        closed = [f for f in log.frames if f.kind == "state" and f.transport.get("state") == "http-cancel"]
+        assert len(closed) >= 2
+    assert errors(log) == []
+
+
+async def test_listen_verdicts_on_a_server_that_breaks_the_rules() -> None:
+    options = ClientOptions(protocol_version="2026-07-28", timeout=20)
+    session = connect(_bad("violations"), options)
+    log = EventLog(session)
+    async with session:
+        honored = await session.listen(["a://b"])
+        assert honored["promptsListChanged"] is True  # reported as sent, and flagged below
+        ended = await log.wait_for(
+            lambda e: (
+                isinstance(e, Frame) and e.kind == "state" and e.transport.get("state") == "listen-ended"
+            )
+        )
+        assert "ended by the server (a graceful close)" in (ended.note or "")
+        assert session.listens.current is None and session.subscribed_uris == []
+    codes = {v.code for f in log.frames for v in f.verdicts}
+    assert {
+        "ack-not-requested",
+        "unrequested-notification",
+        "outside-listen",
+        "unknown-subscription",
+        "duplicate-ack",
+    } <= codes
+    ack = log.messages("in", "notifications/subscriptions/acknowledged")[0]
+    assert "promptsListChanged" in next(v.message for v in ack.verdicts if v.code == "ack-not-requested")
+    assert "'extra://sneaked'" in next(v.message for v in ack.verdicts if v.code == "ack-not-requested")
+
+
+async def test_a_refused_or_silent_listen_fails_clearly_and_keeps_the_session() -> None:
+    options = ClientOptions(protocol_version="2026-07-28", timeout=2, listen=True)
+    session = connect(_bad("refuse"), options)
+    log = EventLog(session)
+    async with session:
+        failed = await log.wait_for(
+            lambda e: (
+                isinstance(e, Frame) and e.kind == "state" and e.transport.get("state") == "listen-failed"
+            )
+        )
+        assert "Method not found" in (failed.note or "")
+        with pytest.raises(McpError):
+            await session.subscribe_resource("a://b")
+        assert (await session.call_tool("t", {}))["resultType"] == "complete"
+
+    session = connect(_bad("silent"), ClientOptions(protocol_version="2026-07-28", timeout=0.5))
+    log = EventLog(session)
+    async with session:
+        with pytest.raises(RequestTimeout):
+            await session.subscribe_resource("a://b")
+        assert session.listens.current is None
+        assert (await session.call_tool("t", {}))["resultType"] == "complete"
+    cancelled = log.messages("out", "notifications/cancelled")
+    assert (
+        cancelled
+        and cancelled[0].message["params"]["requestId"]
+        == log.messages("out", "subscriptions/listen")[0].rpc_id
+    )
+
+
+async def test_listen_belongs_to_the_stateless_revision(everything_stdio: dict) -> None:
+    session = connect(
+        StdioTarget(everything_stdio["command"], everything_stdio["args"]), ClientOptions(timeout=20)
+    )
+    async with session:
+        with pytest.raises(EngineError, match="stateless revision"):
+            await session.listen([])
+
+
+async def test_auto_mode_falls_back_when_discovery_stays_silent() -> None:
+    options = ClientOptions(mode="auto", timeout=20, discover_timeout=0.5)
+    session = connect(_bad("discover-silent"), options)
+    log = EventLog(session)
+    async with session:
+        assert session.mode == "handshake" and session.protocol_version == "2025-11-25"
+        assert session.server_info["name"] == "bad-stateless"
+    note = next(n for n in state_notes(log) if n.startswith("handshake:"))
+    assert "server/discover" in note and "falling back to initialize" in note
+    # server/discover may not be cancelled: the client just stops waiting.
     assert not log.messages("out", "notifications/cancelled")

@@ -87,6 +87,8 @@ class ClientOptions:
     """Seconds ``auto`` waits for the server/discover probe before falling back to initialize."""
     input_required_max_rounds: int = 10
     """Stateless mode: how many input-required retries one request may take before giving up."""
+    listen: bool = False
+    """Stateless mode: open a subscriptions/listen stream for list changes right after discovery."""
 
     def effective_mode(self) -> str:
         """The mode a session connects in: a stateless ``protocol_version`` implies ``stateless``."""

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import EllipsisType, ModuleType
 from typing import Any
 
+from . import _listen
 from ._errors import (
     ConnectionClosed,
     EngineError,
@@ -25,6 +26,7 @@ from ._errors import (
     error_name,
 )
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress
+from ._listen import ListenStream
 from ._options import HANDSHAKE_VERSIONS, MODERN_VERSIONS, ClientOptions
 from ._transport import Transport
 
@@ -184,6 +186,9 @@ class ClientSession:
         """Stateless mode: the log level each request asks for in ``_meta``."""
         self.discover_result: dict[str, Any] | None = None
         self._stamp_version: str | None = None
+        self.listens = _listen.Listens()
+        self._listen_handles: dict[int, RequestHandle] = {}
+        """Stateless mode: the subscriptions/listen streams, and the one now carrying change notifications."""
 
     # --- the event stream -------------------------------------------------------------
 
@@ -515,6 +520,8 @@ class ClientSession:
                 "warning",
                 f"{at}a log message although no request asked for one ({META_LOG_LEVEL} was not sent)",
             )
+        if self.mode == "stateless" and (method in _listen.LISTEN_METHODS or method == _listen.ACKNOWLEDGED):
+            self.listens.check(method, params, frame, at)
         if method == "notifications/progress":
             return self._check_progress(params, frame, at)
         if method == "notifications/cancelled":
@@ -1126,6 +1133,8 @@ class ClientSession:
         self.instructions = instructions if isinstance(instructions, str) else None
         self._initialized_sent = True  # nothing to wait for: the server may talk from now on
         self._set_state("ready", f"stateless: server/discover answered {chosen}")
+        if self.options.listen:
+            self._spawn(self._listen_after_discover())
         return result
 
     async def _handshake(self, why: str | None = None) -> dict[str, Any]:
@@ -1288,9 +1297,16 @@ class ClientSession:
         return await self.request("resources/read", {"uri": uri}, **options)
 
     async def subscribe_resource(self, uri: str) -> dict[str, Any]:
+        """Ask for a resource's updates: resources/subscribe, or in stateless mode a new listen stream."""
+        if self.mode == "stateless":
+            await self.listen([*self.subscribed_uris, uri])
+            return {}
         return await self.request("resources/subscribe", {"uri": uri})
 
     async def unsubscribe_resource(self, uri: str) -> dict[str, Any]:
+        if self.mode == "stateless":
+            await self.listen([u for u in self.subscribed_uris if u != uri])
+            return {}
         return await self.request("resources/unsubscribe", {"uri": uri})
 
     async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
@@ -1325,6 +1341,96 @@ class ClientSession:
             )
         )
         return {}
+
+    # --- subscriptions/listen (stateless) -----------------------------------------------
+
+    @property
+    def subscribed_uris(self) -> list[str]:
+        """The resources whose updates the session asked for (stateless: on its current listen stream)."""
+        current = self.listens.current
+        return list(current.uris) if current is not None else []
+
+    async def listen(self, uris: list[str] | None = None) -> dict[str, Any]:
+        """Stateless: open a subscriptions/listen stream for list changes and updates of ``uris``.
+
+        ``None`` keeps the URIs of the current stream. The new stream replaces the current one only
+        once the server has acknowledged it, so no notification falls between the two; returns what
+        the server agreed to honour. Raises ``McpError`` if the server refuses, ``RequestTimeout`` if
+        it does not acknowledge within the session's timeout.
+        """
+        if self.mode != "stateless":
+            raise EngineError("subscriptions/listen belongs to the stateless revision (2026-07-28)")
+        if uris is None:
+            uris = self.subscribed_uris
+        requested = _listen.wanted(self.server_capabilities, uris)
+        request_id = self._issued  # the id start_request is about to take: the ack may beat its return
+        stream = self.listens.open(request_id, requested)
+        stream.uris = list(dict.fromkeys(uris))
+        handle = await self.start_request(
+            _listen.LISTEN,
+            {"notifications": requested},
+            timeout=None,
+            max_total_timeout=None,
+            progress=False,
+        )
+        assert handle.id == request_id, "subscriptions/listen took an unexpected request id"
+        waited = self.options.timeout
+        await asyncio.wait({stream.ack, handle._result}, timeout=waited, return_when=asyncio.FIRST_COMPLETED)
+        if not stream.ack.done() or stream.ack.cancelled():
+            if handle.done:
+                self.listens.forget(stream, "ended before it was acknowledged")
+                await handle  # a refusal raises McpError here
+                raise EngineError("the server ended subscriptions/listen before acknowledging it")
+            self.listens.forget(stream, "not acknowledged")
+            await handle.cancel("subscriptions/listen was not acknowledged")
+            raise RequestTimeout(f"subscriptions/listen was not acknowledged within {waited:g} s")
+        old, self.listens.current = self.listens.current, stream
+        handle._result.add_done_callback(lambda result: self._listen_ended(stream, result))
+        if old is not None:
+            handle_old = self._listen_handles.pop(old.request_id, None)
+            self.listens.forget(old, "replaced")
+            if handle_old is not None and not handle_old.done:
+                await handle_old.cancel(f"replaced by subscriptions/listen {request_id!r}")
+        self._listen_handles[request_id] = handle
+        return stream.ack.result()
+
+    def _listen_ended(self, stream: ListenStream, result: asyncio.Future[Any]) -> None:
+        """A listen stream's request finished: say so when it was the current stream."""
+        self._listen_handles.pop(stream.request_id, None)
+        if stream.ended is not None or self.state in ("closing", "closed"):
+            self.listens.forget(stream, stream.ended or "closed")
+            return
+        if result.cancelled():
+            why = "cancelled"
+        elif result.exception() is not None:
+            why = f"failed: {result.exception()}"
+        else:
+            why = "ended by the server (a graceful close)"
+        current = self.listens.current is stream
+        self.listens.forget(stream, why)
+        if current:
+            self.record(
+                Frame(
+                    "state",
+                    "local",
+                    transport={"state": "listen-ended", "subscription_id": stream.request_id},
+                    note=f"subscriptions/listen {stream.request_id!r} {why}: no change notifications "
+                    "arrive until the client listens again",
+                )
+            )
+
+    async def _listen_after_discover(self) -> None:
+        try:
+            await self.listen([])
+        except Exception as exc:
+            self.record(
+                Frame(
+                    "state",
+                    "local",
+                    transport={"state": "listen-failed"},
+                    note=f"no subscriptions/listen stream: {exc}",
+                )
+            )
 
     async def set_roots(self, roots: list[dict[str, Any]]) -> None:
         """Replace the roots; tell the server when the listChanged capability was declared."""

@@ -11,6 +11,8 @@ client's answers from ``ctx.input_responses`` when the client retries.
 - ``confirm_name``: asks (elicitation) for a name; ``requestState`` is echoed back and checked.
 - ``roots_and_llm``: asks for the roots and a sampling reply at once, in one round.
 - ``two_rounds``: elicits twice, one question per round.
+- ``touch`` and ``change_tools``: publish a resource update or a tool list change to the client's
+  ``subscriptions/listen`` streams.
 
 It also completes prompt and template arguments from a short list of names.
 """
@@ -88,6 +90,18 @@ async def two_rounds(ctx: Context) -> str | types.InputRequiredResult:
     second = answers["second"]
     name = second.content["name"] if isinstance(second, types.ElicitResult) and second.content else "?"
     return f"{(ctx.request_state or '')[2:]} and {name}"
+
+
+@server.tool(description="Announce that the resource at `uri` changed (to subscriptions/listen streams).")
+async def touch(uri: str, ctx: Context) -> str:
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
+
+
+@server.tool(description="Announce that the tool list changed (to subscriptions/listen streams).")
+async def change_tools(ctx: Context) -> str:
+    await ctx.notify_tools_changed()
+    return "tools changed"
 
 
 @server.completion()
