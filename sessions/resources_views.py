@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from asgiref.sync import sync_to_async
+from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -26,6 +27,8 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector.http import AuthedRequest
 from sessions import commands
 from sessions.calls import latest_result
+from sessions.engine import LISTEN_ACKNOWLEDGED as ACKNOWLEDGED
+from sessions.engine import SUBSCRIPTION_ID
 from sessions.models import McpSession, TimelineFrame
 
 __all__ = [
@@ -198,8 +201,49 @@ def _since_initialize(session: McpSession) -> int:
     return frame.seq if frame else 0
 
 
+LISTEN_ENDS = ("connecting", "listen-ended", "listen-failed", "closed")
+
+
+def listen_state(session: McpSession) -> dict[str, Any] | None:
+    """Stateless sessions: the newest listen stream, if one is open (``None`` otherwise), and why.
+
+    The newest acknowledgement wins unless the stream ended, failed, or a new connection began since.
+    """
+    frame = (
+        TimelineFrame.objects.filter(
+            Q(method=ACKNOWLEDGED, direction="in") | Q(kind="state", transport__state__in=LISTEN_ENDS)
+        )
+        .filter(session=session)
+        .order_by("-seq")
+        .first()
+    )
+    if frame is None:
+        return None
+    if frame.method != ACKNOWLEDGED:
+        ended = frame.transport.get("state") in ("listen-ended", "listen-failed")
+        return {"open": False, "note": frame.note if ended else "", "seq": frame.seq}
+    params = _params(frame)
+    honored = params.get("notifications")
+    listed = honored.get("resourceSubscriptions") if isinstance(honored, dict) else None
+    uris = [u for u in listed if isinstance(u, str)] if isinstance(listed, list) else []
+    meta = params.get("_meta")
+    return {
+        "open": True,
+        "id": meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None,
+        "note": frame.note,
+        "seq": frame.seq,
+        "uris": uris,
+    }
+
+
 def subscriptions(session: McpSession) -> list[str]:
-    """Return the URIs subscribed in the current connection (the latest answered (un)subscribe wins)."""
+    """Return the URIs subscribed in the current connection (the latest answered (un)subscribe wins).
+
+    In the stateless revision they are the URIs the open subscriptions/listen stream acknowledged.
+    """
+    if session.mode == "stateless":
+        listening = listen_state(session)
+        return list(listening["uris"]) if listening and listening["open"] else []
     answered = TimelineFrame.objects.filter(
         session=session,
         method__in=("resources/subscribe", "resources/unsubscribe"),
@@ -271,6 +315,7 @@ def _resources_context(session: McpSession, fresh: dict[str, Any]) -> dict[str, 
             for uri in subscribed
         ],
         "updates": recent_updates(session),
+        "listen": listen_state(session) if session.mode == "stateless" else None,
     }
 
 
@@ -475,8 +520,18 @@ async def subscribe(request: AuthedRequest, public_id: Any) -> HttpResponse:
     session = await owned_session(request, public_id)
     uri = request.POST.get("uri", "")
     action = request.POST.get("action", "subscribe")
-    if not uri or action not in ("subscribe", "unsubscribe"):
-        return HttpResponseBadRequest("uri and action (subscribe or unsubscribe) are required")
+    if action not in ("subscribe", "unsubscribe", "listen") or (not uri and action != "listen"):
+        return HttpResponseBadRequest("action (subscribe, unsubscribe or listen) and a uri are required")
+    if action == "listen" and session.mode != "stateless":
+        return HttpResponseBadRequest("listening again belongs to the stateless revision")
+    if session.mode == "stateless":
+        # 2026-07-28 has no resources/subscribe: the owner opens a new subscriptions/listen stream.
+        try:
+            await commands.call(session, "listen", timeout=30.0, action=action, uri=uri)
+            problem = None
+        except commands.CommandFailed as exc:
+            problem = f"subscriptions/listen failed: {exc}"
+        return await _render_panel(request, session, "resources", {}, list_error=problem)
     problem, _ = await _ask(session, f"resources/{action}", {"uri": uri})
     fresh = {} if problem else {"subscription": (uri, action == "subscribe")}
     return await _render_panel(request, session, "resources", fresh, list_error=problem)

@@ -133,6 +133,7 @@ def build_options(
         roots=list(roots or []),
         review_roots=caps.get("review_roots", False),
         first_request_id=first_request_id,
+        listen=True,  # stateless: a subscriptions/listen stream, so list changes reach the timeline
     )
 
 
@@ -615,6 +616,23 @@ class SessionOwner:
                 await self.client.set_roots(self.roots)
             else:  # the server just got them in an answer to roots/list: no need to tell it again
                 self.client.roots = list(self.roots)
+        await self._reply(message, {"event": "done"})
+
+    async def cmd_listen(self, message: dict[str, Any]) -> None:
+        """Stateless: subscribe to a resource, unsubscribe, or listen again, over a new listen stream."""
+        client = self._live_client()
+        action, uri = message["action"], message.get("uri") or ""
+        try:
+            if action == "subscribe":
+                await client.subscribe_resource(uri)
+            elif action == "unsubscribe":
+                await client.unsubscribe_resource(uri)
+            else:
+                await client.listen()
+        finally:
+            # The panel reads the acknowledgement from the timeline next: answer once it is stored.
+            assert self.recorder is not None
+            await self.recorder.wait_stored(self.base + self.engine_seq)
         await self._reply(message, {"event": "done"})
 
     async def cmd_reinitialize(self, message: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,9 @@ from web_support import (
 )
 
 from sessions import commands
-from sessions.models import McpSession, PendingReview
+from sessions.engine import LISTEN_ACKNOWLEDGED as ACK
+from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.resources_views import marker_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -64,3 +67,54 @@ async def test_auto_mode_falls_back_to_the_handshake_and_says_why(everything_std
         assert any(note.startswith("handshake: server/discover failed") for note in notes), notes
         await commands.call(session, "disconnect")
         await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
+
+
+async def test_a_stateless_subscription_rides_subscriptions_listen_and_updates_arrive_live() -> None:
+    async with live_runtime():
+        alice = await make_user()
+        config = stdio_config(
+            sys.executable, STATELESS_SERVER, protocol_version="2026-07-28", mode="stateless"
+        )
+        session = await start_session(alice, config)
+        client = await logged_in_client(alice)
+        base = f"/s/{session.public_id}/"
+        # The owner opens a listen stream for list changes by itself, right after discovery.
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session, method=ACK).exists())
+        await client.post(base + "list/resources")
+        panel = (await client.post(base + "resources/subscribe", {"uri": "info://server"})).content.decode()
+        assert 'aria-label="Unsubscribe from info://server"' in panel
+        assert "listening" in panel and "updates of 1 resource" in panel
+        listens = TimelineFrame.objects.filter(
+            session=session, method="subscriptions/listen", direction="out"
+        )
+        assert await listens.acount() == 2
+
+        await commands.request(
+            session, "tools/call", {"name": "touch", "arguments": {"uri": "info://server"}}
+        )
+        await wait_until(
+            lambda: TimelineFrame.objects.filter(
+                session=session, method="notifications/resources/updated"
+            ).exists()
+        )
+        panel = (await client.get(base + "panel/resources")).content.decode()
+        assert re.search(rf'id="{marker_id("info://server")}"[^>]*>updated \d\d:\d\d:\d\d', panel)
+
+        panel = (
+            await client.post(base + "resources/subscribe", {"uri": "info://server", "action": "unsubscribe"})
+        ).content.decode()
+        assert 'aria-label="Subscribe to info://server"' in panel and "no resources" in panel
+        panel = (await client.post(base + "resources/subscribe", {"action": "listen"})).content.decode()
+        assert "listening" in panel and await listens.acount() == 4
+        assert not await TimelineFrame.objects.filter(session=session, worst="error").aexists()
+
+
+async def test_listening_again_is_refused_on_a_handshake_session(everything_stdio: dict[str, Any]) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        client = await logged_in_client(alice)
+        response = await client.post(f"/s/{session.public_id}/resources/subscribe", {"action": "listen"})
+        assert response.status_code == 400

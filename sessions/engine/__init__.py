@@ -24,6 +24,8 @@ from ._errors import (
     error_name,
 )
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
+from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
+from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -40,7 +42,9 @@ __all__ = [
     "HANDSHAKE_VERSIONS",
     "LATEST_HANDSHAKE_VERSION",
     "LATEST_MODERN_VERSION",
+    "LISTEN_ACKNOWLEDGED",
     "MODERN_VERSIONS",
+    "SUBSCRIPTION_ID",
     "ClientCapabilities",
     "ClientOptions",
     "ClientSession",
@@ -52,6 +56,7 @@ __all__ = [
     "HttpStatusError",
     "HttpTarget",
     "InputRequiredRoundsExceeded",
+    "ListenStream",
     "McpError",
     "PendingRequest",
     "PendingResolved",
