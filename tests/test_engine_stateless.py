@@ -457,3 +457,67 @@ async def test_auto_mode_falls_back_when_discovery_stays_silent() -> None:
     assert "server/discover" in note and "falling back to initialize" in note
     # server/discover may not be cancelled: the client just stops waiting.
     assert not log.messages("out", "notifications/cancelled")
+
+
+# --- Mcp-Param-* headers ---------------------------------------------------------------------------
+
+
+async def test_tool_arguments_marked_x_mcp_header_travel_as_mcp_param_headers(
+    stateless_http_sse: str,
+) -> None:
+    session = connect(HttpTarget(stateless_http_sse, transport="http"), STATELESS)
+    log = EventLog(session)
+    async with session:
+        # Called before any listing: the engine lists the tools first, or the server would refuse
+        # the call (-32020, "Mcp-Param-Count header is missing").
+        result = await session.call_tool("routed", {"region": "eu-west", "count": 3})
+        assert result["content"][0]["text"] == "eu-west x3"
+        result = await session.call_tool("routed", {"region": "Zürich "})
+        assert result["content"][0]["text"] == "Zürich  x1"
+    assert any("Mcp-Param-* headers" in note for note in state_notes(log))
+    assert log.messages("out", "tools/list")[0].seq < log.messages("out", "tools/call")[0].seq
+    first, second = (f.transport["http"]["headers"] for f in log.messages("out", "tools/call"))
+    assert first["Mcp-Param-Region"] == "eu-west" and first["Mcp-Param-Count"] == "3"
+    # Not plain printable ASCII (a non-ASCII letter, a trailing space): base64 in the sentinel.
+    assert second["Mcp-Param-Region"] == "=?base64?WsO8cmljaCA=?="
+    assert "Mcp-Param-Count" not in second  # an absent argument sends no header
+    assert errors(log) == []
+
+
+async def test_invalid_x_mcp_header_annotations_are_flagged_per_tool() -> None:
+    session = connect(_bad("refuse"), STATELESS)
+    log = EventLog(session)
+    async with session:
+        tools = await session.list_all("tools/list", "tools")
+        assert len(tools) == 5  # the inspector keeps every tool, flagged
+    listing = log.messages("in", "tools/list")[0]
+    flagged = [v.message for v in listing.verdicts if v.code == "x-mcp-header"]
+    assert len(flagged) == 3, flagged
+    assert any("'on-a-number'" in m and "not 'number'" in m for m in flagged)
+    assert any("'in-an-array'" in m and "no properties-only path" in m for m in flagged)
+    assert any("'twice'" in m and "repeats" in m for m in flagged)
+    assert not any("'fine'" in m for m in flagged)
+
+
+def test_mcp_param_header_rules() -> None:
+    from sessions.engine import _xheaders as xh
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "flag": {"type": "boolean", "x-mcp-header": "Flag"},
+            "nested": {"type": "object", "properties": {"id": {"type": "integer", "x-mcp-header": "Id"}}},
+        },
+    }
+    assert xh.problem(schema) is None
+    mapping = xh.header_map(schema)
+    assert mapping == {("flag",): "Flag", ("nested", "id"): "Id"}
+    assert xh.param_headers(mapping, {"flag": False, "nested": {"id": 7}}) == {
+        "Mcp-Param-Flag": "false",
+        "Mcp-Param-Id": "7",
+    }
+    assert xh.param_headers(mapping, {"flag": None, "nested": "not an object"}) == {}
+    assert xh.problem({"type": "object", "x-mcp-header": "Root"}) is not None
+    assert xh.problem({"properties": {"a": {"type": "string", "x-mcp-header": "has space"}}}) is not None
+    assert xh.problem({"anyOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}]}) is not None
+    assert xh.header_value("=?base64?abc?=").startswith("=?base64?")  # a look-alike value is wrapped too

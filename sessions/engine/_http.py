@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import re
@@ -19,6 +18,7 @@ from ._options import MODERN_VERSIONS
 from ._sse import SseDecoder, SseEvent
 from ._targets import HttpTarget, mask_headers
 from ._transport import FrameSink, request_ids_in
+from ._xheaders import header_value
 
 __all__ = ["FallbackToLegacy", "LegacySseTransport", "StreamableHttpTransport"]
 
@@ -28,15 +28,6 @@ _SSE = "text/event-stream"
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-_HEADER_SAFE = re.compile(r"[\x20-\x7e]*")
-_B64_SENTINEL = re.compile(r"=\?base64\?.*\?=")
-
-
-def header_value(value: str) -> str:
-    """A value as an HTTP field: printable ASCII as is, anything else as ``=?base64?…?=`` (UTF-8)."""
-    if _HEADER_SAFE.fullmatch(value) and value == value.strip() and not _B64_SENTINEL.fullmatch(value):
-        return value
-    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
 def stateless_version(message: Any) -> str | None:
@@ -208,6 +199,8 @@ class StreamableHttpTransport(_HttpBase):
         name = params.get(key) if key is not None and isinstance(params, dict) else None
         if isinstance(name, str):
             headers["Mcp-Name"] = header_value(name)
+        if method == "tools/call":
+            headers.update(self.sink.param_headers(message))
         return headers
 
     def _forget_post(self, request_id: int | str, _: object) -> None:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import EllipsisType, ModuleType
 from typing import Any
 
-from . import _listen
+from . import _listen, _xheaders
 from ._errors import (
     ConnectionClosed,
     EngineError,
@@ -188,6 +188,9 @@ class ClientSession:
         self._stamp_version: str | None = None
         self.listens = _listen.Listens()
         self._listen_handles: dict[int, RequestHandle] = {}
+        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        self._tools_learned = False
+        """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
         """Stateless mode: the subscriptions/listen streams, and the one now carrying change notifications."""
 
     # --- the event stream -------------------------------------------------------------
@@ -357,6 +360,8 @@ class ClientSession:
             frame.latency_ms = round((frame.mono - outgoing.sent_mono) * 1000, 3)
         if not is_error and (self.mode == "stateless" or outgoing.method == "server/discover"):
             self._check_stateless_result(outgoing.method, message["result"], frame, at)
+        if not is_error and outgoing.method == "tools/list" and self.mode == "stateless":
+            self._learn_tool_headers(message["result"], frame, at)
         if not is_error and self.options.validate and self.protocol_version:
             frame.verdicts.extend(
                 self._schema_module().check_result(outgoing.method, self.protocol_version, message["result"])
@@ -458,6 +463,55 @@ class ClientSession:
             )
             if frame.rpc_kind != "batch":
                 frame.note = f"input required ({asked or 'state only'}); the client answers and retries"
+
+    def _learn_tool_headers(self, result: Any, frame: Frame, at: str) -> None:
+        """Note which arguments of each listed tool go into Mcp-Param-* headers; flag bad annotations."""
+        self._tools_learned = True
+        tools = result.get("tools") if isinstance(result, dict) else None
+        for tool in tools if isinstance(tools, list) else []:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            name, schema = tool["name"], tool.get("inputSchema")
+            problem = _xheaders.problem(schema)
+            if problem is not None:
+                frame.flag(
+                    "x-mcp-header",
+                    "error",
+                    f"{at}tool {name!r}: {problem}; a conforming client drops this tool "
+                    "(the inspector keeps it and sends no Mcp-Param headers for it)",
+                )
+                self._tool_headers.pop(name, None)
+                continue
+            mapping = _xheaders.header_map(schema)
+            if mapping:
+                self._tool_headers[name] = mapping
+            else:
+                self._tool_headers.pop(name, None)
+
+    async def _learn_tools_first(self) -> None:
+        """Stateless HTTP: list the tools once before the first call, to learn their Mcp-Param headers."""
+        self._tools_learned = True
+        if self.transport.name != "streamable-http" or "tools" not in self.server_capabilities:
+            return
+        self.record(
+            Frame(
+                "state",
+                "local",
+                transport={"state": "learn-tools"},
+                note="stateless HTTP: listing the tools before the first call, to learn which arguments "
+                "a call mirrors into Mcp-Param-* headers",
+            )
+        )
+        with contextlib.suppress(EngineError):
+            await self.list_all("tools/list", "tools", progress=False)
+
+    def param_headers(self, message: dict[str, Any]) -> dict[str, str]:
+        """The Mcp-Param-* headers of a tools/call, from the tool's last listing (none if never listed)."""
+        params = message.get("params")
+        if message.get("method") != "tools/call" or not isinstance(params, dict):
+            return {}
+        mapping = self._tool_headers.get(params.get("name"))  # type: ignore[arg-type]
+        return _xheaders.param_headers(mapping, params.get("arguments")) if mapping else {}
 
     def _check_request(
         self, message: dict[str, Any], method: str, frame: Frame, at: str
@@ -627,6 +681,8 @@ class ClientSession:
             "progress": progress,
             "on_progress": on_progress,
         }
+        if method == "tools/call" and not self._tools_learned and self.mode == "stateless":
+            await self._learn_tools_first()
         outgoing = await self._send_request(method, params, **options)
         handle = RequestHandle(self, outgoing)
         if self.mode == "stateless" and method in INPUT_REQUIRED_METHODS and not outgoing.future.done():

@@ -32,6 +32,10 @@ class FrameSink(Protocol):
         """Fail everything in flight: the connection is gone."""
         ...
 
+    def param_headers(self, message: dict[str, Any]) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers a stateless tools/call carries over HTTP (from the tool's schema)."""
+        ...
+
 
 class Transport(Protocol):
     """Moves raw frames between the session and one MCP server."""

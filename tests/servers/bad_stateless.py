@@ -5,6 +5,7 @@ Usage: python tests/servers/bad_stateless.py MODE
 - ``violations``: acknowledges a listen stream with more than was asked for, then sends on it a
   resource update nobody subscribed to, a list change with no subscription id, one naming a
   subscription that does not exist, a second acknowledgement, and ends the stream with a result.
+- every mode lists tools whose ``x-mcp-header`` annotations break the rules (and one that keeps them).
 - ``refuse``: answers subscriptions/listen with -32601 (method not found).
 - ``silent``: never acknowledges subscriptions/listen.
 - ``discover-silent``: never answers server/discover, but speaks the handshake (initialize), so
@@ -21,6 +22,37 @@ VERSION = "2026-07-28"
 SID = "io.modelcontextprotocol/subscriptionId"
 INFO = {"io.modelcontextprotocol/serverInfo": {"name": "bad-stateless", "version": "0"}}
 CAPABILITIES = {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}}
+
+# Tools whose x-mcp-header annotations break the rules (number type, off the properties path, a
+# repeated token), beside one that keeps them.
+TOOLS = [
+    {"name": "t", "inputSchema": {"type": "object"}},
+    {
+        "name": "on-a-number",
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "x-mcp-header": "N"}}},
+    },
+    {
+        "name": "in-an-array",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"xs": {"type": "array", "items": {"type": "string", "x-mcp-header": "X"}}},
+        },
+    },
+    {
+        "name": "twice",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string", "x-mcp-header": "Region"},
+                "b": {"type": "string", "x-mcp-header": "region"},
+            },
+        },
+    },
+    {
+        "name": "fine",
+        "inputSchema": {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "Region"}}},
+    },
+]
 
 
 def send(message: dict) -> None:
@@ -70,6 +102,14 @@ def handle(mode: str, message: dict) -> None:
             send(
                 {"jsonrpc": "2.0", "id": msg_id, "result": {"resultType": "complete", "_meta": {SID: msg_id}}}
             )
+    elif method == "tools/list":
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": msg_id,
+                "result": {"tools": TOOLS, "resultType": "complete", "_meta": INFO},
+            }
+        )
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": msg_id, "result": {}})
     else:

@@ -11,6 +11,8 @@ client's answers from ``ctx.input_responses`` when the client retries.
 - ``confirm_name``: asks (elicitation) for a name; ``requestState`` is echoed back and checked.
 - ``roots_and_llm``: asks for the roots and a sampling reply at once, in one round.
 - ``two_rounds``: elicits twice, one question per round.
+- ``routed``: two arguments marked ``x-mcp-header``, which a client mirrors into ``Mcp-Param-*``
+  headers over HTTP (the server refuses a call without them with -32020).
 - ``touch`` and ``change_tools``: publish a resource update or a tool list change to the client's
   ``subscriptions/listen`` streams.
 
@@ -22,9 +24,11 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import mcp_types as types
 from mcp.server.mcpserver import Context
+from pydantic import Field
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -90,6 +94,14 @@ async def two_rounds(ctx: Context) -> str | types.InputRequiredResult:
     second = answers["second"]
     name = second.content["name"] if isinstance(second, types.ElicitResult) and second.content else "?"
     return f"{(ctx.request_state or '')[2:]} and {name}"
+
+
+@server.tool(description="Route by region: `region` and `count` are mirrored into Mcp-Param-* headers.")
+async def routed(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+    count: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Count"})] = 1,
+) -> str:
+    return f"{region} x{count}"
 
 
 @server.tool(description="Announce that the resource at `uri` changed (to subscriptions/listen streams).")
