@@ -230,7 +230,7 @@ def listen_state(session: McpSession) -> dict[str, Any] | None:
     return {
         "open": True,
         "id": meta.get(SUBSCRIPTION_ID) if isinstance(meta, dict) else None,
-        "note": frame.note,
+        "note": frame.note.split(" acknowledged: ", 1)[-1],
         "seq": frame.seq,
         "uris": uris,
     }

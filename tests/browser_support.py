@@ -232,6 +232,7 @@ def connect(
     url: str | None = None,
     roots: str | None = None,
     review_roots: bool = False,
+    protocol: str | None = None,
     timeout: float = LONG,
 ) -> str:
     """Fill the connect form on "/" and wait for the session page to read "ready"; return the page URL."""
@@ -245,8 +246,10 @@ def connect(
         assert url is not None
         form.get_by_label("Transport").select_option(label="Streamable HTTP")
         form.get_by_label("URL", exact=True).fill(url)
-    if roots is not None or review_roots:
+    if roots is not None or review_roots or protocol is not None:
         form.get_by_text("Protocol, capabilities, roots and timeouts").click()
+        if protocol is not None:
+            form.get_by_label("Protocol version").select_option(protocol)
         if review_roots:
             form.get_by_label("ask me before answering roots/list").check()
         if roots is not None:

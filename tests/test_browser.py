@@ -8,7 +8,10 @@ console error, page error or CSP violation.
 from __future__ import annotations
 
 import re
+import sys
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -242,6 +245,33 @@ def test_a_subscribed_resource_shows_the_servers_update_live(home: Any, everythi
     expect(toggle.get_by_role("status")).to_have_text("done")
     expect(marker).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\d$"), timeout=15_000)
     expect(timeline_rows(home, "notifications/resources/updated").first).to_be_attached()
+    assert_clean(home)
+
+
+STATELESS_SERVER = {
+    "command": sys.executable,
+    "args": [str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"],
+}
+
+
+def test_a_stateless_subscription_rides_a_listen_stream_and_shows_the_update_live(home: Any) -> None:
+    connect(home, stdio=STATELESS_SERVER, protocol="2026-07-28")
+    expect(timeline_rows(home, "notifications/subscriptions/acknowledged").first).to_be_attached()
+    open_tab(home, "Resources")
+    home.get_by_role("button", name="List resources").click()
+    home.get_by_role("button", name="Subscribe to info://server").click()
+    expect(home.get_by_role("button", name="Unsubscribe from info://server").first).to_be_visible()
+    subscriptions = home.locator(
+        "section", has=home.get_by_role("heading", name=re.compile("^Subscriptions"))
+    )
+    expect(subscriptions.locator(".listen-status")).to_contain_text("updates of 1 resource")
+    marker = subscriptions.locator("li", has_text="info://server").locator(".res-updated")
+    expect(marker).to_have_text("no update yet")
+
+    send_raw(home, "tools/call", '{"name": "touch", "arguments": {"uri": "info://server"}}')
+    expect(call_card(home, "tools/call", "touch").first.get_by_role("status")).to_have_text("done")
+    expect(marker).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\d$"), timeout=15_000)
+    home.screenshot(path=str(Path(tempfile.gettempdir()) / "mcp-inspector-stateless-listen.png"))
     assert_clean(home)
 
 
