@@ -162,6 +162,16 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"request timeout, which also bounds connecting (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify the server's TLS certificate (a self-signed one, say)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="PEM file of CA certificates to trust instead of the public ones (a local CA, mkcert)",
+    )
+    parser.add_argument(
         "--record",
         metavar="FILE",
         help="write every frame as JSON Lines to FILE (turns on schema validation)",
@@ -235,6 +245,14 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         if opts.server_url and not words:
             words = [opts.server_url]
         target = _target_from_words(words, env, headers, transport, opts.timeout)
+
+    if opts.insecure or opts.ca_file:
+        if not hasattr(target, "verify_tls"):
+            raise UsageError("--insecure and --ca-file apply to http(s) servers only")
+        if opts.ca_file and not os.path.isfile(opts.ca_file):
+            raise UsageError(f"--ca-file: no such file {opts.ca_file!r}")
+        target.verify_tls = not opts.insecure  # type: ignore[union-attr]
+        target.ca_file = opts.ca_file  # type: ignore[union-attr]
 
     return Invocation(
         method=opts.method,

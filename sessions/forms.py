@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from django import forms
@@ -69,6 +70,13 @@ class ConnectForm(forms.Form):
     )
     bearer_token = forms.CharField(
         max_length=4000, required=False, widget=forms.PasswordInput(render_value=False)
+    )
+    verify_tls = forms.BooleanField(required=False, initial=True, label="Verify TLS certificates")
+    ca_file = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="CA certificates file",
+        help_text="a PEM file on this machine to trust instead of the public CAs (a local CA, mkcert)",
     )
     protocol_version = forms.ChoiceField(choices=VERSIONS, initial="2025-11-25")
     mode = forms.ChoiceField(choices=MODES, initial="handshake", label="Connection mode", required=False)
@@ -141,6 +149,9 @@ class ConnectForm(forms.Form):
             url = data.get("url", "")
             if not url.lower().startswith(("http://", "https://")):
                 raise forms.ValidationError({"url": "an HTTP server needs an http:// or https:// URL"})
+            ca_file = data.get("ca_file", "").strip()
+            if ca_file and not Path(ca_file).is_file():
+                raise forms.ValidationError({"ca_file": f"no such file on this machine: {ca_file}"})
         return data
 
     def snapshot(self) -> dict[str, Any]:
@@ -161,6 +172,8 @@ class ConnectForm(forms.Form):
             "url": "" if stdio else data["url"],
             "headers": {} if stdio else data["headers"],
             "bearer_token": "" if stdio else data["bearer_token"],
+            "verify_tls": True if stdio else data["verify_tls"],
+            "ca_file": "" if stdio else data["ca_file"].strip(),
             "protocol_version": data["protocol_version"],
             "mode": data.get("mode") or "handshake",
             "capabilities": {

@@ -35,6 +35,8 @@ class ServerConfig(models.Model):
     url = models.CharField(max_length=2000, blank=True)
     headers = models.JSONField(default=dict, blank=True)
     bearer_token = models.CharField(max_length=4000, blank=True)
+    verify_tls = models.BooleanField(default=True, help_text="check the server's TLS certificate")
+    ca_file = models.CharField(max_length=1000, blank=True, help_text="PEM file of CA certificates to trust")
     protocol_version = models.CharField(max_length=20, default="2025-11-25")
     mode = models.CharField(max_length=20, default="handshake", help_text="handshake, stateless or auto")
     capabilities = models.JSONField(default=dict, blank=True)
@@ -63,6 +65,8 @@ class ServerConfig(models.Model):
             "url": self.url,
             "headers": dict(self.headers),
             "bearer_token": self.bearer_token,
+            "verify_tls": self.verify_tls,
+            "ca_file": self.ca_file,
             "protocol_version": self.protocol_version,
             "mode": self.mode,
             "capabilities": dict(self.capabilities),

@@ -108,6 +108,8 @@ def build_target(config: dict[str, Any]) -> Target:
         transport=config.get("transport", "auto"),
         headers=dict(config.get("headers", {})),
         bearer_token=config.get("bearer_token") or None,
+        verify_tls=config.get("verify_tls", True),
+        ca_file=config.get("ca_file") or None,
     )
 
 

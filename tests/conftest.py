@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -168,6 +169,29 @@ def _sdk_http(*flags: str) -> Iterator[str]:
     port = free_port()
     with start_http_server([sys.executable, str(SDK_SERVER), "http", "--port", str(port), *flags], port):
         yield f"http://127.0.0.1:{port}/mcp"
+
+
+@dataclasses.dataclass(frozen=True)
+class HttpsServer:
+    url: str
+    ca_file: str
+    """The PEM of the private CA that signed the server's certificate (nobody else trusts it)."""
+
+
+@pytest.fixture(scope="session")
+def sdk_https(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpsServer]:
+    """SDK test server over HTTPS, with a certificate from a throwaway CA (trustme)."""
+    import trustme
+
+    where = tmp_path_factory.mktemp("tls")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    ca.cert_pem.write_to_path(str(where / "ca.pem"))
+    cert.private_key_and_cert_chain_pem.write_to_path(str(where / "server.pem"))
+    port = free_port()
+    argv = [sys.executable, str(SDK_SERVER), "http", "--port", str(port), "--json"]
+    with start_http_server([*argv, "--tls", str(where / "server.pem"), str(where / "server.pem")], port):
+        yield HttpsServer(f"https://127.0.0.1:{port}/mcp", str(where / "ca.pem"))
 
 
 @pytest.fixture(scope="session")

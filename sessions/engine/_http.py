@@ -30,6 +30,17 @@ PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
+def why(exc: BaseException) -> str:
+    """An HTTP failure in words, with a hint where the usual cause is known."""
+    text = str(exc) or type(exc).__name__
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        text += (
+            " (a self-signed certificate or a private CA? Trust its certificate with a CA file, "
+            "or switch TLS verification off for this server)"
+        )
+    return text
+
+
 def stateless_version(message: Any) -> str | None:
     """The stateless protocol version a request's ``_meta`` names, if it names one."""
     if not isinstance(message, dict) or not isinstance(message.get("method"), str) or "id" not in message:
@@ -54,7 +65,12 @@ def _content_type(response: httpx.Response) -> str:
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def _tls_context(ca_file: str | None = None) -> ssl.SSLContext:
+    if ca_file is not None:
+        try:
+            return ssl.create_default_context(cafile=ca_file)
+        except OSError as exc:  # ssl.SSLError included: not a PEM file of certificates
+            raise TransportError(f"cannot use {ca_file} as CA certificates: {exc}") from None
     import certifi
 
     return ssl.create_default_context(cafile=certifi.where())
@@ -67,7 +83,7 @@ def _client(target: HttpTarget) -> httpx.AsyncClient:
     # Loading the CA bundle costs ~20 ms and ~800 KB a client: build it once, and only for https
     # (plain http never uses it, and redirects are not followed).
     https = target.url.lower().startswith("https:")
-    verify: bool | ssl.SSLContext = _tls_context() if https and target.verify_tls else False
+    verify: bool | ssl.SSLContext = _tls_context(target.ca_file) if https and target.verify_tls else False
     return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
 
 
@@ -126,9 +142,20 @@ class _HttpBase:
                 "state",
                 "local",
                 transport={"state": "http-error", "http": {"error": type(exc).__name__}},
-                note=f"{what}: {exc}",
+                note=f"{what}: {why(exc)}",
             )
         )
+
+    def _note_tls(self) -> None:
+        if self.target.url.lower().startswith("https:") and not self.target.verify_tls:
+            self.sink.record(
+                Frame(
+                    "state",
+                    "local",
+                    transport={"state": "tls-unverified"},
+                    note="TLS certificate verification is off for this server: any certificate is accepted",
+                )
+            )
 
     def _deliver_event(self, event: SseEvent, stream: str, status: int) -> None:
         details = {"http": {"status": status, "stream": stream, "event": event.event, "event_id": event.id}}
@@ -165,6 +192,7 @@ class StreamableHttpTransport(_HttpBase):
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
         self._client = _client(self.target)
+        self._note_tls()
 
     def reset(self) -> None:
         """Forget the HTTP session, so the next initialize starts a new one."""
@@ -265,7 +293,7 @@ class StreamableHttpTransport(_HttpBase):
             request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            error = TransportError(f"POST {self.target.url} failed: {exc or type(exc).__name__}")
+            error = TransportError(f"POST {self.target.url} failed: {why(exc)}")
             self._record_failure("POST failed", exc)
             if initialize:
                 raise error from exc
@@ -487,6 +515,7 @@ class LegacySseTransport(_HttpBase):
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
         self._client = _client(self.target)
+        self._note_tls()
         headers = self._base_headers()
         headers["Accept"] = _SSE
         out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
@@ -496,7 +525,7 @@ class LegacySseTransport(_HttpBase):
             )
         except httpx.HTTPError as exc:
             await self._client.aclose()
-            raise TransportError(f"GET {self.target.url} failed: {exc or type(exc).__name__}") from exc
+            raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
         head = self._record_head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
             head.raw = await response.aread()
@@ -574,7 +603,7 @@ class LegacySseTransport(_HttpBase):
             response = await self.client.post(self.endpoint, content=raw, headers=headers)
         except httpx.HTTPError as exc:
             self._record_failure("POST failed", exc)
-            self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {exc}"))
+            self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {why(exc)}"))
             return
         head = self._record_head(response, seq)
         head.raw = response.content

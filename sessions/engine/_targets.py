@@ -23,6 +23,9 @@ class HttpTarget:
     headers: dict[str, str] = field(default_factory=dict)
     bearer_token: str | None = None
     verify_tls: bool = True
+    """Check the server's TLS certificate (off: accept any, e.g. a self-signed one; a state frame says so)."""
+    ca_file: str | None = None
+    """A PEM file of CA certificates to trust instead of the public ones (a local CA, mkcert, a proxy)."""
     connect_timeout: float = 10.0
     open_get_stream: bool = True
     """Open the standalone GET stream for server-initiated messages after initialization."""

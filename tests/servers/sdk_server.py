@@ -147,6 +147,7 @@ def main() -> None:
     http.add_argument("--port", type=int, required=True)
     http.add_argument("--json", action="store_true", help="answer with application/json instead of SSE")
     http.add_argument("--stateless", action="store_true", help="no sessions")
+    http.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"), help="serve HTTPS with this PEM pair")
     args = parser.parse_args()
 
     if args.transport == "stdio":
@@ -156,7 +157,16 @@ def main() -> None:
     import uvicorn
 
     app = server.streamable_http_app(json_response=args.json, stateless_http=args.stateless, host="127.0.0.1")
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    cert, key = args.tls or (None, None)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        ssl_certfile=cert,
+        ssl_keyfile=key,
+    )
 
 
 if __name__ == "__main__":
