@@ -122,6 +122,35 @@ def page_of_rows(
     return found
 
 
+# Requests the lifecycle owns: sending them again by hand would confuse the session, not test the server.
+NOT_REPLAYED = frozenset({"initialize", "server/discover", "subscriptions/listen"})
+# What the engine puts into a request itself (and puts in afresh when it is sent again).
+ENGINE_META = ("progressToken", "io.modelcontextprotocol/")
+ROUND_FIELDS = ("inputResponses", "requestState")  # a stateless retry's answers belong to that round
+
+
+def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
+    """The method and params to send an outgoing request again with, or ``None`` if it is not one."""
+    if frame.direction != "out" or frame.rpc_kind != "request" or frame.method in NOT_REPLAYED:
+        return None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+        return None
+    params = message.get("params")
+    if isinstance(params, dict):
+        params = {k: v for k, v in params.items() if k not in ROUND_FIELDS}
+        meta = params.pop("_meta", None)
+        if isinstance(meta, dict):
+            kept = {k: v for k, v in meta.items() if not k.startswith(ENGINE_META)}
+            if kept:
+                params["_meta"] = kept
+    shown = json.dumps(params, indent=2, ensure_ascii=False) if params else ""
+    return {"method": message["method"], "params": shown}
+
+
 def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:
     """Return one frame with its raw bytes, pretty JSON and its pair."""
     frame = TimelineFrame.objects.filter(session=session, seq=seq).first()
@@ -134,6 +163,7 @@ def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:
         pretty = ""
     text = raw.decode("utf-8", errors="replace")
     return {
+        "replay": replay_of(frame, raw),
         "frame": frame,
         "text": text[:1_000_000],
         "truncated": len(text) > 1_000_000,

@@ -248,6 +248,28 @@ def test_a_subscribed_resource_shows_the_servers_update_live(home: Any, everythi
     assert_clean(home)
 
 
+def test_clicking_a_frame_shows_its_bytes_and_a_request_can_be_edited_and_sent_again(
+    home: Any, everything_stdio: dict
+) -> None:
+    connect(home, stdio=everything_stdio)
+    _echo(home, "original")
+    request = timeline_rows(home, "tools/call").filter(has_text="→").first
+    request.click()
+    detail = home.locator("#frame-detail")
+    expect(detail.get_by_text("Raw bytes")).to_be_visible()
+    expect(detail.locator("pre.json")).to_contain_text('"message": "original"')
+
+    detail.get_by_text("Edit and send again").click()
+    expect(detail.get_by_label("Replay method")).to_have_value("tools/call")
+    params = detail.get_by_label("Replay params (JSON object)")
+    edited = (params.input_value() or "").replace("original", "edited by hand")
+    assert "progressToken" not in edited
+    params.fill(edited)
+    detail.get_by_role("button", name="Send again").click()
+    expect(call_card(home, "tools/call", "echo").filter(has_text="Echo: edited by hand")).to_have_count(1)
+    assert_clean(home)
+
+
 STATELESS_SERVER = {
     "command": sys.executable,
     "args": [str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"],

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from web_support import (
     wait_until,
 )
 
-from sessions.models import McpSession, ServerConfig
+from sessions.models import McpSession, ServerConfig, TimelineFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -197,3 +199,42 @@ def test_sessions_left_live_by_a_dead_process_are_marked_lost_at_start_up() -> N
     done.refresh_from_db()
     assert live.status == "lost" and live.worker_channel == "" and "stopped" in live.status_note
     assert done.status == "closed"
+
+
+@pytest.mark.slow
+async def test_a_sent_request_can_be_edited_and_sent_again_from_its_frame(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        client = await logged_in_client(alice)
+        await client.post(
+            f"/s/{session.public_id}/request",
+            {"method": "tools/call", "params": '{"name": "echo", "arguments": {"message": "first"}}'},
+        )
+        sent = await wait_until(
+            lambda: TimelineFrame.objects.filter(
+                session=session, method="tools/call", direction="out"
+            ).first()
+        )
+        detail = (await client.get(f"/s/{session.public_id}/frames/{sent.seq}")).content.decode()
+        assert "Edit and send again" in detail and 'value="tools/call"' in detail
+        replay = re.search(r'<textarea id="replay-params"[^>]*>(.*?)</textarea>', detail, re.S)
+        assert replay is not None
+        params = json.loads(html.unescape(replay.group(1)))
+        assert params == {"name": "echo", "arguments": {"message": "first"}}  # no progressToken, no _meta
+
+        params["arguments"]["message"] = "second"
+        card = await client.post(
+            f"/s/{session.public_id}/request", {"method": "tools/call", "params": json.dumps(params)}
+        )
+        assert "Echo: second" in card.content.decode()
+        calls = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out")
+        assert await calls.acount() == 2
+
+        # Responses, notifications and the lifecycle's own requests offer no replay.
+        answer = await TimelineFrame.objects.filter(
+            session=session, method="initialize", direction="out"
+        ).afirst()
+        assert answer is not None
+        detail = (await client.get(f"/s/{session.public_id}/frames/{answer.seq}")).content.decode()
+        assert "Edit and send again" not in detail
