@@ -428,6 +428,10 @@ def _hints(schema: dict[str, Any]) -> list[str]:
         value = schema.get(key)
         if value is not None and not isinstance(value, (dict, list)) and not isinstance(value, bool):
             hints.append(f"{label} {value}")
+    header = schema.get("x-mcp-header")
+    if isinstance(header, str) and header:
+        # 2026-07-28 over HTTP: the value also travels in this header, for gateways to route on.
+        hints.append(f"sent as header Mcp-Param-{header}")
     return hints
 
 

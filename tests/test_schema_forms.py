@@ -262,11 +262,13 @@ def test_formats_and_limits_are_shown_as_hints() -> None:
         "properties": {
             "n": {"type": "number", "minimum": 1, "maximum": 10},
             "u": {"type": "string", "format": "uri"},
+            "r": {"type": "string", "x-mcp-header": "Region"},
         },
     }
     form = fields(schema)
     assert form["arg.n"].hints == ["≥ 1", "≤ 10"]
     assert form["arg.u"].hints == ["format uri"]
+    assert form["arg.r"].hints == ["sent as header Mcp-Param-Region"]
 
 
 def test_a_submitted_form_re_renders_with_the_sent_values_and_errors() -> None:
