@@ -20,7 +20,7 @@ from sessions.forms import ConnectForm, ImportForm
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
 from sessions.timeline import TimelineFilter, frame_detail, page_of_rows
 
-PANELS = ("overview", "tools", "resources", "prompts", "logging", "roots")
+PANELS = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
 
 
 async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:
@@ -106,7 +106,7 @@ def _session_context(session: McpSession, tab: str, request: AuthedRequest) -> d
 
 def panel_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
     """Return what a feature panel shows; each feature module adds its own part."""
-    from sessions import resources_views, reviews_views, tools_views
+    from sessions import report, resources_views, reviews_views, tools_views
 
     feature = {
         "tools": tools_views,
@@ -114,6 +114,7 @@ def panel_context(session: McpSession, tab: str, request: AuthedRequest) -> dict
         "prompts": resources_views,
         "logging": resources_views,
         "roots": reviews_views,
+        "conformance": report,
     }.get(tab)
     context: dict[str, Any] = {"session": session, "tab": tab, "q": request.GET.get("q", "")}
     if feature is not None:

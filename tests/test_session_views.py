@@ -238,3 +238,31 @@ async def test_a_sent_request_can_be_edited_and_sent_again_from_its_frame(everyt
         assert answer is not None
         detail = (await client.get(f"/s/{session.public_id}/frames/{answer.seq}")).content.decode()
         assert "Edit and send again" not in detail
+
+
+@pytest.mark.slow
+async def test_the_conformance_panel_counts_rules_broken_and_latency_by_method(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("violations")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        client = await logged_in_client(alice)
+        empty = (await client.get(f"/s/{session.public_id}/panel/conformance")).content.decode()
+        assert "No verdicts yet" in empty
+        assert "<code>initialize</code>" in empty  # its latency is there from the start
+
+        await client.post(f"/s/{session.public_id}/request", {"method": "tools/list"})
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
+        panel = (await client.get(f"/s/{session.public_id}/panel/conformance")).content.decode()
+        cells = (
+            r'<td><code>([a-z0-9-]+)</code></td>\s*'
+            r'<td><span class="verdict sev-\w+">\w+</span></td>\s*<td>(\d+)</td>'
+        )
+        rows = dict(re.findall(cells, panel))
+        assert {"duplicate-response", "unknown-id", "result-and-error", "notification-with-id"} <= set(rows)
+        assert rows["duplicate-response"] == "2"  # the repeated answer, and the one with result and error
+        assert re.search(r'aria-label="Show frame \d+ \(unknown-id\)"', panel)
+        assert "<code>tools/list</code>" in panel
+        # The tab is in the page's tab list, and the full page renders with it open.
+        page = (await client.get(f"/s/{session.public_id}/?tab=conformance")).content.decode()
+        assert 'aria-selected="true"' in page and "Rules broken, by how often" in page
