@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,7 @@ from sessions.models import McpSession, TimelineFrame
 __all__ = ["PAGE", "TimelineFilter", "frame_detail", "page_of_rows"]
 
 PAGE = 200
+RULE = re.compile(r"[a-z0-9][a-z0-9-]{0,59}")  # a verdict code, as docs/engine.md lists them
 # Everything a row shows; raw bytes stay in the database until a frame is opened.
 ROW_FIELDS = (
     "seq",
@@ -35,13 +37,14 @@ ROW_FIELDS = (
 
 @dataclass(frozen=True)
 class TimelineFilter:
-    """What a viewer asked to see: a method prefix, a direction, only errors, only violations."""
+    """What a viewer asked to see: a method prefix, a direction, only errors, only violations, one rule."""
 
     method: str = ""
     direction: str = ""
     errors: bool = False
     violations: bool = False
     hide_http: bool = False
+    rule: str = ""
 
     @classmethod
     def from_data(cls, data: Any) -> TimelineFilter:
@@ -50,7 +53,9 @@ class TimelineFilter:
             return value not in (None, "", "0", "false", "off", False)
 
         direction = str(data.get("direction") or "")
+        rule = str(data.get("rule") or "").strip().lower()
         return cls(
+            rule=rule if RULE.fullmatch(rule) else "",
             method=str(data.get("method") or "").strip()[:200],
             direction=direction if direction in ("in", "out") else "",
             errors=flag("errors"),
@@ -84,6 +89,9 @@ class TimelineFilter:
             rows = rows.filter(worst__in=("error", "warning"))
         if self.hide_http:
             rows = rows.exclude(kind="http")
+        if self.rule:
+            # The code in quotes inside the stored verdicts (JSON text on SQLite, jsonb on PostgreSQL).
+            rows = rows.exclude(worst="").filter(verdicts__icontains=f'"{self.rule}"')
         return rows
 
     def matches(self, row: dict[str, Any]) -> bool:
@@ -98,6 +106,8 @@ class TimelineFilter:
         ):
             return False
         if self.violations and row["worst"] not in ("error", "warning"):
+            return False
+        if self.rule and not any(v.get("code") == self.rule for v in row["verdicts"] or ()):
             return False
         return not (self.hide_http and row["kind"] == "http")
 

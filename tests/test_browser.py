@@ -270,6 +270,22 @@ def test_clicking_a_frame_shows_its_bytes_and_a_request_can_be_edited_and_sent_a
     assert_clean(home)
 
 
+def test_the_conformance_tab_counts_rules_and_filters_the_timeline_to_one(home: Any, bad_stdio: Any) -> None:
+    connect(home, stdio=bad_stdio("violations"))
+    send_raw(home, "tools/list")
+    expect(timeline_rows(home).filter(has_text="unknown-id")).to_have_count(1)
+    open_tab(home, "Conformance")
+    rules = home.locator("table.report-rules")
+    expect(rules.locator("tr", has_text="duplicate-response")).to_contain_text("2")
+    rules.get_by_role("button", name="Show unknown-id frames in the timeline").click()
+    expect(home.get_by_label("Rule broken")).to_have_value("unknown-id")
+    expect(timeline_rows(home)).to_have_count(1)
+    expect(timeline_rows(home).first).to_contain_text("#999")
+    home.get_by_label("Rule broken").fill("")
+    expect(timeline_rows(home, "initialize")).to_have_count(2)
+    assert_clean(home)
+
+
 STATELESS_SERVER = {
     "command": sys.executable,
     "args": [str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"],

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 from web_support import (
     frames_of,
     live_runtime,
@@ -21,6 +22,7 @@ from web_support import (
 
 from sessions import commands
 from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.timeline import TimelineFilter, page_of_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -164,6 +166,31 @@ async def test_the_consumer_filters_and_pages_on_request_and_resumes_live(everyt
         await communicator.send_to(text_data="not json")
         assert await communicator.receive_nothing(timeout=0.3)
         await communicator.disconnect()
+
+
+async def test_the_timeline_filters_by_the_rule_a_frame_broke(bad_stdio: Any) -> None:
+    # Also runs on PostgreSQL (tests/test_hosted.py): the filter reads the verdicts' JSON there as jsonb.
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("violations")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        await commands.request(session, "tools/list")
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
+
+        def seqs(rule: str) -> list[int]:
+            return [row["seq"] for row in page_of_rows(session, TimelineFilter.from_data({"rule": rule}))]
+
+        unknown = await database_sync_to_async(seqs)("unknown-id")
+        assert len(unknown) == 1
+        frame = await TimelineFrame.objects.aget(session=session, seq=unknown[0])
+        assert frame.rpc_id == "999"
+        assert len(await database_sync_to_async(seqs)("duplicate-response")) == 2
+        assert await database_sync_to_async(seqs)("no-such-rule") == []
+        assert TimelineFilter.from_data({"rule": "x'); drop"}).rule == ""  # not a rule code: ignored
+        row = {"method": "", "direction": "in", "rpc_kind": "result", "kind": "message", "preview": "",
+               "worst": "error", "verdicts": [{"code": "unknown-id"}]}  # fmt: skip
+        assert TimelineFilter(rule="unknown-id").matches(row)
+        assert not TimelineFilter(rule="duplicate-response").matches(row)
 
 
 async def test_a_withdrawn_server_request_leaves_the_review_withdrawn(bad_stdio: Any) -> None:

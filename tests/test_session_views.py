@@ -255,7 +255,7 @@ async def test_the_conformance_panel_counts_rules_broken_and_latency_by_method(b
         await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
         panel = (await client.get(f"/s/{session.public_id}/panel/conformance")).content.decode()
         cells = (
-            r'<td><code>([a-z0-9-]+)</code></td>\s*'
+            r'<td><code>([a-z0-9-]+)</code> <button[^>]*>show</button></td>\s*'
             r'<td><span class="verdict sev-\w+">\w+</span></td>\s*<td>(\d+)</td>'
         )
         rows = dict(re.findall(cells, panel))

@@ -108,6 +108,18 @@
     }
   });
 
+  // "show" on a Conformance row (or a verdict badge): filter the timeline to that rule.
+  document.addEventListener("click", function (event) {
+    var trigger = event.target.closest && event.target.closest("[data-filter-rule]");
+    var input = document.getElementById("filter-rule");
+    if (!trigger || !input) {
+      return;
+    }
+    event.stopPropagation();
+    input.value = trigger.dataset.filterRule;
+    input.form.dispatchEvent(new Event("change", { bubbles: true }));
+  }, true);
+
   document.addEventListener("click", function (event) {
     var closer = event.target.closest("[data-close]");
     if (closer) {
