@@ -23,6 +23,7 @@ urlpatterns = [
     path("s/<uuid:public_id>/timeline", views.timeline_page, name="timeline"),
     path("s/<uuid:public_id>/frames/<int:seq>", views.frame, name="frame"),
     path("s/<uuid:public_id>/export", views.export, name="export"),
+    path("s/<uuid:public_id>/export.html", views.export_html, name="export_html"),
     path("s/<uuid:public_id>/", include("sessions.tools_urls")),
     path("s/<uuid:public_id>/", include("sessions.resources_urls")),
     path("s/<uuid:public_id>/", include("sessions.reviews_urls")),

@@ -307,6 +307,17 @@ async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpRespons
     return response
 
 
+@require_GET
+async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
+    """Download the session as one self-contained HTML file (no script, nothing loaded from outside)."""
+    from sessions.export_html import document
+
+    session = await owned_session(request, public_id)
+    response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
+    return response
+
+
 @require_POST
 def import_servers(request: AuthedRequest) -> HttpResponse:
     """Save the servers of a pasted mcpServers document."""

@@ -255,7 +255,7 @@ async def test_the_conformance_panel_counts_rules_broken_and_latency_by_method(b
         await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
         panel = (await client.get(f"/s/{session.public_id}/panel/conformance")).content.decode()
         cells = (
-            r'<td><code>([a-z0-9-]+)</code> <button[^>]*>show</button></td>\s*'
+            r"<td><code>([a-z0-9-]+)</code> <button[^>]*>show</button></td>\s*"
             r'<td><span class="verdict sev-\w+">\w+</span></td>\s*<td>(\d+)</td>'
         )
         rows = dict(re.findall(cells, panel))
@@ -266,3 +266,32 @@ async def test_the_conformance_panel_counts_rules_broken_and_latency_by_method(b
         # The tab is in the page's tab list, and the full page renders with it open.
         page = (await client.get(f"/s/{session.public_id}/?tab=conformance")).content.decode()
         assert 'aria-selected="true"' in page and "Rules broken, by how often" in page
+
+
+@pytest.mark.slow
+async def test_the_html_export_is_one_inert_file_with_every_frame(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("garbage")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        client = await logged_in_client(alice)
+        await client.post(f"/s/{session.public_id}/request", {"method": "tools/list"})
+        hostile = json.dumps(
+            {"name": "t", "arguments": {"x": "<script>alert(1)</script><img src=x onerror=alert(2)>"}}
+        )
+        await client.post(f"/s/{session.public_id}/request", {"method": "tools/call", "params": hostile})
+        page = (await client.get(f"/s/{session.public_id}/")).content.decode()
+        assert f'href="/s/{session.public_id}/export.html"' in page
+    export = await client.get(f"/s/{session.public_id}/export.html")
+    assert export["Content-Disposition"] == f'attachment; filename="mcp-session-{session.public_id}.html"'
+    html = b"".join([chunk async for chunk in export.streaming_content]).decode()
+    frames = await frames_of(session)
+    assert all(f'id="f-{f.seq}"' in html for f in frames)
+    assert (
+        "default-src &#x27;none&#x27;" in html or "default-src 'none'" in html
+    )  # nothing loads, nothing runs
+    assert "<script" not in html.lower() and "<img" not in html.lower()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<code>invalid-json</code>" in html  # in the conformance summary
+    assert html.rstrip().endswith("</html>")
+    assert "bad-stdio-garbage" in html  # the server's name, from its initialize answer
