@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -155,6 +156,24 @@ class McpSession(models.Model):
     @property
     def shown_config(self) -> dict[str, Any]:
         return masked_config(self.config)
+
+    @property
+    def phase_rows(self) -> list[dict[str, Any]]:
+        """The lifecycle phases with their timing: the clock time, ms since the first, ms until the next."""
+        phases = [p for p in self.phases if isinstance(p, dict) and isinstance(p.get("wall"), int | float)]
+        rows = []
+        for i, phase in enumerate(phases):
+            wall = float(phase["wall"])
+            following = phases[i + 1]["wall"] if i + 1 < len(phases) else None
+            rows.append(
+                {
+                    **phase,
+                    "at": datetime.fromtimestamp(wall, UTC),
+                    "since_ms": (wall - float(phases[0]["wall"])) * 1000,
+                    "took_ms": (float(following) - wall) * 1000 if following is not None else None,
+                }
+            )
+        return rows
 
 
 class TimelineFrame(models.Model):
