@@ -154,6 +154,11 @@ class McpSession(models.Model):
         return str(info.get("title") or info.get("name") or self.name)
 
     @property
+    def is_imported(self) -> bool:
+        """Opened from a recording file: there is no server to reconnect to."""
+        return bool(isinstance(self.config, dict) and self.config.get("imported_from"))
+
+    @property
     def shown_config(self) -> dict[str, Any]:
         return masked_config(self.config)
 

@@ -24,6 +24,7 @@ urlpatterns = [
     path("s/<uuid:public_id>/frames/<int:seq>", views.frame, name="frame"),
     path("s/<uuid:public_id>/export", views.export, name="export"),
     path("s/<uuid:public_id>/export.html", views.export_html, name="export_html"),
+    path("recordings/open", views.open_recording, name="open_recording"),
     path("s/<uuid:public_id>/", include("sessions.tools_urls")),
     path("s/<uuid:public_id>/", include("sessions.resources_urls")),
     path("s/<uuid:public_id>/", include("sessions.reviews_urls")),

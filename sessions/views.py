@@ -217,6 +217,8 @@ async def disconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
 async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Start the same recorded session again; the timeline continues where it stopped."""
     session = await owned_session(request, public_id)
+    if session.is_imported:
+        return HttpResponseBadRequest("a session opened from a recording has no server to reconnect to")
     if not session.is_live or not session.worker_channel:
         session.status = McpSession.Status.STARTING
         await session.asave(update_fields=["status"])
@@ -279,11 +281,11 @@ async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpRespons
         except UnicodeDecodeError:
             text, encoding = raw.decode("latin-1"), "latin-1"
         fields = {
-            "seq": row.seq, "kind": row.kind, "direction": row.direction, "wall": row.wall,
+            "seq": row.seq, "kind": row.kind, "direction": row.direction, "wall": row.wall, "mono": row.mono,
             "method": row.method or None, "rpc_id": json.loads(row.rpc_id) if row.rpc_id else None,
             "rpc_kind": row.rpc_kind or None, "pair_seq": row.pair_seq, "latency_ms": row.latency_ms,
             "size": row.size, "raw": text, "raw_encoding": encoding, "transport": row.transport,
-            "verdicts": row.verdicts, "note": row.note or None,
+            "verdicts": row.verdicts, "note": row.note or None, "parse_error": row.parse_error or None,
         }  # fmt: skip
         return json.dumps(fields, ensure_ascii=False) + "\n"
 
@@ -316,6 +318,26 @@ async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpRe
     response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
     return response
+
+
+@require_POST
+def open_recording(request: AuthedRequest) -> HttpResponse:
+    """Open a JSON Lines recording (the web export or the CLI's --record) as a closed session."""
+    from sessions.recordings import RecordingError, import_recording
+
+    upload = request.FILES.get("recording")
+    problem = "choose a .jsonl file to open" if upload is None else ""
+    if upload is not None:
+        try:
+            session = import_recording(request.user, upload.name or "recording", upload)
+        except (RecordingError, UnicodeDecodeError) as exc:
+            problem = f"cannot open {upload.name}: {exc}"
+        else:
+            return redirect("session", public_id=session.public_id)
+    sessions = McpSession.objects.filter(owner=request.user)[:50]
+    servers = ServerConfig.objects.filter(owner=request.user)
+    context = {"sessions": sessions, "servers": servers, "form": ConnectForm(), "recording_error": problem}
+    return render(request, "home.html", context, status=422)
 
 
 @require_POST

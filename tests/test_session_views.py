@@ -5,9 +5,12 @@ from __future__ import annotations
 import html
 import json
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from web_support import (
     frames_of,
     live_runtime,
@@ -304,3 +307,94 @@ async def test_the_html_export_is_one_inert_file_with_every_frame(bad_stdio: Any
     assert "<code>invalid-json</code>" in html  # in the conformance summary
     assert html.rstrip().endswith("</html>")
     assert "bad-stdio-garbage" in html  # the server's name, from its initialize answer
+
+
+@pytest.mark.slow
+async def test_an_exported_recording_opens_as_a_session_with_the_same_frames(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("violations")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        client = await logged_in_client(alice)
+        await client.post(f"/s/{session.public_id}/request", {"method": "tools/list"})
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
+        await client.post(f"/s/{session.public_id}/disconnect")
+        await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="closed").exists())
+    export = await client.get(f"/s/{session.public_id}/export")
+    body = b"".join([chunk async for chunk in export.streaming_content])
+
+    bob = await make_user("bob")  # a teammate, sent the file
+    teammate = await logged_in_client(bob)
+    upload = SimpleUploadedFile("violations.jsonl", body, content_type="application/x-ndjson")
+    response = await teammate.post("/recordings/open", {"recording": upload})
+    assert response.status_code == 302
+    opened = await McpSession.objects.aget(owner=bob)
+    assert response["Location"] == f"/s/{opened.public_id}/"
+    assert opened.status == "closed" and opened.is_imported and "violations.jsonl" in opened.status_note
+    assert opened.server_info["name"] == "bad-stdio-violations"
+    assert opened.protocol_version == "2025-11-25" and opened.mode == "handshake"
+    assert opened.server_capabilities == {"tools": {}} and "sampling" in opened.client_capabilities
+    assert [p["state"] for p in opened.phases][0] == "connecting" and opened.phases[-1]["state"] == "closed"
+    assert opened.transport_name == "stdio" and opened.exit_code is not None
+
+    fields = ("seq", "kind", "direction", "method", "rpc_id", "rpc_kind", "pair_seq", "verdicts", "worst")
+
+    async def frames(of: McpSession) -> list[tuple[Any, ...]]:
+        rows = TimelineFrame.objects.filter(session=of).values_list("raw", *fields)
+        return [(bytes(raw), *rest) async for raw, *rest in rows]
+
+    await session.arefresh_from_db()
+    assert await frames(opened) == await frames(session) and opened.last_seq == session.last_seq
+
+    page = (await teammate.get(response["Location"])).content.decode()
+    assert ">recording</span>" in page and ">Reconnect</button>" not in page
+    panel = (await teammate.get(f"/s/{opened.public_id}/panel/conformance")).content.decode()
+    assert "<code>unknown-id</code>" in panel
+    refused = await teammate.post(f"/s/{opened.public_id}/reconnect")
+    assert refused.status_code == 400
+    # Alice's sessions stay hers.
+    assert (await teammate.get(f"/s/{session.public_id}/")).status_code == 404
+
+
+STATE = b'{"seq": 1, "kind": "state", "direction": "local"}\n'
+
+
+async def test_a_file_that_is_not_a_recording_is_refused_with_the_line_and_nothing_saved() -> None:
+    client = await logged_in_client(await make_user())
+    cases = {
+        STATE + b"not json\n": "line 2: not JSON",
+        b'{"seq": 1, "kind": "telepathy", "direction": "in"}\n': "line 1: not a frame",
+        b"\n\n": "holds no frames",
+        STATE + STATE: "frame 1 appears twice",
+        b"\xff\xfe\x00junk": "cannot open",
+    }
+    for content, expected in cases.items():
+        upload = SimpleUploadedFile("x.jsonl", content)
+        response = await client.post("/recordings/open", {"recording": upload})
+        assert response.status_code == 422, content
+        assert expected in html.unescape(response.content.decode()), (content, expected)
+    assert await McpSession.objects.acount() == 0
+    assert (await client.post("/recordings/open", {})).status_code == 422
+
+
+@pytest.mark.slow
+def test_a_cli_record_file_opens_as_a_session(tmp_path: Path) -> None:
+    from django.contrib.auth.models import User
+    from test_cli import result_of, run_cli
+
+    from sessions.recordings import import_recording
+
+    record = tmp_path / "call.jsonl"
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_server.py"), "stdio"]
+    call = ["--method", "tools/call", "--tool-name", "add", "--tool-arg", "a=1", "--tool-arg", "b=2"]
+    assert result_of(run_cli(*server, *call, "--record", str(record)))["structuredContent"] == {"result": 3}
+    owner = User.objects.create_user("dave")
+    with record.open("rb") as lines:
+        session = import_recording(owner, "call.jsonl", lines)
+    assert session.server_info["name"] == "sdk-test-server" and session.protocol_version == "2025-11-25"
+    assert session.instructions == "Test server for the MCP inspector test suite."
+    assert TimelineFrame.objects.filter(session=session).count() == session.last_seq == len(
+        record.read_text().splitlines()
+    )
+    call_frame = TimelineFrame.objects.get(session=session, method="tools/call", direction="in")
+    assert call_frame.pair_seq is not None and call_frame.latency_ms is not None
