@@ -42,6 +42,20 @@ def envint(name: str, default: int) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer; got {raw!r}") from None
 
 
+def envfloat(name: str, default: float) -> float:
+    """Return the variable as a positive number."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number; got {raw!r}") from None
+    if not value > 0:
+        raise ImproperlyConfigured(f"{name} must be more than 0; got {raw!r}")
+    return value
+
+
 def envsecret(name: str, default: str = "") -> str:
     """Return a secret from NAME, or from the file named by NAME_FILE (Docker/Kubernetes secrets)."""
     value = os.environ.get(name, "")

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import envbool, envint, envsecret, envstr, stored_secret_key
+from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -205,5 +205,8 @@ LOGGING = {
 # --- MCP sessions -------------------------------------------------------------------------
 # Seconds a live session survives with no browser tab watching it (0: forever).
 INSPECTOR_IDLE_TIMEOUT = envint("INSPECTOR_IDLE_TIMEOUT", 900)
+# Hosted set-up: engine workers heartbeat this often (seconds); three missed beats and the sessions
+# they owned are marked lost.
+INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)
 # Run the session runtime inside the web process (the default); off when engine workers run it.
 INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)

@@ -129,6 +129,7 @@ class McpSession(models.Model):
     instructions = models.TextField(blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     worker_channel = models.CharField(max_length=200, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="the hosted engine worker that owns it")
     last_seq = models.BigIntegerField(default=0)
     roots = models.JSONField(default=list, blank=True)
     phases = models.JSONField(default=list, blank=True, help_text="lifecycle phases with their times")
@@ -179,6 +180,17 @@ class McpSession(models.Model):
                 }
             )
         return rows
+
+
+class EngineWorker(models.Model):
+    """A hosted engine worker process: alive while its heartbeat is fresh (see sessions/workers.py)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    started = models.DateTimeField(auto_now_add=True)
+    last_seen = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class TimelineFrame(models.Model):

@@ -371,7 +371,9 @@ class SessionOwner:
         self.next_request_id = loaded["next_request_id"]
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
-        await _update_session(self.pk, worker_channel=self.channel, status="connecting", ended=None)
+        await _update_session(
+            self.pk, worker_channel=self.channel, worker=self.runtime.worker, status="connecting", ended=None
+        )
         workers = [
             asyncio.create_task(self._serve_commands(), name=f"owner-commands-{self.pk}"),
             asyncio.create_task(self._publish_outbox(), name=f"owner-outbox-{self.pk}"),
@@ -655,8 +657,10 @@ class SessionOwner:
 class Runtime:
     """Receive session starts and run one owner task per live session."""
 
-    def __init__(self, layer: BaseChannelLayer | None = None) -> None:
+    def __init__(self, layer: BaseChannelLayer | None = None, *, worker: str = "") -> None:
         self.layer = layer or get_channel_layer()
+        self.worker = worker
+        """The hosted engine worker's name (heartbeats in sessions/workers.py); empty when embedded."""
         self.owners: dict[int, SessionOwner] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
 

@@ -7,14 +7,14 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.http import Http404, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector.http import AuthedRequest, signed_in_user
-from sessions import commands
+from sessions import commands, workers
 from sessions.calls import call_context, recent_calls
 from sessions.forms import ConnectForm, ImportForm
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
@@ -35,6 +35,9 @@ async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:
 @require_GET
 def home(request: AuthedRequest) -> HttpResponse:
     """List the person's sessions and saved servers, with the connect form."""
+    lost = workers.reap_if_due()
+    if lost:
+        async_to_sync(workers.tell_viewers)(lost)
     sessions = McpSession.objects.filter(owner=request.user)[:50]
     servers = ServerConfig.objects.filter(owner=request.user)
     return render(request, "home.html", {"sessions": sessions, "servers": servers, "form": ConnectForm()})
@@ -80,6 +83,9 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_GET
 async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """The session: lifecycle, feature panels, calls, reviews and the live timeline."""
+    lost = await sync_to_async(workers.reap_if_due)()
+    if lost:
+        await workers.tell_viewers(lost)
     session = await owned_session(request, public_id)
     tab = request.GET.get("tab", "overview")
     if tab not in PANELS:

@@ -7,6 +7,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,6 +88,7 @@ def test_a_web_process_and_a_separate_engine_worker_share_live_sessions(
         INSPECTOR_DATA_DIR=str(tmp_path),
         INSPECTOR_EMBEDDED_RUNTIME="false",
         INSPECTOR_TOKEN="hosted-test-token",
+        INSPECTOR_WORKER_HEARTBEAT="0.5",
     )
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=120
@@ -117,7 +119,7 @@ def test_a_web_process_and_a_separate_engine_worker_share_live_sessions(
                 assert login.status_code == 302, login.text[:500]
                 headers = {"X-CSRFToken": client.cookies["mcp_inspector_csrftoken"], "Origin": base}
                 command = " ".join([everything_stdio["command"], *everything_stdio["args"]])
-                form = {
+                form = {  # no roots capability: server-everything then exits when its stdin closes
                     "transport": "stdio",
                     "command": command,
                     "protocol_version": "2025-11-25",
@@ -149,6 +151,16 @@ def test_a_web_process_and_a_separate_engine_worker_share_live_sessions(
                     and "mcp-servers/everything" not in page.text
                     or "Everything" in page.text
                 )
+
+                # The worker dies without a word (SIGKILL): its heartbeat stops, and the web process,
+                # loading the page, marks the session lost instead of showing it ready forever.
+                worker.kill()
+                worker.wait(timeout=30)
+                deadline = time.monotonic() + 30
+                while 'status-lost" role="status">lost<' not in page.text:
+                    assert time.monotonic() < deadline, page.text[:2000]
+                    page = client.get(session_url)
+                assert "stopped answering" in page.text
     finally:
         worker.terminate()
         worker.wait(timeout=30)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 import signal
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions.runtime import Runtime
+from sessions import workers
+from sessions.runtime import Runtime, in_db_thread
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -22,16 +25,30 @@ class Command(BaseCommand):
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
-        runtime = Runtime()
+        name = workers.new_name()
+        runtime = Runtime(worker=name)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        self.stdout.write("engine worker ready", ending="\n")
+        await in_db_thread(workers.beat)(name)
+        self.stdout.write(f"engine worker ready: {name}", ending="\n")
         self.stdout.flush()
-        serving = asyncio.create_task(runtime.serve())
+        tasks = [asyncio.create_task(runtime.serve()), asyncio.create_task(self.heartbeat(name))]
         await stop.wait()
-        serving.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.shutdown("the engine worker stopped")
+        await in_db_thread(workers.retire)(name)
+
+    async def heartbeat(self, name: str) -> None:
+        """Beat, and mark lost the sessions of workers that stopped beating; a database hiccup is logged."""
+        while True:
+            await asyncio.sleep(settings.INSPECTOR_WORKER_HEARTBEAT)
+            try:
+                await in_db_thread(workers.beat)(name)
+                lost = await in_db_thread(workers.reap)()
+                await workers.tell_viewers(lost)
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                log.warning("heartbeat of %s failed: %s", name, exc)

@@ -1,0 +1,72 @@
+"""Hosted engine workers: a worker that stops beating has its live sessions marked lost.
+
+(tests/test_hosted.py kills a real worker process with SIGKILL and watches its session go lost.)
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django.utils import timezone
+
+from sessions import workers
+from sessions.models import EngineWorker, McpSession
+
+pytestmark = pytest.mark.django_db
+
+
+def _session(owner: User, name: str, worker: str, status: str = "ready") -> McpSession:
+    return McpSession.objects.create(
+        owner=owner, name=name, config={}, status=status, worker=worker, worker_channel=f"{name}!x"
+    )
+
+
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0, INSPECTOR_EMBEDDED_RUNTIME=False)
+def test_the_sessions_of_a_silent_worker_are_marked_lost_and_no_others() -> None:
+    owner = User.objects.create_user("erin")
+    now = timezone.now()
+    EngineWorker.objects.create(name="dead:1:a", last_seen=now - timedelta(seconds=10))
+    EngineWorker.objects.create(name="alive:2:b", last_seen=now)
+    orphan = _session(owner, "orphan", "dead:1:a")
+    fine = _session(owner, "fine", "alive:2:b")
+    ended = _session(owner, "ended", "dead:1:a", status="closed")
+
+    lost = workers.reap()
+    assert [s.pk for s in lost] == [orphan.pk]
+    orphan.refresh_from_db()
+    fine.refresh_from_db()
+    ended.refresh_from_db()
+    assert orphan.status == "lost" and orphan.worker_channel == "" and orphan.ended is not None
+    assert (
+        "dead:1:a stopped answering" in orphan.status_note
+        and "frames up to its last write" in orphan.status_note
+    )
+    assert fine.status == "ready" and ended.status == "closed"
+    assert list(EngineWorker.objects.values_list("name", flat=True)) == ["alive:2:b"]
+    assert workers.reap() == []
+
+    workers.beat("alive:2:b")  # a beat refreshes the row, and a new name registers
+    workers.beat("new:3:c")
+    assert EngineWorker.objects.count() == 2
+    workers.retire("new:3:c")
+    assert not EngineWorker.objects.filter(name="new:3:c").exists()
+
+
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0)
+def test_web_processes_reap_at_most_once_a_beat_and_never_in_the_embedded_set_up() -> None:
+    owner = User.objects.create_user("frank")
+    EngineWorker.objects.create(name="dead:1:a", last_seen=timezone.now() - timedelta(seconds=10))
+    _session(owner, "orphan", "dead:1:a")
+    with override_settings(INSPECTOR_EMBEDDED_RUNTIME=True):
+        assert workers.reap_if_due() == []  # embedded: the app itself owns every session
+    with override_settings(INSPECTOR_EMBEDDED_RUNTIME=False):
+        workers._last_reap = 0.0
+        assert len(workers.reap_if_due()) == 1
+        EngineWorker.objects.create(name="dead:2:b", last_seen=timezone.now() - timedelta(seconds=10))
+        _session(owner, "orphan too", "dead:2:b")
+        assert workers.reap_if_due() == []  # within the same beat: not again
+        workers._last_reap = 0.0
+        assert len(workers.reap_if_due()) == 1
