@@ -233,6 +233,10 @@ class TimelineFrame(models.Model):
     def text(self) -> str:
         return bytes(self.raw).decode("utf-8", errors="replace")
 
+    @property
+    def when(self) -> datetime:
+        return datetime.fromtimestamp(self.wall, UTC)
+
 
 class PendingReview(models.Model):
     """A server→client request (sampling, elicitation) waiting for a person, and how it ended."""

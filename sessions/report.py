@@ -55,13 +55,8 @@ def verdict_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
     return ordered, len(flagged) == SCAN
 
 
-def latency_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
-    """Per method answered by the server: calls, errors, p50, p95 and max latency in ms."""
-    answers = list(
-        TimelineFrame.objects.filter(session=session, direction="in", latency_ms__isnull=False)
-        .order_by("-seq")
-        .values_list("method", "latency_ms", "rpc_kind")[:SCAN]
-    )
+def summarize_latency(answers: list[tuple[str, float | None, str]]) -> list[dict[str, Any]]:
+    """Per method, from (method, latency_ms, rpc_kind) of answers: calls, errors, p50, p95, max."""
     by_method: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
     for method, latency, kind in answers:
@@ -82,7 +77,17 @@ def latency_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
             }
         )
     rows.sort(key=lambda r: (-r["calls"], r["method"]))
-    return rows, len(answers) == SCAN
+    return rows
+
+
+def latency_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
+    """Per method answered by the server: calls, errors, p50, p95 and max latency in ms."""
+    answers = list(
+        TimelineFrame.objects.filter(session=session, direction="in", latency_ms__isnull=False)
+        .order_by("-seq")
+        .values_list("method", "latency_ms", "rpc_kind")[:SCAN]
+    )
+    return summarize_latency(answers), len(answers) == SCAN
 
 
 def panel_context(session: McpSession, tab: str, request: Any) -> dict[str, Any]:

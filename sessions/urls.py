@@ -25,6 +25,7 @@ urlpatterns = [
     path("s/<uuid:public_id>/export", views.export, name="export"),
     path("s/<uuid:public_id>/export.html", views.export_html, name="export_html"),
     path("recordings/open", views.open_recording, name="open_recording"),
+    path("search", views.search, name="search"),
     path("s/<uuid:public_id>/", include("sessions.tools_urls")),
     path("s/<uuid:public_id>/", include("sessions.resources_urls")),
     path("s/<uuid:public_id>/", include("sessions.reviews_urls")),

@@ -96,7 +96,9 @@ async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
 def _session_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
     rows = page_of_rows(session, TimelineFilter())
+    wanted = request.GET.get("frame", "")
     return {
+        "opened": frame_detail(session, int(wanted)) if wanted.isdigit() else None,
         "session": session,
         "tab": tab,
         "panels": PANELS,
@@ -324,6 +326,14 @@ async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpRe
     response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
     return response
+
+
+@require_GET
+def search(request: AuthedRequest) -> HttpResponse:
+    """Search the frames of every session the person owns (see sessions/search.py for the syntax)."""
+    from sessions.search import results
+
+    return render(request, "search.html", results(request.user, request.GET.get("q", "")))
 
 
 @require_POST

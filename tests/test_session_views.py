@@ -21,6 +21,7 @@ from web_support import (
     wait_until,
 )
 
+from sessions import commands
 from sessions.models import McpSession, ServerConfig, TimelineFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -393,8 +394,56 @@ def test_a_cli_record_file_opens_as_a_session(tmp_path: Path) -> None:
         session = import_recording(owner, "call.jsonl", lines)
     assert session.server_info["name"] == "sdk-test-server" and session.protocol_version == "2025-11-25"
     assert session.instructions == "Test server for the MCP inspector test suite."
-    assert TimelineFrame.objects.filter(session=session).count() == session.last_seq == len(
-        record.read_text().splitlines()
+    assert (
+        TimelineFrame.objects.filter(session=session).count()
+        == session.last_seq
+        == len(record.read_text().splitlines())
     )
     call_frame = TimelineFrame.objects.get(session=session, method="tools/call", direction="in")
     assert call_frame.pair_seq is not None and call_frame.latency_ms is not None
+
+
+@pytest.mark.slow
+async def test_search_finds_frames_across_sessions_by_rule_method_status_and_words(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        spec = bad_stdio("violations")
+        broken = await start_session(alice, stdio_config(spec["command"], spec["args"], name="broken one"))
+        await client.post(f"/s/{broken.public_id}/request", {"method": "tools/list"})
+        spec = bad_stdio("garbage")
+        other = await start_session(alice, stdio_config(spec["command"], spec["args"], name="garbage one"))
+        await client.post(f"/s/{other.public_id}/request", {"method": "tools/list"})
+        await wait_until(lambda: TimelineFrame.objects.filter(session=broken, worst="error").count() >= 4)
+        bob = await make_user("bob")
+        spec = bad_stdio("violations")
+        bobs = await start_session(bob, stdio_config(spec["command"], spec["args"], name="bob's"))
+        await commands.request(bobs, "tools/list")
+        await wait_until(lambda: TimelineFrame.objects.filter(session=bobs, worst="error").count() >= 4)
+
+    async def search(q: str) -> str:
+        response = await client.get("/search", {"q": q})
+        assert response.status_code == 200
+        return html.unescape(response.content.decode())
+
+    def opened(page: str) -> set[tuple[str, str]]:
+        return set(re.findall(r'href="/s/([0-9a-f-]+)/\?frame=(\d+)" aria-label', page))
+
+    found = await search("rule:unknown-id")
+    assert opened(found) == {(str(broken.public_id), str(r.seq)) async for r in TimelineFrame.objects.filter(
+        session=broken, rpc_id="999")}  # fmt: skip
+    assert "1 matching frame" in found  # Bob's identical session stays Bob's
+    lists = await search("method:tools/list dir:out")
+    assert {s for s, _ in opened(lists)} == {str(broken.public_id), str(other.public_id)}
+    assert "2 matching frames" in lists
+    garbage = await search("status:violation server:garbage")
+    assert {s for s, _ in opened(garbage)} == {str(other.public_id)} and "invalid-json" in garbage
+    assert "Latency of the matching answers" in await search("method:initialize")
+    words = await search('"not json"')
+    assert {s for s, _ in opened(words)} == {str(other.public_id)}
+    assert "use status:error or status:violation" in await search("status:weird")
+
+    # A result opens its session with that frame's detail shown.
+    session_id, seq = sorted(opened(found))[0]
+    page = (await client.get(f"/s/{session_id}/", {"frame": seq})).content.decode()
+    assert f"<strong>#{seq}</strong>" in page and "unknown-id" in page
