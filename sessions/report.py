@@ -99,7 +99,10 @@ def panel_context(session: McpSession, tab: str, request: Any) -> dict[str, Any]
     return {
         "verdict_rows": verdicts,
         "verdicts_capped": verdicts_capped,
-        "verdict_totals": [(s, totals[s]) for s in ("error", "warning", "info")],
+        "verdict_totals": [
+            (s, totals[s], s if totals[s] == 1 or s == "info" else f"{s}s")
+            for s in ("error", "warning", "info")
+        ],
         "latency_rows": latency,
         "latency_capped": latency_capped,
         "scan": SCAN,
