@@ -58,6 +58,8 @@ META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 INPUT_REQUIRED_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 # Requests the spec forbids cancelling.
 UNCANCELLABLE = frozenset({"initialize", "server/discover"})
+# How long subscriptions/listen waits for its acknowledgement when the session has no timeout.
+LISTEN_ACK_TIMEOUT = 30.0
 # Error codes the stateless revision answers with HTTP 400.
 STATELESS_400_CODES = frozenset({-32020, -32021, -32022})
 
@@ -1412,7 +1414,7 @@ class ClientSession:
         ``None`` keeps the URIs of the current stream. The new stream replaces the current one only
         once the server has acknowledged it, so no notification falls between the two; returns what
         the server agreed to honour. Raises ``McpError`` if the server refuses, ``RequestTimeout`` if
-        it does not acknowledge within the session's timeout.
+        it does not acknowledge within the session's timeout (30 s when the session has none).
         """
         if self.mode != "stateless":
             raise EngineError("subscriptions/listen belongs to the stateless revision (2026-07-28)")
@@ -1430,7 +1432,7 @@ class ClientSession:
             progress=False,
         )
         assert handle.id == request_id, "subscriptions/listen took an unexpected request id"
-        waited = self.options.timeout
+        waited = self.options.timeout or LISTEN_ACK_TIMEOUT  # never wait for ever, even with no timeout
         await asyncio.wait({stream.ack, handle._result}, timeout=waited, return_when=asyncio.FIRST_COMPLETED)
         if not stream.ack.done() or stream.ack.cancelled():
             if handle.done:
