@@ -329,8 +329,16 @@ def _target_from_config(
         raise CliError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(f"invalid JSON in config file {path}: {exc}") from None
+    from sessions.mcpservers import ConfigError, parse_entry, parse_server_json
+
     servers = None
-    if isinstance(data, dict):
+    parsed = isinstance(data, dict) and "mcpServers" not in data and ("packages" in data or "remotes" in data)
+    if parsed:
+        try:  # a registry server.json: one entry per package and remote, already in our shape
+            servers = parse_server_json(data)
+        except ConfigError as exc:
+            raise CliError(f"config file {path}: {exc}") from None
+    elif isinstance(data, dict):
         servers = data.get("mcpServers", data.get("servers"))
     if not isinstance(servers, dict):
         raise CliError(f'config file {path} has no "mcpServers" (or "servers") object')
@@ -345,10 +353,8 @@ def _target_from_config(
     if not isinstance(entry, dict):
         raise CliError(f"server {name!r} not found in {path}; available: {', '.join(servers) or 'none'}")
 
-    from sessions.mcpservers import ConfigError, parse_entry
-
     try:
-        config = parse_entry(name, entry)
+        config = entry if parsed else parse_entry(name, entry)
     except ConfigError as exc:
         raise CliError(f"config file {path}: {exc}") from None
     if config["transport"] != "stdio":

@@ -199,7 +199,7 @@ class ConnectForm(forms.Form):
 
 
 class ImportForm(forms.Form):
-    """Paste the mcpServers JSON of Claude Desktop, Cursor, Cline or VS Code."""
+    """Paste the mcpServers JSON of Claude Desktop, Cursor, Cline or VS Code, or a registry server.json."""
 
     text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="mcpServers JSON")
 
@@ -213,7 +213,9 @@ class ImportForm(forms.Form):
         saved = []
         for name, config in self.cleaned_data["text"].items():
             fields = {k: v for k, v in config.items() if k != "name"}
-            fields["secret_env"] = sorted(n for n in fields.get("env", {}) if SECRET_NAME.search(n))
+            secret = {n for n in fields.get("env", {}) if SECRET_NAME.search(n)}
+            secret |= set(config.get("secret_env", []))  # a server.json marks its secret variables
+            fields["secret_env"] = sorted(secret)
             server, _ = ServerConfig.objects.update_or_create(owner=owner, name=name, defaults=fields)
             saved.append(server)
         return saved

@@ -161,6 +161,33 @@ def test_logging_set_level_and_ping_print_empty_results(everything_http: str) ->
 # --- config files -------------------------------------------------------------------------------------------
 
 
+def test_a_registry_server_json_works_as_a_config_file(tmp_path: Path, sdk_http_json: str) -> None:
+    server = Path(__file__).parent / "servers" / "sdk_server.py"
+    document = {
+        "name": "io.example/sdk",
+        "title": "SDK",
+        "packages": [
+            {
+                "registryType": "pypi",
+                "identifier": str(server),
+                "runtimeHint": sys.executable,
+                "transport": {"type": "stdio"},
+                "packageArguments": [{"type": "positional", "value": "stdio"}],
+            }
+        ],
+        "remotes": [{"type": "streamable-http", "url": sdk_http_json}],
+    }
+    path = tmp_path / "server.json"
+    path.write_text(json.dumps(document))
+    call = ["--method", "tools/call", "--tool-name", "add", "--tool-arg", "a=2", "--tool-arg", "b=3"]
+    for name in ("SDK (pypi)", "SDK (remote)"):
+        assert result_of(run_cli("--config", str(path), "--server", name, *call))["structuredContent"] == {
+            "result": 5
+        }
+    line = assert_one_error_line(run_cli("--config", str(path), *call), 1)
+    assert "2 servers" in line and "SDK (pypi)" in line
+
+
 def test_config_file_picks_the_named_stdio_server_with_its_env(
     tmp_path: Path, everything_stdio: dict
 ) -> None:

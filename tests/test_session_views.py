@@ -22,6 +22,7 @@ from web_support import (
 )
 
 from sessions import commands
+from sessions.mcpservers import ConfigError, parse_servers
 from sessions.models import McpSession, ServerConfig, TimelineFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -131,6 +132,72 @@ async def test_importing_mcpservers_json_saves_each_server() -> None:
     assert servers["old"].transport == "sse"
     home = (await client.get("/")).content.decode()
     assert "zz-secret-zz" not in home
+
+
+WEATHER = {  # a registry server.json: one npm package, one remote with a URL variable
+    "$schema": "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json",
+    "name": "io.github.someone/weather",
+    "title": "Weather",
+    "version": "1.2.0",
+    "packages": [
+        {
+            "registryType": "npm",
+            "identifier": "@someone/weather-mcp",
+            "version": "1.2.0",
+            "transport": {"type": "stdio"},
+            "packageArguments": [
+                {"type": "positional", "valueHint": "config_path"},
+                {"type": "named", "name": "--units", "value": "metric"},
+            ],
+            "environmentVariables": [{"name": "WEATHER_KEY", "isSecret": True, "isRequired": True}],
+        },
+        {"registryType": "pypi", "identifier": "weather-mcp", "version": "0.3"},
+    ],
+    "remotes": [
+        {
+            "type": "streamable-http",
+            "url": "https://{host}/mcp",
+            "variables": {"host": {"default": "weather.example.com"}},
+            "headers": [{"name": "X-Api-Key", "isSecret": True}],
+        }
+    ],
+}
+
+
+def test_a_registry_server_json_becomes_one_config_per_package_and_remote() -> None:
+    configs = parse_servers(WEATHER)
+    assert set(configs) == {"Weather (npm)", "Weather (pypi)", "Weather (remote)"}
+    npm = configs["Weather (npm)"]
+    assert npm["command"] == "npx"
+    assert npm["args"] == ["-y", "@someone/weather-mcp@1.2.0", "<config_path>", "--units", "metric"]
+    assert npm["env"] == {"WEATHER_KEY": ""} and npm["secret_env"] == ["WEATHER_KEY"]
+    assert configs["Weather (pypi)"]["command"] == "uvx"
+    assert configs["Weather (pypi)"]["args"] == ["weather-mcp==0.3"]
+    remote = configs["Weather (remote)"]
+    assert remote["transport"] == "http" and remote["url"] == "https://weather.example.com/mcp"
+    assert remote["headers"] == {"X-Api-Key": ""}
+    with pytest.raises(ConfigError, match="no packages or remotes"):
+        parse_servers({"name": "x", "packages": []})
+    with pytest.raises(ConfigError, match="cannot tell how to run"):
+        parse_servers({"name": "x", "packages": [{"registryType": "mcpb", "identifier": "x"}]})
+
+
+@pytest.mark.slow
+async def test_importing_a_server_json_saves_its_servers_and_a_remote_connects(everything_http: str) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        document = {**WEATHER, "remotes": [{"type": "streamable-http", "url": everything_http}]}
+        response = await client.post("/servers/import", {"text": json.dumps(document)})
+        assert response.status_code == 302
+        servers = {s.name: s async for s in ServerConfig.objects.filter(owner=alice)}
+        assert servers["Weather (npm)"].secret_env == ["WEATHER_KEY"]
+        remote = servers["Weather (remote)"]
+        connected = await client.post(f"/servers/{remote.pk}/connect")
+        assert connected.status_code == 302
+        session = await McpSession.objects.aget(owner=alice)
+        session = await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="ready").first())
+        assert "Everything" in str(session.server_info)
 
 
 async def test_importing_json_without_servers_explains_the_problem() -> None:
