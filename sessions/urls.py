@@ -26,6 +26,7 @@ urlpatterns = [
     path("s/<uuid:public_id>/export.html", views.export_html, name="export_html"),
     path("recordings/open", views.open_recording, name="open_recording"),
     path("search", views.search, name="search"),
+    path("compare", views.compare, name="compare"),
     path("s/<uuid:public_id>/", include("sessions.tools_urls")),
     path("s/<uuid:public_id>/", include("sessions.resources_urls")),
     path("s/<uuid:public_id>/", include("sessions.reviews_urls")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -326,6 +327,23 @@ async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpRe
     response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
     return response
+
+
+@require_GET
+def compare(request: AuthedRequest) -> HttpResponse:
+    """Compare what two of the person's sessions offer (see sessions/compare.py)."""
+    from sessions import compare as comparing
+
+    context: dict[str, Any] = {"choices": comparing.sessions_of(request.user), "a": None, "b": None}
+    wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
+    if any(wanted):
+        try:
+            a, b = (McpSession.objects.get(owner=request.user, public_id=uuid.UUID(w)) for w in wanted)
+        except (ValueError, McpSession.DoesNotExist):
+            context["problem"] = "choose two of your sessions"
+        else:
+            context.update(comparing.compare(a, b))
+    return render(request, "compare.html", context, status=422 if "problem" in context else 200)
 
 
 @require_GET

@@ -514,3 +514,52 @@ async def test_search_finds_frames_across_sessions_by_rule_method_status_and_wor
     session_id, seq = sorted(opened(found))[0]
     page = (await client.get(f"/s/{session_id}/", {"frame": seq})).content.decode()
     assert f"<strong>#{seq}</strong>" in page and "unknown-id" in page
+
+
+SDK_SERVER = str(Path(__file__).parent / "servers" / "sdk_server.py")
+SDK_STATELESS = str(Path(__file__).parent / "servers" / "sdk_stateless.py")
+
+
+@pytest.mark.slow
+async def test_comparing_sessions_shows_added_removed_and_changed_items_with_diffs() -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        before = await start_session(alice, stdio_config(sys.executable, [SDK_SERVER, "stdio"]))
+        await commands.request(before, "tools/list")
+        await commands.request(before, "prompts/list")
+        config = stdio_config(sys.executable, [SDK_STATELESS, "stdio"], protocol_version="2026-07-28")
+        after = await start_session(alice, {**config, "mode": "stateless"})
+        await commands.request(after, "tools/list")
+
+    async def compare(a: McpSession, b: McpSession) -> str:
+        response = await client.get("/compare", {"a": str(a.public_id), "b": str(b.public_id)})
+        assert response.status_code == 200
+        return html.unescape(response.content.decode())
+
+    page = await compare(before, after)
+    added = re.search(r"Added: (.*?)</p>", page, re.S)
+    assert added and '<code class="d-add">routed</code>' in added[1]
+    assert "<code>protocolVersion</code> differs" in page and "<code>mode</code> differs" in page
+    assert "The second session has not listed prompts since it last connected" in page
+    assert "Neither session has listed resources" in page
+
+    # A recording of the first session, with one tool's description edited: a changed tool, with a diff.
+    export = await client.get(f"/s/{before.public_id}/export")
+    body = b"".join([chunk async for chunk in export.streaming_content])
+    assert b"Add two integers (structured output)." in body
+    edited = body.replace(b"Add two integers (structured output).", b"Add two whole numbers.")
+    upload = SimpleUploadedFile("edited.jsonl", edited)
+    opened = await client.post("/recordings/open", {"recording": upload})
+    assert opened.status_code == 302
+    recording = await McpSession.objects.aget(owner=alice, name="edited.jsonl")
+    page = await compare(before, recording)
+    assert "1 changed" in page and "Changed: <code>add</code>" in page
+    assert '<span class="d-del">-  "description": "Add two integers (structured output).",</span>' in page
+    assert '<span class="d-add">+  "description": "Add two whole numbers.",</span>' in page
+    assert "Same server info, protocol, capabilities and instructions." in page
+
+    bob = await make_user("bob")
+    other = await logged_in_client(bob)
+    refused = await other.get("/compare", {"a": str(before.public_id), "b": str(after.public_id)})
+    assert refused.status_code == 422 and "choose two of your sessions" in refused.content.decode()
