@@ -80,6 +80,10 @@ class Invocation:
     protocol_version: str = PROTOCOL_VERSIONS[-1]
     timeout: float = DEFAULT_TIMEOUT
     record: str | None = None
+    collection: list[Any] | None = None
+    """Steps of ``--collection`` (inspector/collection.py): run in one session instead of one method."""
+    junit: str | None = None
+    collection_name: str = "collection"
 
 
 # --- the command line -------------------------------------------------------------------------------------
@@ -176,6 +180,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write every frame as JSON Lines to FILE (turns on schema validation)",
     )
+    parser.add_argument(
+        "--collection",
+        metavar="FILE",
+        help="run the saved requests of a collection file, checking their expectations (instead of --method)",
+    )
+    parser.add_argument("--junit", metavar="FILE", help="with --collection: also write a JUnit XML report")
     return parser
 
 
@@ -213,11 +223,24 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     opts, extra = _build_parser().parse_known_args(before)
     words = [*extra, *after]
 
+    steps = None
+    if opts.collection:
+        if opts.method:
+            raise UsageError("--collection runs its own requests: leave out --method")
+        from inspector.collection import CollectionError, load
+
+        try:
+            steps = load(opts.collection)
+        except CollectionError as exc:
+            raise CliError(str(exc)) from None
+        opts.method = "collection"
+    elif opts.junit:
+        raise UsageError("--junit goes with --collection")
     if not opts.method:
-        raise UsageError("--method is required (one of: " + ", ".join(METHODS) + ")")
-    if opts.method not in METHODS:
+        raise UsageError("--method is required (one of: " + ", ".join(METHODS) + "), or --collection FILE")
+    if opts.method not in METHODS and steps is None:
         raise UsageError(f"unsupported method {opts.method!r}; choose one of: " + ", ".join(METHODS))
-    needed = METHODS[opts.method][0]
+    needed = METHODS[opts.method][0] if steps is None else None
     if needed is not None and not getattr(opts, needed):
         raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
     if not opts.timeout > 0:
@@ -266,6 +289,9 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
         record=opts.record,
+        collection=steps,
+        junit=opts.junit,
+        collection_name=os.path.basename(opts.collection or "collection"),
     )
 
 
@@ -460,7 +486,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
         timeout=inv.timeout,
         max_total_timeout=max(600.0, inv.timeout),
-        validate=inv.record is not None,
+        validate=inv.record is not None or inv.collection is not None,
     )
     session = connect(inv.target, options)
     for method in ("sampling/createMessage", "elicitation/create"):
@@ -486,6 +512,10 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     except EngineError as exc:
         raise _Failure(f"cannot connect: {exc}", transport=True) from None
     try:
+        if inv.collection is not None:
+            from inspector.collection import run
+
+            return await run(session, inv.collection, frames)
         try:
             return await _call(session, inv)
         except McpError as exc:
@@ -555,11 +585,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     _write_record(inv.record, frames)
                 except OSError as exc:
                     _fail(f"cannot write --record file {inv.record}: {exc.strerror or exc}", 1)
+        if inv.junit is not None:
+            from inspector.collection import junit
+
+            try:
+                with open(inv.junit, "w", encoding="utf-8") as fh:
+                    fh.write(junit(result, inv.collection_name))
+            except OSError as exc:
+                return _fail(f"cannot write --junit file {inv.junit}: {exc.strerror or exc}", 1)
         try:
             _print_result(result)
         except BrokenPipeError:
             # The reader went away (| head): not our failure; keep Python quiet at exit.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if inv.collection is not None and result["failed"]:
+            return _fail(f"{result['failed']} of {len(result['steps'])} collection steps failed", 1)
         return 0
     except KeyboardInterrupt:
         return _fail("interrupted", 130)

@@ -408,3 +408,86 @@ async def test_list_methods_fetch_every_page() -> None:
     result = await cli._list_all(session, "tools/list", "tools")  # type: ignore[arg-type]
     assert result == {"tools": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}
     assert session.cursors == [None, "p2", "p3"]
+
+
+# --- collections ------------------------------------------------------------------------------------------
+
+SDK = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_server.py"), "stdio"]
+
+
+def _collection(tmp_path: Path, steps: list[dict[str, Any]]) -> str:
+    path = tmp_path / "checks.json"
+    path.write_text(json.dumps({"steps": steps}))
+    return str(path)
+
+
+def test_a_collection_passes_when_every_expectation_holds(tmp_path: Path) -> None:
+    steps = [
+        {"method": "tools/list", "expect": {"contains": '"add"', "verdicts": "clean"}},
+        {
+            "name": "add works",
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            "expect": {"result": {"structuredContent": {"result": 3}}, "max_ms": 10_000, "verdicts": "clean"},
+        },
+        {"method": "tools/call", "params": {"name": "fail", "arguments": {}}, "expect": {"isError": True}},
+        {"method": "prompts/get", "params": {"name": "nope"}, "expect": {"error": True, "contains": "nope"}},
+    ]
+    junit = tmp_path / "report.xml"
+    proc = run_cli(*SDK, "--collection", _collection(tmp_path, steps), "--junit", str(junit))
+    summary = result_of(proc)
+    assert (summary["passed"], summary["failed"]) == (4, 0)
+    assert [s["name"] for s in summary["steps"]] == [
+        "1. tools/list",
+        "add works",
+        "3. tools/call fail",
+        "4. prompts/get nope",
+    ]
+    report = junit.read_text()
+    assert '<testsuite name="checks.json" tests="4" failures="0"' in report and 'name="add works"' in report
+
+
+def test_a_failing_expectation_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    steps = [
+        {
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            "expect": {"result": {"structuredContent": {"result": 4}}},
+        },
+        {"method": "tools/call", "params": {"name": "fail", "arguments": {}}, "expect": {"isError": False}},
+        {"method": "tools/call", "params": {"name": "nope", "arguments": {}}},
+        {"method": "tools/list", "expect": {"max_ms": 0}},
+    ]
+    junit = tmp_path / "report.xml"
+    proc = run_cli(*SDK, "--collection", _collection(tmp_path, steps), "--junit", str(junit))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: 4 of 4 collection steps failed"
+    summary = json.loads(proc.stdout)
+    problems = [s["problems"] for s in summary["steps"]]
+    assert problems[0] == ['result does not contain {"structuredContent": {"result": 4}}']
+    assert problems[1] == ["isError is True, expected False"]
+    assert problems[2][0].startswith("unexpected error") or "isError" in problems[2][0]
+    assert problems[3][0].startswith("took ") and "more than 0 ms" in problems[3][0]
+    assert 'failures="4"' in junit.read_text() and "<failure message=" in junit.read_text()
+
+
+def test_collection_verdicts_clean_catches_a_misbehaving_server(tmp_path: Path) -> None:
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "bad_stdio.py"), "violations"]
+    steps = [{"method": "tools/list", "expect": {"verdicts": "clean"}}]
+    proc = run_cli(*server, "--collection", _collection(tmp_path, steps))
+    assert proc.returncode == 1
+    problem = json.loads(proc.stdout)["steps"][0]["problems"][0]
+    assert problem.startswith("conformance: ") and "duplicate-response" in problem
+
+
+def test_a_bad_collection_file_is_one_clear_error(tmp_path: Path) -> None:
+    line = assert_one_error_line(run_cli(*SDK, "--collection", _collection(tmp_path, [{"params": {}}])), 1)
+    assert "step 1: needs a method" in line
+    bad = [{"method": "ping", "expect": {"eventually": True}}]
+    line = assert_one_error_line(run_cli(*SDK, "--collection", _collection(tmp_path, bad)), 1)
+    assert "unknown expectation eventually" in line
+    path = _collection(tmp_path, [{"method": "ping"}])
+    line = assert_one_error_line(run_cli(*SDK, "--collection", path, "--method", "ping"), 2)
+    assert "leave out --method" in line
+    line = assert_one_error_line(run_cli(*SDK, "--method", "ping", "--junit", "x.xml"), 2)
+    assert "--junit goes with --collection" in line
