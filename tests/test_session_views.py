@@ -309,7 +309,7 @@ async def test_a_sent_request_can_be_edited_and_sent_again_from_its_frame(everyt
         )
         assert "Echo: second" in card.content.decode()
         calls = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out")
-        assert await calls.acount() == 2
+        await wait_until(lambda: calls.count() == 2)  # the recorder stores both sends
 
         # Responses, notifications and the lifecycle's own requests offer no replay.
         answer = await TimelineFrame.objects.filter(
@@ -327,6 +327,8 @@ async def test_the_conformance_panel_counts_rules_broken_and_latency_by_method(b
         spec = bad_stdio("violations")
         session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
         client = await logged_in_client(alice)
+        answered = TimelineFrame.objects.filter(session=session, method="initialize", direction="in")
+        await wait_until(answered.exists)
         empty = (await client.get(f"/s/{session.public_id}/panel/conformance")).content.decode()
         assert "No verdicts yet" in empty
         assert "<code>initialize</code>" in empty  # its latency is there from the start
@@ -481,6 +483,9 @@ async def test_search_finds_frames_across_sessions_by_rule_method_status_and_wor
         spec = bad_stdio("garbage")
         other = await start_session(alice, stdio_config(spec["command"], spec["args"], name="garbage one"))
         await client.post(f"/s/{other.public_id}/request", {"method": "tools/list"})
+        await wait_until(
+            lambda: TimelineFrame.objects.filter(session=other, method="tools/list", direction="in").exists()
+        )
         await wait_until(lambda: TimelineFrame.objects.filter(session=broken, worst="error").count() >= 4)
         bob = await make_user("bob")
         spec = bad_stdio("violations")
