@@ -139,8 +139,9 @@ ENGINE_META = ("progressToken", "io.modelcontextprotocol/")
 ROUND_FIELDS = ("inputResponses", "requestState")  # a stateless retry's answers belong to that round
 
 
-def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
-    """The method and params to send an outgoing request again with, or ``None`` if it is not one."""
+def request_of(frame: TimelineFrame, raw: bytes) -> tuple[str, dict[str, Any] | None] | None:
+    """The method and params a person sent in an outgoing request, without what the engine added
+    (ids, progress tokens, the stateless stamps, a retry's answers); ``None`` if it is not one."""
     if frame.direction != "out" or frame.rpc_kind != "request" or frame.method in NOT_REPLAYED:
         return None
     try:
@@ -150,15 +151,24 @@ def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
     if not isinstance(message, dict) or not isinstance(message.get("method"), str):
         return None
     params = message.get("params")
-    if isinstance(params, dict):
-        params = {k: v for k, v in params.items() if k not in ROUND_FIELDS}
-        meta = params.pop("_meta", None)
-        if isinstance(meta, dict):
-            kept = {k: v for k, v in meta.items() if not k.startswith(ENGINE_META)}
-            if kept:
-                params["_meta"] = kept
-    shown = json.dumps(params, indent=2, ensure_ascii=False) if params else ""
-    return {"method": message["method"], "params": shown}
+    if not isinstance(params, dict):
+        return message["method"], None
+    params = {k: v for k, v in params.items() if k not in ROUND_FIELDS}
+    meta = params.pop("_meta", None)
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not k.startswith(ENGINE_META)}
+        if kept:
+            params["_meta"] = kept
+    return message["method"], params or None
+
+
+def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
+    """The method and params to send an outgoing request again with, or ``None`` if it is not one."""
+    request = request_of(frame, raw)
+    if request is None:
+        return None
+    method, params = request
+    return {"method": method, "params": json.dumps(params, indent=2, ensure_ascii=False) if params else ""}
 
 
 def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:

@@ -24,6 +24,7 @@ urlpatterns = [
     path("s/<uuid:public_id>/frames/<int:seq>", views.frame, name="frame"),
     path("s/<uuid:public_id>/export", views.export, name="export"),
     path("s/<uuid:public_id>/export.html", views.export_html, name="export_html"),
+    path("s/<uuid:public_id>/collection.json", views.export_collection, name="export_collection"),
     path("recordings/open", views.open_recording, name="open_recording"),
     path("search", views.search, name="search"),
     path("compare", views.compare, name="compare"),

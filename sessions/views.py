@@ -319,6 +319,20 @@ async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpRespons
 
 
 @require_GET
+async def export_collection(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """The session's requests as a collection for ``mcp-inspector --cli --collection`` (CI regressions)."""
+    from sessions.collections import collection
+
+    session = await owned_session(request, public_id)
+    document = await sync_to_async(collection)(session)
+    response = HttpResponse(
+        json.dumps(document, indent=2, ensure_ascii=False) + "\n", content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="mcp-collection-{session.public_id}.json"'
+    return response
+
+
+@require_GET
 async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
     """Download the session as one self-contained HTML file (no script, nothing loaded from outside)."""
     from sessions.export_html import document

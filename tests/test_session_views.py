@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
@@ -568,3 +569,35 @@ async def test_comparing_sessions_shows_added_removed_and_changed_items_with_dif
     other = await logged_in_client(bob)
     refused = await other.get("/compare", {"a": str(before.public_id), "b": str(after.public_id)})
     assert refused.status_code == 422 and "choose two of your sessions" in refused.content.decode()
+
+
+@pytest.mark.slow
+async def test_a_session_exports_as_a_collection_that_the_cli_runs_green(tmp_path: Path) -> None:
+    from test_cli import result_of, run_cli
+
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        session = await start_session(alice, stdio_config(sys.executable, [SDK_SERVER, "stdio"]))
+        for method, params in (
+            ("tools/list", None),
+            ("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}}),
+            ("tools/call", {"name": "fail", "arguments": {}}),
+            ("prompts/get", {"name": "no-such-prompt"}),
+        ):
+            await commands.request(session, method, params)
+        response = await client.get(f"/s/{session.public_id}/collection.json")
+    assert response["Content-Disposition"].startswith('attachment; filename="mcp-collection-')
+    document = json.loads(response.content)
+    steps = document["steps"]
+    assert [s["method"] for s in steps] == ["tools/list", "tools/call", "tools/call", "prompts/get"]
+    assert steps[1]["params"] == {"name": "add", "arguments": {"a": 1, "b": 2}}  # no _meta, no token
+    assert steps[1]["expect"] == {"isError": False, "verdicts": "clean"}
+    assert steps[2]["expect"] == {"isError": True, "verdicts": "clean"}
+    assert steps[3]["expect"] == {"error": True}
+    path = tmp_path / "recorded.json"
+    path.write_text(response.content.decode())
+    summary = await asyncio.to_thread(
+        lambda: result_of(run_cli(sys.executable, SDK_SERVER, "stdio", "--collection", str(path)))
+    )
+    assert (summary["passed"], summary["failed"]) == (4, 0)
