@@ -24,6 +24,7 @@ KINDS = frozenset({"message", "stderr", "http", "state", "exit"})
 DIRECTIONS = frozenset({"in", "out", "local"})
 SEVERITIES = frozenset({"error", "warning", "info"})
 MAX_FRAMES = 1_000_000
+MAX_BYTES = 1 << 30  # 1 GiB of JSON Lines
 BATCH = 1000
 
 

@@ -371,11 +371,13 @@ def search(request: AuthedRequest) -> HttpResponse:
 @require_POST
 def open_recording(request: AuthedRequest) -> HttpResponse:
     """Open a JSON Lines recording (the web export or the CLI's --record) as a closed session."""
-    from sessions.recordings import RecordingError, import_recording
+    from sessions.recordings import MAX_BYTES, RecordingError, import_recording
 
     upload = request.FILES.get("recording")
     problem = "choose a .jsonl file to open" if upload is None else ""
-    if upload is not None:
+    if upload is not None and upload.size is not None and upload.size > MAX_BYTES:
+        problem = f"{upload.name} is larger than {MAX_BYTES >> 20} MiB"
+    elif upload is not None:
         try:
             session = import_recording(request.user, upload.name or "recording", upload)
         except (RecordingError, UnicodeDecodeError) as exc:
