@@ -208,5 +208,10 @@ INSPECTOR_IDLE_TIMEOUT = envint("INSPECTOR_IDLE_TIMEOUT", 900)
 # Hosted set-up: engine workers heartbeat this often (seconds); three missed beats and the sessions
 # they owned are marked lost.
 INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)
+# Optional: an OpenAI-compatible chat completions API that drafts sampling replies for a person to
+# review (sessions/llm.py). Unset: sampling is answered by hand only.
+INSPECTOR_LLM_URL = envstr("INSPECTOR_LLM_URL", "")
+INSPECTOR_LLM_MODEL = envstr("INSPECTOR_LLM_MODEL", "")
+INSPECTOR_LLM_API_KEY = envsecret("INSPECTOR_LLM_API_KEY")
 # Run the session runtime inside the web process (the default); off when engine workers run it.
 INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)

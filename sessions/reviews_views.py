@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from typing import Any
 
@@ -12,7 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from inspector.http import AuthedRequest, signed_in_user
-from sessions import commands
+from sessions import commands, llm
 from sessions.elicitation_forms import has_errors, validate
 from sessions.models import McpSession, PendingReview
 from sessions.templatetags.inspector import http_url
@@ -161,7 +162,37 @@ async def sampling_answer(request: AuthedRequest, public_id: Any, pk: int) -> Ht
         "stopReason": stop_reason,
     }
     edited = result != await _suggested(review)
+    drafted_by = request.POST.get("drafted_by", "").strip()[:200]
+    if drafted_by:
+        # The frame says who wrote the words: the model alone, or the model and then the person.
+        as_drafted = hashlib.sha256(text.encode()).hexdigest() == request.POST.get("draft_sha", "")
+        how = "approved" if as_drafted else "edited and approved"
+        note = f"drafted by {drafted_by}, {how} by a person"
+        return await _send(request, session, review, "respond", result=result, edited=True, note=note)
     return await _send(request, session, review, "respond", result=result, edited=edited)
+
+
+@require_POST
+async def sampling_draft(request: AuthedRequest, public_id: Any, pk: int) -> HttpResponse:
+    """Ask the configured model for a reply; show it in the card for the person to review."""
+    session, review = await _review(request, public_id, pk)
+    if review.method != "sampling/createMessage":
+        raise Http404("Not a sampling request")
+    if review.status != PendingReview.Status.WAITING:
+        return await _closed(request, session, review)
+    try:
+        drafted = await llm.draft(review.params if isinstance(review.params, dict) else {})
+    except llm.LlmError as exc:
+        return await _card(request, session, review, status=422, errors=[f"Draft failed: {exc}"])
+    form = {
+        "text": drafted["text"],
+        "model": drafted["model"],
+        "stop_reason": drafted["stop_reason"],
+        "drafted_by": drafted["model"],
+        "draft_sha": hashlib.sha256(drafted["text"].encode()).hexdigest(),
+        "draft_ms": drafted["ms"],
+    }
+    return await _card(request, session, review, form=form)
 
 
 @require_POST

@@ -602,7 +602,8 @@ class SessionOwner:
             "edited": bool(message.get("edited")),
             "answered_by_id": message.get("user_id"),
         }
-        client.respond(key, message["result"], note="edited by a person" if message.get("edited") else None)
+        note = message.get("note") or ("edited by a person" if message.get("edited") else None)
+        client.respond(key, message["result"], note=note)
         await self._reply(message, {"event": "done"})
 
     async def cmd_reject(self, message: dict[str, Any]) -> None:

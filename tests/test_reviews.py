@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import free_port, start_http_server
 from django.http import QueryDict
+from django.template.loader import render_to_string
+from django.test import override_settings
 from web_support import (
     frames_of,
     live_runtime,
@@ -425,3 +432,88 @@ def test_invalid_input_gets_a_message_per_field() -> None:
         "age": "age must be at most 150",
         "color": "color is required",
     }
+
+
+# --- drafting a sampling reply with a model ----------------------------------------------------------------
+
+FAKE_LLM = Path(__file__).parent / "servers" / "fake_llm.py"
+
+
+@pytest.fixture
+def fake_llm(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The stand-in chat completions API (an LLM provider cannot run here); yields its URL and its log."""
+    port = free_port()
+    log = tmp_path / "llm-requests.jsonl"
+    with start_http_server([sys.executable, str(FAKE_LLM), str(port), str(log)], port):
+        yield f"http://127.0.0.1:{port}/v1", log
+
+
+async def test_a_model_drafts_the_sampling_reply_and_the_person_approves_it(
+    everything_stdio: dict, fake_llm: tuple[str, Path]
+) -> None:
+    base, log = fake_llm
+    with override_settings(
+        INSPECTOR_LLM_URL=base, INSPECTOR_LLM_MODEL="fake-model", INSPECTOR_LLM_API_KEY="test-key"
+    ):
+        async with live_runtime():
+            alice = await make_user()
+            session = await start_session(alice, config(everything_stdio))
+            client = await logged_in_client(alice)
+            call = call_tool(
+                session, "trigger-sampling-request", {"prompt": "Tea or coffee?", "maxTokens": 77}
+            )
+            review = await waiting_review(session, "sampling/createMessage")
+            page = await page_of(client, session)
+            assert "Draft with fake-model" in page and "test-key" not in page
+
+            card = (await client.post(url(session, review, "draft"))).content.decode()
+            assert "Drafted by <strong>fake-model-1</strong>" in card
+            drafted = "Drafted: Resource trigger-sampling-request context: Tea or coffee?"
+            assert drafted in card and 'value="endTurn"' in card
+            sent = json.loads(log.read_text().splitlines()[-1])
+            assert sent["model"] == "fake-model" and sent["max_tokens"] == 77 and sent["temperature"] == 0.7
+            assert sent["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
+            assert sent["messages"][-1] == {"role": "user", "content": drafted.removeprefix("Drafted: ")}
+
+            draft_sha = re.search(r'name="draft_sha" value="([0-9a-f]{64})"', card)
+            assert draft_sha
+            answer = {
+                "text": drafted,
+                "model": "fake-model-1",
+                "stop_reason": "endTurn",
+                "drafted_by": "fake-model-1",
+                "draft_sha": draft_sha[1],
+            }
+            response = await client.post(url(session, review, "sampling"), answer)
+            assert response.status_code == 200
+            assert drafted in await tool_text(call)
+            await resolved(review)
+            frames = await frames_of(
+                session, direction="out", rpc_kind="result", method="sampling/createMessage"
+            )
+            assert frames and frames[-1].note == "drafted by fake-model-1, approved by a person"
+
+
+async def test_a_draft_that_fails_says_why_and_the_card_stays(
+    everything_stdio: dict, fake_llm: tuple[str, Path]
+) -> None:
+    base, _ = fake_llm
+    with override_settings(
+        INSPECTOR_LLM_URL=base, INSPECTOR_LLM_MODEL="fake-model", INSPECTOR_LLM_API_KEY="wrong"
+    ):
+        async with live_runtime():
+            alice = await make_user()
+            session = await start_session(alice, config(everything_stdio))
+            client = await logged_in_client(alice)
+            call = call_tool(session, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
+            review = await waiting_review(session, "sampling/createMessage")
+            response = await client.post(url(session, review, "draft"))
+            text = response.content.decode()
+            assert response.status_code == 422 and "Draft failed:" in text and "HTTP 401" in text
+            assert "wrong" not in text  # the key never reaches a page
+            await client.post(url(session, review, "reject"))
+            await asyncio.wait_for(call, CALL_WAIT)
+    with override_settings(INSPECTOR_LLM_URL="", INSPECTOR_LLM_MODEL=""):
+        assert "Draft with" not in render_to_string(
+            "sessions/reviews/_sampling.html", {"review": review, "session": session, "form": {}}
+        )

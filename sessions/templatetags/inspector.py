@@ -16,6 +16,14 @@ _MEDIA_TYPE = re.compile(r"^(image|audio)/[a-z0-9.+-]+$", re.IGNORECASE)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
 
 
+@register.simple_tag
+def llm_model() -> str:
+    """The model that drafts sampling replies (sessions/llm.py), or "" when none is configured."""
+    from sessions.llm import configured_model
+
+    return configured_model()
+
+
 @register.filter
 def pretty_json(value: Any) -> str:
     """Indent any JSON value; the template escapes the result like any other text."""
