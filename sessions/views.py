@@ -350,7 +350,8 @@ def compare(request: AuthedRequest) -> HttpResponse:
 
     context: dict[str, Any] = {"choices": comparing.sessions_of(request.user), "a": None, "b": None}
     wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
-    if any(wanted):
+    context["preselect"] = next((w for w in wanted if w), "")  # "Compare with…" from a session page
+    if all(wanted):
         try:
             a, b = (McpSession.objects.get(owner=request.user, public_id=uuid.UUID(w)) for w in wanted)
         except (ValueError, McpSession.DoesNotExist):

@@ -565,6 +565,10 @@ async def test_comparing_sessions_shows_added_removed_and_changed_items_with_dif
     assert '<span class="d-add">+  "description": "Add two whole numbers.",</span>' in page
     assert "Same server info, protocol, capabilities and instructions." in page
 
+    # From a session page, "Compare with another session" preselects it as the second.
+    chooser = (await client.get("/compare", {"b": str(recording.public_id)})).content.decode()
+    assert f'<option value="{recording.public_id}" selected>' in chooser and "Server</h2>" not in chooser
+
     bob = await make_user("bob")
     other = await logged_in_client(bob)
     refused = await other.get("/compare", {"a": str(before.public_id), "b": str(after.public_id)})
