@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest, Streaming
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from inspector.http import AuthedRequest, signed_in_user
 from sessions import commands, workers
@@ -402,6 +403,29 @@ def import_servers(request: AuthedRequest) -> HttpResponse:
     servers = ServerConfig.objects.filter(owner=request.user)
     context = {"sessions": sessions, "servers": servers, "form": ConnectForm(), "import_form": form}
     return render(request, "home.html", context, status=422)
+
+
+@require_POST
+def delete_session(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Delete an ended session with its timeline; a live one must be disconnected first."""
+    session = McpSession.objects.filter(public_id=public_id, owner=request.user).first()
+    if session is None:
+        raise Http404("No such session")
+    if session.is_live:
+        return HttpResponse("Disconnect the session before deleting it.", status=409)
+    session.delete()
+    return _home_again(request)
+
+
+def _home_again(request: AuthedRequest) -> HttpResponse:
+    return HttpResponseClientRedirect("/") if request.htmx else redirect("home")
+
+
+@require_POST
+def delete_ended_sessions(request: AuthedRequest) -> HttpResponse:
+    """Clear the history: every ended session of the person (live ones stay), with their timelines."""
+    McpSession.objects.filter(owner=request.user).exclude(status__in=McpSession.LIVE).delete()
+    return _home_again(request)
 
 
 @require_POST

@@ -402,3 +402,13 @@ def test_disconnect_closes_the_session_and_ends_the_server_process(
         message=f"server-everything (pid {server_pid}) still runs 10 s after Disconnect",
     )
     assert_clean(home)
+
+    # Then it can be deleted from the home page, after a confirmation.
+    session_path = "/" + home.url.split("/", 3)[3]
+    home.goto(live_app.url("/"))
+    row = home.locator("tr", has=home.locator(f'a[href="{session_path}"]'))
+    expect(row).to_have_count(1)
+    home.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name=re.compile("^Delete session ")).click()
+    expect(row).to_have_count(0)
+    assert_clean(home)

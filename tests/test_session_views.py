@@ -605,3 +605,40 @@ async def test_a_session_exports_as_a_collection_that_the_cli_runs_green(tmp_pat
         lambda: result_of(run_cli(sys.executable, SDK_SERVER, "stdio", "--collection", str(path)))
     )
     assert (summary["passed"], summary["failed"]) == (4, 0)
+
+
+async def test_ended_sessions_can_be_deleted_one_or_all_and_live_ones_cannot() -> None:
+    alice = await make_user()
+    client = await logged_in_client(alice)
+
+    async def session(name: str, status: str) -> McpSession:
+        made = await McpSession.objects.acreate(owner=alice, name=name, config={}, status=status)
+        await TimelineFrame.objects.acreate(
+            session=made, seq=1, kind="state", direction="local", wall=0, mono=0
+        )
+        return made
+
+    ended, lost, live = (
+        await session("ended", "closed"),
+        await session("lost", "lost"),
+        await session("live", "ready"),
+    )
+    page = (await client.get("/")).content.decode()
+    assert 'aria-label="Delete session ended"' in page and 'aria-label="Delete session live"' not in page
+    assert (await client.get(f"/s/{ended.public_id}/delete")).status_code == 405  # no side effect on GET
+
+    response = await client.post(f"/s/{ended.public_id}/delete")
+    assert response.status_code == 302
+    assert not await McpSession.objects.filter(pk=ended.pk).aexists()
+    assert not await TimelineFrame.objects.filter(session_id=ended.pk).aexists()
+    assert (await client.post(f"/s/{live.public_id}/delete")).status_code == 409
+
+    bob = await make_user("bob")
+    other = await logged_in_client(bob)
+    assert (await other.post(f"/s/{lost.public_id}/delete")).status_code == 404
+    await other.post("/sessions/delete-ended")
+    assert await McpSession.objects.filter(pk=lost.pk).aexists()  # Bob cannot clear Alice's history
+
+    htmx = await client.post("/sessions/delete-ended", headers={"HX-Request": "true"})
+    assert htmx.status_code == 200 and htmx["HX-Redirect"] == "/"
+    assert [s.name async for s in McpSession.objects.filter(owner=alice)] == ["live"]
