@@ -259,6 +259,17 @@ def test_clicking_a_frame_shows_its_bytes_and_a_request_can_be_edited_and_sent_a
     expect(detail.get_by_text("Raw bytes")).to_be_visible()
     expect(detail.locator("pre.json")).to_contain_text('"message": "original"')
 
+    # The keyboard walks the rows too: ArrowDown to the next row, Enter opens it, k goes back.
+    request_seq = request.get_attribute("data-seq")
+    next_seq = request.locator("xpath=following-sibling::div[1]").get_attribute("data-seq")
+    request.focus()
+    home.keyboard.press("ArrowDown")
+    home.keyboard.press("Enter")
+    expect(detail.locator(".detail-head strong")).to_have_text(f"#{next_seq}")
+    home.keyboard.press("k")
+    home.keyboard.press("Enter")
+    expect(detail.locator(".detail-head strong")).to_have_text(f"#{request_seq}")
+
     detail.get_by_text("Edit and send again").click()
     expect(detail.get_by_label("Replay method")).to_have_value("tools/call")
     params = detail.get_by_label("Replay params (JSON object)")

@@ -102,9 +102,25 @@
     }
   });
 
+  // Keyboard: Enter opens the focused row; ArrowDown/ArrowUp (or j/k) move along the rows.
   document.addEventListener("keydown", function (event) {
-    if (event.key === "Enter" && event.target.classList && event.target.classList.contains("frame")) {
-      openFrame(event.target);
+    var row = event.target.classList && event.target.classList.contains("frame") ? event.target : null;
+    if (!row || event.altKey || event.ctrlKey || event.metaKey) {
+      return;
+    }
+    if (event.key === "Enter") {
+      openFrame(row);
+      return;
+    }
+    var next = null;
+    if (event.key === "ArrowDown" || event.key === "j") {
+      next = row.nextElementSibling;
+    } else if (event.key === "ArrowUp" || event.key === "k") {
+      next = row.previousElementSibling;
+    }
+    if (next && next.classList.contains("frame")) {
+      event.preventDefault();
+      next.focus();
     }
   });
 
