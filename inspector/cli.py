@@ -355,10 +355,10 @@ def _target_from_config(
         raise CliError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise CliError(f"invalid JSON in config file {path}: {exc}") from None
-    from sessions.mcpservers import ConfigError, parse_entry, parse_server_json
+    from sessions.mcpservers import ConfigError, is_server_json, parse_entry, parse_server_json
 
     servers = None
-    parsed = isinstance(data, dict) and "mcpServers" not in data and ("packages" in data or "remotes" in data)
+    parsed = is_server_json(data)
     if parsed:
         try:  # a registry server.json: one entry per package and remote, already in our shape
             servers = parse_server_json(data)

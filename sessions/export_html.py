@@ -21,6 +21,7 @@ from django.template.loader import render_to_string
 
 from sessions import report
 from sessions.models import McpSession, TimelineFrame
+from sessions.timeline import pretty_json
 
 CHUNK = 500
 BODY_LIMIT = 64 * 1024  # characters of each frame's body in the file; the JSONL export has them all
@@ -34,17 +35,13 @@ def stylesheet() -> str:
 
 def frame_view(row: TimelineFrame) -> dict[str, Any]:
     raw = bytes(row.raw)
-    text = raw.decode("utf-8", errors="replace")
-    try:
-        body = json.dumps(json.loads(raw), indent=2, ensure_ascii=False) if raw else ""
-        pretty = bool(body)
-    except ValueError:
-        body, pretty = text, False
+    pretty = pretty_json(raw)
+    body = pretty or raw.decode("utf-8", errors="replace")
     return {
         "f": row,
         "body": body[:BODY_LIMIT],
         "cut": len(body) > BODY_LIMIT,
-        "pretty": pretty,
+        "pretty": bool(pretty),
         "transport": json.dumps(row.transport, indent=2, ensure_ascii=False) if row.transport else "",
     }
 

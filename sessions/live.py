@@ -12,8 +12,8 @@ from typing import Any
 
 from django.template.loader import render_to_string
 
-from sessions.models import McpSession
-from sessions.resources_views import log_line, marker_id, wall_time
+from sessions.models import McpSession, wall_time
+from sessions.resources_views import log_line, marker_id
 
 __all__ = ["fragments"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ConfigError", "parse_server_json", "parse_servers"]
+__all__ = ["ConfigError", "is_server_json", "parse_server_json", "parse_servers"]
 
 HTTP_TYPES = {"http": "http", "streamable-http": "http", "streamableHttp": "http", "sse": "sse"}
 # How a registry package runs over stdio when its server.json gives no runtimeHint.
@@ -19,9 +19,14 @@ class ConfigError(ValueError):
     """The JSON does not describe MCP servers the way any known client writes them."""
 
 
+def is_server_json(data: Any) -> bool:
+    """Whether a parsed document is a registry server.json rather than an mcpServers file."""
+    return isinstance(data, dict) and "mcpServers" not in data and ("packages" in data or "remotes" in data)
+
+
 def parse_servers(data: Any) -> dict[str, dict[str, Any]]:
     """Return ``{name: config}`` from a parsed mcpServers document; raise ConfigError on bad input."""
-    if isinstance(data, dict) and "mcpServers" not in data and ("packages" in data or "remotes" in data):
+    if is_server_json(data):
         return parse_server_json(data)
     servers = data.get("mcpServers", data.get("servers")) if isinstance(data, dict) else None
     if not isinstance(servers, dict):

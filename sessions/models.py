@@ -20,6 +20,11 @@ TRANSPORTS = [
 SECRET_MASK = "••••••"
 
 
+
+def wall_time(wall: float) -> datetime:
+    """A frame's (or phase's) wall-clock seconds as an aware UTC datetime."""
+    return datetime.fromtimestamp(wall, tz=UTC)
+
 class ServerConfig(models.Model):
     """A server a person saved: how to reach it and how to talk to it."""
 
@@ -174,7 +179,7 @@ class McpSession(models.Model):
             rows.append(
                 {
                     **phase,
-                    "at": datetime.fromtimestamp(wall, UTC),
+                    "at": wall_time(wall),
                     "since_ms": (wall - float(phases[0]["wall"])) * 1000,
                     "took_ms": (float(following) - wall) * 1000 if following is not None else None,
                 }
@@ -235,7 +240,7 @@ class TimelineFrame(models.Model):
 
     @property
     def when(self) -> datetime:
-        return datetime.fromtimestamp(self.wall, UTC)
+        return wall_time(self.wall)
 
 
 class PendingReview(models.Model):

@@ -11,9 +11,9 @@ from collections import defaultdict
 from typing import Any
 
 from sessions.models import McpSession, TimelineFrame
+from sessions.runtime import SEVERITY_ORDER
 
 SCAN = 50_000  # newest flagged frames, and newest answered requests, looked at
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -29,7 +29,7 @@ from sessions import commands
 from sessions.calls import latest_result
 from sessions.engine import LISTEN_ACKNOWLEDGED as ACKNOWLEDGED
 from sessions.engine import SUBSCRIPTION_ID
-from sessions.models import McpSession, TimelineFrame
+from sessions.models import McpSession, TimelineFrame, wall_time
 
 __all__ = [
     "LOG_LEVELS",
@@ -139,10 +139,6 @@ def marker_id(uri: str) -> str:
 def level_rank(level: Any) -> int:
     """Return a log level's place among the RFC 5424 levels (unknown levels count as debug)."""
     return LOG_LEVELS.index(level) if level in LOG_LEVELS else 0
-
-
-def wall_time(wall: float) -> datetime:
-    return datetime.fromtimestamp(wall, tz=UTC)
 
 
 def _message(frame: TimelineFrame) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from django.db.models import Q, QuerySet
 
 from sessions import report
 from sessions.models import TimelineFrame
-from sessions.timeline import RULE
+from sessions.timeline import ROW_FIELDS, RULE, TimelineFilter
 
 SHOWN = 100
 COUNTED = 10_000
@@ -62,20 +62,17 @@ class Query:
         return query
 
     def frames(self, owner: User) -> QuerySet[TimelineFrame]:
-        rows = TimelineFrame.objects.filter(session__owner=owner)
         terms = self.terms
-        if "method" in terms:
-            rows = rows.filter(method__startswith=terms["method"])
-        if terms.get("status") == "error":
-            rows = rows.filter(
-                Q(rpc_kind="error") | Q(kind__in=("stderr", "exit")) | Q(preview__contains='"isError":true')
-            )
-        elif terms.get("status") == "violation":
-            rows = rows.filter(worst__in=("error", "warning"))
-        if "rule" in terms and RULE.fullmatch(terms["rule"]):
-            rows = rows.exclude(worst="").filter(verdicts__icontains=f'"{terms["rule"]}"')
-        if terms.get("dir") in ("in", "out"):
-            rows = rows.filter(direction=terms["dir"])
+        # What the timeline's own filter knows (method, direction, errors, violations, rule) it applies;
+        # parse() has already refused a bad direction or rule.
+        timeline = TimelineFilter(
+            method=terms.get("method", ""),
+            direction=terms.get("dir", ""),
+            errors=terms.get("status") == "error",
+            violations=terms.get("status") == "violation",
+            rule=terms.get("rule", ""),
+        )
+        rows = timeline.apply(TimelineFrame.objects.filter(session__owner=owner))
         if "server" in terms:
             rows = rows.filter(
                 Q(session__server_info__name__icontains=terms["server"])
@@ -100,24 +97,7 @@ def results(owner: User, text: str) -> dict[str, Any]:
     rows = query.frames(owner)
     shown = list(
         rows.select_related("session")
-        .only(
-            "seq",
-            "kind",
-            "direction",
-            "wall",
-            "method",
-            "rpc_id",
-            "rpc_kind",
-            "latency_ms",
-            "size",
-            "preview",
-            "verdicts",
-            "worst",
-            "note",
-            "session__public_id",
-            "session__name",
-            "session__server_info",
-        )  # fmt: skip
+        .only(*ROW_FIELDS, "session__public_id", "session__name", "session__server_info")
         .order_by("-pk")[:SHOWN]
     )
     count = rows.order_by()[:COUNTED].count()

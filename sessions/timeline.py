@@ -171,16 +171,21 @@ def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
     return {"method": method, "params": json.dumps(params, indent=2, ensure_ascii=False) if params else ""}
 
 
+def pretty_json(raw: bytes) -> str:
+    """A frame's bytes as indented JSON, or "" when they are not JSON."""
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except ValueError:
+        return ""
+
+
 def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:
     """Return one frame with its raw bytes, pretty JSON and its pair."""
     frame = TimelineFrame.objects.filter(session=session, seq=seq).first()
     if frame is None:
         return None
     raw = bytes(frame.raw)
-    try:
-        pretty = json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
-    except ValueError:
-        pretty = ""
+    pretty = pretty_json(raw)
     text = raw.decode("utf-8", errors="replace")
     return {
         "replay": replay_of(frame, raw),

@@ -37,12 +37,20 @@ async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:
 @require_GET
 def home(request: AuthedRequest) -> HttpResponse:
     """List the person's sessions and saved servers, with the connect form."""
-    lost = workers.reap_if_due()
-    if lost:
-        async_to_sync(workers.tell_viewers)(lost)
-    sessions = McpSession.objects.filter(owner=request.user)[:50]
-    servers = ServerConfig.objects.filter(owner=request.user)
-    return render(request, "home.html", {"sessions": sessions, "servers": servers, "form": ConnectForm()})
+    if workers.reap_due():
+        async_to_sync(workers.tell_viewers)(workers.reap())
+    return _home(request)
+
+
+def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpResponse:
+    """The home page: the person's sessions and saved servers, the connect form, and ``extra``."""
+    context = {
+        "sessions": McpSession.objects.filter(owner=request.user)[:50],
+        "servers": ServerConfig.objects.filter(owner=request.user),
+        "form": ConnectForm(),
+        **extra,
+    }
+    return render(request, "home.html", context, status=status)
 
 
 @require_POST
@@ -85,9 +93,8 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_GET
 async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """The session: lifecycle, feature panels, calls, reviews and the live timeline."""
-    lost = await sync_to_async(workers.reap_if_due)()
-    if lost:
-        await workers.tell_viewers(lost)
+    if workers.reap_due():  # hosted only, at most once a heartbeat: no database work otherwise
+        await workers.tell_viewers(await sync_to_async(workers.reap)())
     session = await owned_session(request, public_id)
     tab = request.GET.get("tab", "overview")
     if tab not in PANELS:
@@ -386,10 +393,7 @@ def open_recording(request: AuthedRequest) -> HttpResponse:
             problem = f"cannot open {upload.name}: {exc}"
         else:
             return redirect("session", public_id=session.public_id)
-    sessions = McpSession.objects.filter(owner=request.user)[:50]
-    servers = ServerConfig.objects.filter(owner=request.user)
-    context = {"sessions": sessions, "servers": servers, "form": ConnectForm(), "recording_error": problem}
-    return render(request, "home.html", context, status=422)
+    return _home(request, status=422, recording_error=problem)
 
 
 @require_POST
@@ -399,10 +403,7 @@ def import_servers(request: AuthedRequest) -> HttpResponse:
     if form.is_valid():
         form.save(request.user)
         return redirect("home")
-    sessions = McpSession.objects.filter(owner=request.user)[:50]
-    servers = ServerConfig.objects.filter(owner=request.user)
-    context = {"sessions": sessions, "servers": servers, "form": ConnectForm(), "import_form": form}
-    return render(request, "home.html", context, status=422)
+    return _home(request, status=422, import_form=form)
 
 
 @require_POST

@@ -51,9 +51,9 @@ def reap() -> list[McpSession]:
             # Deleted only while still stale: a worker that beat meanwhile keeps its row and sessions.
             if not EngineWorker.objects.filter(pk=worker.pk, last_seen__lt=cutoff).delete()[0]:
                 continue
-            seen = timezone.localtime(worker.last_seen, timezone.get_fixed_timezone(0))
             note = (
-                f"its engine worker {worker.name} stopped answering (last heartbeat {seen:%H:%M:%S} UTC); "
+                f"its engine worker {worker.name} stopped answering "
+                f"(last heartbeat {worker.last_seen:%H:%M:%S} UTC); "
                 "frames up to its last write are kept"
             )
             sessions = list(McpSession.objects.filter(worker=worker.name, status__in=McpSession.LIVE))
@@ -64,16 +64,24 @@ def reap() -> list[McpSession]:
     return lost
 
 
-def reap_if_due() -> list[McpSession]:
-    """Reap at most once a heartbeat per process (web processes call this as pages load)."""
+def reap_due() -> bool:
+    """Whether a web process should reap now: hosted only, at most once a heartbeat per process.
+
+    No database work: pages call it on every load, and in the embedded set-up it is always False.
+    """
     global _last_reap
     if settings.INSPECTOR_EMBEDDED_RUNTIME:
-        return []
+        return False
     now = time.monotonic()
     if now - _last_reap < settings.INSPECTOR_WORKER_HEARTBEAT:
-        return []
+        return False
     _last_reap = now
-    return reap()
+    return True
+
+
+def reap_if_due() -> list[McpSession]:
+    """Reap when it is due (see reap_due); the sessions marked lost."""
+    return reap() if reap_due() else []
 
 
 async def tell_viewers(sessions: list[McpSession]) -> None:

@@ -11,10 +11,13 @@ This module keeps the books and the rules; ``ClientSession.listen`` drives it.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ._frames import Frame
+
+if TYPE_CHECKING:
+    from ._session import RequestHandle
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
@@ -63,7 +66,12 @@ class ListenStream:
     ack: asyncio.Future[dict[str, Any]]
     honored: dict[str, Any] | None = None
     ended: str | None = None
-    uris: list[str] = field(default_factory=list)
+    handle: RequestHandle | None = None
+
+    @property
+    def uris(self) -> list[str]:
+        """The resources whose updates this stream asked for."""
+        return list(self.requested.get("resourceSubscriptions") or [])
 
     def admits(self, method: str, params: dict[str, Any]) -> bool:
         honored = self.honored or {}
@@ -81,7 +89,6 @@ class Listens:
 
     def open(self, request_id: int, requested: dict[str, Any]) -> ListenStream:
         stream = ListenStream(request_id, requested, asyncio.get_running_loop().create_future())
-        stream.uris = list(requested.get("resourceSubscriptions") or [])
         self.streams[request_id] = stream
         return stream
 

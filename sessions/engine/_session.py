@@ -189,11 +189,10 @@ class ClientSession:
         self.discover_result: dict[str, Any] | None = None
         self._stamp_version: str | None = None
         self.listens = _listen.Listens()
-        self._listen_handles: dict[int, RequestHandle] = {}
-        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
-        self._tools_learned = False
-        """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
         """Stateless mode: the subscriptions/listen streams, and the one now carrying change notifications."""
+        self._tool_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
+        self._tools_learned = False
 
     # --- the event stream -------------------------------------------------------------
 
@@ -1423,8 +1422,7 @@ class ClientSession:
         requested = _listen.wanted(self.server_capabilities, uris)
         request_id = self._issued  # the id start_request is about to take: the ack may beat its return
         stream = self.listens.open(request_id, requested)
-        stream.uris = list(dict.fromkeys(uris))
-        handle = await self.start_request(
+        stream.handle = handle = await self.start_request(
             _listen.LISTEN,
             {"notifications": requested},
             timeout=None,
@@ -1445,16 +1443,13 @@ class ClientSession:
         old, self.listens.current = self.listens.current, stream
         handle._result.add_done_callback(lambda result: self._listen_ended(stream, result))
         if old is not None:
-            handle_old = self._listen_handles.pop(old.request_id, None)
             self.listens.forget(old, "replaced")
-            if handle_old is not None and not handle_old.done:
-                await handle_old.cancel(f"replaced by subscriptions/listen {request_id!r}")
-        self._listen_handles[request_id] = handle
+            if old.handle is not None and not old.handle.done:
+                await old.handle.cancel(f"replaced by subscriptions/listen {request_id!r}")
         return stream.ack.result()
 
     def _listen_ended(self, stream: ListenStream, result: asyncio.Future[Any]) -> None:
         """A listen stream's request finished: say so when it was the current stream."""
-        self._listen_handles.pop(stream.request_id, None)
         if stream.ended is not None or self.state in ("closing", "closed"):
             self.listens.forget(stream, stream.ended or "closed")
             return
