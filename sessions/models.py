@@ -107,6 +107,11 @@ class McpSession(models.Model):
         FAILED = "failed"
         LOST = "lost"
 
+    # State frames that are steps of the lifecycle (shown as phases, and as the session's status note).
+    # The engine's other state frames are notes on the timeline: a log level, a cancel over HTTP, a
+    # listen stream ending, tools listed before a call.
+    PHASES = frozenset({*Status.values, "discovering", "spawned"})
+
     LIVE = (
         Status.STARTING,
         Status.CONNECTING,

@@ -91,7 +91,7 @@ class _Facts:
     def see(self, frame: Frame) -> None:
         if frame.kind == "state":
             state = frame.transport.get("state")
-            if isinstance(state, str):
+            if state in McpSession.PHASES:
                 self.fields["phases"].append(
                     {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": frame.seq}
                 )

@@ -421,6 +421,15 @@ async def _ask(session: McpSession, method: str, params: dict[str, Any] | None) 
     return None, answer.get("result")
 
 
+async def _feature(session: McpSession, action: str, value: str = "") -> str | None:
+    """Do a revision-aware panel action through the owner (see SessionOwner.cmd_feature); why it failed."""
+    try:
+        await commands.call(session, "feature", timeout=30.0, action=action, value=value)
+    except commands.CommandFailed as exc:
+        return str(exc)
+    return None
+
+
 def _arguments(request: AuthedRequest) -> dict[str, str]:
     return {
         key[len(ARG_PREFIX) :]: str(value)
@@ -520,17 +529,10 @@ async def subscribe(request: AuthedRequest, public_id: Any) -> HttpResponse:
         return HttpResponseBadRequest("action (subscribe, unsubscribe or listen) and a uri are required")
     if action == "listen" and session.mode != "stateless":
         return HttpResponseBadRequest("listening again belongs to the stateless revision")
-    if session.mode == "stateless":
-        # 2026-07-28 has no resources/subscribe: the owner opens a new subscriptions/listen stream.
-        try:
-            await commands.call(session, "listen", timeout=30.0, action=action, uri=uri)
-            problem = None
-        except commands.CommandFailed as exc:
-            problem = f"subscriptions/listen failed: {exc}"
-        return await _render_panel(request, session, "resources", {}, list_error=problem)
-    problem, _ = await _ask(session, f"resources/{action}", {"uri": uri})
-    fresh = {} if problem else {"subscription": (uri, action == "subscribe")}
-    return await _render_panel(request, session, "resources", fresh, list_error=problem)
+    problem = await _feature(session, action, uri)
+    fresh = {} if problem or action == "listen" else {"subscription": (uri, action == "subscribe")}
+    failed = f"{action} failed: {problem}" if problem else None
+    return await _render_panel(request, session, "resources", fresh, list_error=failed)
 
 
 @require_POST
@@ -542,9 +544,10 @@ async def set_level(request: AuthedRequest, public_id: Any) -> HttpResponse:
     level = request.POST.get("level", "")
     if level not in LOG_LEVELS:
         return HttpResponseBadRequest("level must be an RFC 5424 level")
-    problem, _ = await _ask(session, "logging/setLevel", {"level": level})
+    problem = await _feature(session, "set_level", level)
     fresh = {} if problem else {"level": level}
-    return await _render_panel(request, session, "logging", fresh, list_error=problem)
+    failed = f"setting the level failed: {problem}" if problem else None
+    return await _render_panel(request, session, "logging", fresh, list_error=failed)
 
 
 @require_POST
@@ -554,10 +557,8 @@ async def ping(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
     session = await owned_session(request, public_id)
     started = time.monotonic()
-    try:
-        answer = await commands.request(session, "ping", None, wait=10.0)
-    except commands.CommandFailed as exc:
-        answer = {"event": "done", "error": {"message": str(exc)}}
+    problem = await _feature(session, "ping")
+    answer = {"event": "done", **({"error": {"message": problem}} if problem else {})}
     # Measured here: through the owner and back, so a little more than the wire's round trip.
     context = {"answer": answer, "latency_ms": (time.monotonic() - started) * 1000}
     return HttpResponse(render_to_string("sessions/resources/_pong.html", context))

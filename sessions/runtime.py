@@ -501,6 +501,8 @@ class SessionOwner:
 
     async def _record_phase(self, frame: Frame) -> None:
         state = frame.transport.get("state", "")
+        if state not in McpSession.PHASES:
+            return  # a note on the timeline, not a step of the lifecycle
         phase = {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": self.base + frame.seq}
         fields: dict[str, Any] = {"status_note": frame.note or ""}
         if state in McpSession.Status.values and state not in FINAL_STATES:
@@ -623,19 +625,31 @@ class SessionOwner:
                 self.client.roots = list(self.roots)
         await self._reply(message, {"event": "done"})
 
-    async def cmd_listen(self, message: dict[str, Any]) -> None:
-        """Stateless: subscribe to a resource, unsubscribe, or listen again, over a new listen stream."""
+    async def cmd_feature(self, message: dict[str, Any]) -> None:
+        """A panel action whose wire form depends on the revision, done by the engine's own method.
+
+        In the handshake revisions they are plain requests (ping, logging/setLevel,
+        resources/subscribe and unsubscribe); 2026-07-28 has none of them and says the same with
+        server/discover, a ``_meta`` log level and subscriptions/listen streams. The raw request
+        form still sends exactly what a person typed.
+        """
         client = self._live_client()
-        action, uri = message["action"], message.get("uri") or ""
+        action, value = message["action"], message.get("value") or ""
         try:
-            if action == "subscribe":
-                await client.subscribe_resource(uri)
+            if action == "ping":
+                await client.ping()
+            elif action == "set_level":
+                await client.set_logging_level(value)
+            elif action == "subscribe":
+                await client.subscribe_resource(value)
             elif action == "unsubscribe":
-                await client.unsubscribe_resource(uri)
-            else:
+                await client.unsubscribe_resource(value)
+            elif action == "listen":
                 await client.listen()
+            else:
+                raise EngineError(f"unknown panel action {action!r}")
         finally:
-            # The panel reads the acknowledgement from the timeline next: answer once it is stored.
+            # The panel reads what happened from the timeline next: answer once it is stored.
             assert self.recorder is not None
             await self.recorder.wait_stored(self.base + self.engine_seq)
         await self._reply(message, {"event": "done"})

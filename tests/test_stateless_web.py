@@ -118,3 +118,27 @@ async def test_listening_again_is_refused_on_a_handshake_session(everything_stdi
         client = await logged_in_client(alice)
         response = await client.post(f"/s/{session.public_id}/resources/subscribe", {"action": "listen"})
         assert response.status_code == 400
+
+
+async def test_panel_actions_speak_the_stateless_revision_and_engine_notes_are_not_phases() -> None:
+    async with live_runtime():
+        alice = await make_user()
+        config = stdio_config(
+            sys.executable, STATELESS_SERVER, protocol_version="2026-07-28", mode="stateless"
+        )
+        session = await start_session(alice, config)
+        client = await logged_in_client(alice)
+        base = f"/s/{session.public_id}/"
+        # 2026-07-28 has no logging/setLevel and no ping: the buttons use what it has instead.
+        panel = (await client.post(base + "logging/level", {"level": "debug"})).content.decode()
+        assert '<option value="debug" selected>' in panel and "failed" not in panel
+        pong = (await client.post(base + "ping")).content.decode()
+        assert re.search(r"pong in \d+\.\d ms", pong)
+        sent = TimelineFrame.objects.filter(session=session, direction="out")
+        assert not await sent.filter(method__in=("logging/setLevel", "ping")).aexists()
+        assert await sent.filter(method="server/discover").acount() == 2  # connecting, then the ping
+        # The level is a note on the timeline, not a step of the lifecycle.
+        assert await TimelineFrame.objects.filter(session=session, transport__state="log-level").aexists()
+        await session.arefresh_from_db()
+        assert "log-level" not in {p["state"] for p in session.phases}
+        assert session.status_note.startswith("stateless: server/discover answered")
