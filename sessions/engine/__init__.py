@@ -10,6 +10,8 @@ Pure asyncio; it imports nothing from Django. See docs/engine.md for the guide.
 
 from __future__ import annotations
 
+from ._clock import Clock
+from ._connect import make_transport
 from ._errors import (
     ConnectionClosed,
     EngineError,
@@ -34,8 +36,10 @@ from ._options import (
     ClientCapabilities,
     ClientOptions,
 )
-from ._session import ClientSession, RequestHandle, ServerRequestHandler
-from ._targets import HttpTarget, StdioTarget, Target, make_transport, mask_headers
+from ._requests import RequestHandle
+from ._serving import ServerRequestHandler
+from ._session import ClientSession
+from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._transport import FrameSink, Transport
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "ClientCapabilities",
     "ClientOptions",
     "ClientSession",
+    "Clock",
     "ConnectionClosed",
     "EngineError",
     "Event",

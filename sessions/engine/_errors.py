@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._transport import Transport
 
 __all__ = [
     "ConnectionClosed",
     "EngineError",
+    "FallbackToLegacy",
     "HttpStatusError",
     "InputRequiredRoundsExceeded",
     "McpError",
@@ -86,6 +90,15 @@ class HttpStatusError(TransportError):
         super().__init__(f"HTTP {status}" + (f": {snippet}" if snippet else ""))
         self.status = status
         self.body = body
+
+
+class FallbackToLegacy(TransportError):
+    """The URL refused a Streamable HTTP initialize with a 4xx: try ``replacement`` (legacy HTTP+SSE)."""
+
+    def __init__(self, status: int, replacement: Transport) -> None:
+        super().__init__(f"POST initialize answered {status}; trying the legacy HTTP+SSE transport")
+        self.status = status
+        self.replacement = replacement
 
 
 class SessionExpired(TransportError):

@@ -7,26 +7,33 @@ import contextlib
 import functools
 import re
 import ssl
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from ._errors import ConnectionClosed, HttpStatusError, SessionExpired, TransportError
+from ._errors import ConnectionClosed, FallbackToLegacy, HttpStatusError, SessionExpired, TransportError
 from ._frames import Frame
 from ._options import MODERN_VERSIONS
+from ._protocol import META_PROTOCOL_VERSION
 from ._sse import SseDecoder, SseEvent
 from ._targets import HttpTarget, mask_headers
 from ._transport import FrameSink, request_ids_in
 from ._xheaders import header_value
 
-__all__ = ["FallbackToLegacy", "LegacySseTransport", "StreamableHttpTransport"]
+__all__ = [
+    "ClientFactory",
+    "FallbackToLegacy",
+    "LegacySseTransport",
+    "StreamableHttpTransport",
+    "default_client",
+]
 
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 _JSON = "application/json"
 _SSE = "text/event-stream"
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
-PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
@@ -47,16 +54,8 @@ def stateless_version(message: Any) -> str | None:
         return None
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(PROTOCOL_VERSION_META) if isinstance(meta, dict) else None
+    version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
     return version if isinstance(version, str) else None
-
-
-class FallbackToLegacy(TransportError):
-    """The URL refused a Streamable HTTP initialize with a 4xx: try the legacy HTTP+SSE transport."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(f"POST initialize answered {status}; trying the legacy HTTP+SSE transport")
-        self.status = status
 
 
 def _content_type(response: httpx.Response) -> str:
@@ -76,7 +75,11 @@ def _tls_context(ca_file: str | None = None) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
-def _client(target: HttpTarget) -> httpx.AsyncClient:
+ClientFactory = Callable[[HttpTarget], httpx.AsyncClient]
+
+
+def default_client(target: HttpTarget) -> httpx.AsyncClient:
+    """The HTTP client a transport uses unless a test hands it another (one on ``httpx.MockTransport``)."""
     # No read timeout: SSE streams idle for minutes; request clocks live in the session.
     timeout = httpx.Timeout(connect=target.connect_timeout, read=None, write=60.0, pool=None)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
@@ -90,8 +93,9 @@ def _client(target: HttpTarget) -> httpx.AsyncClient:
 class _HttpBase:
     name = "http"
 
-    def __init__(self, target: HttpTarget) -> None:
+    def __init__(self, target: HttpTarget, *, client_factory: ClientFactory = default_client) -> None:
         self.target = target
+        self.client_factory = client_factory
         self._sink: FrameSink | None = None
         self._client: httpx.AsyncClient | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -180,8 +184,10 @@ class StreamableHttpTransport(_HttpBase):
 
     name = "streamable-http"
 
-    def __init__(self, target: HttpTarget, *, auto: bool = False) -> None:
-        super().__init__(target)
+    def __init__(
+        self, target: HttpTarget, *, auto: bool = False, client_factory: ClientFactory = default_client
+    ) -> None:
+        super().__init__(target, client_factory=client_factory)
         self.auto = auto
         self.session_id: str | None = None
         self.retry_ms = target.default_retry_ms
@@ -191,7 +197,7 @@ class StreamableHttpTransport(_HttpBase):
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
-        self._client = _client(self.target)
+        self._client = self.client_factory(self.target)
         self._note_tls()
 
     def reset(self) -> None:
@@ -315,7 +321,8 @@ class StreamableHttpTransport(_HttpBase):
         head = self._record_head(response, seq)
         if initialize and self.auto and 400 <= status < 500 and status not in (401, 403):
             await response.aread()
-            raise FallbackToLegacy(status)
+            legacy = LegacySseTransport(self.target, client_factory=self.client_factory)
+            raise FallbackToLegacy(status, legacy)
         if initialize and status == 200:
             session_id = response.headers.get("mcp-session-id")
             if session_id is not None:
@@ -506,15 +513,15 @@ class LegacySseTransport(_HttpBase):
 
     name = "sse"
 
-    def __init__(self, target: HttpTarget) -> None:
-        super().__init__(target)
+    def __init__(self, target: HttpTarget, *, client_factory: ClientFactory = default_client) -> None:
+        super().__init__(target, client_factory=client_factory)
         self.endpoint: str | None = None
         self._endpoint_ready: asyncio.Future[str] | None = None
         self._response: httpx.Response | None = None
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
-        self._client = _client(self.target)
+        self._client = self.client_factory(self.target)
         self._note_tls()
         headers = self._base_headers()
         headers["Accept"] = _SSE

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ._frames import Frame
 
 if TYPE_CHECKING:
-    from ._session import RequestHandle
+    from ._requests import RequestHandle
 
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
@@ -99,6 +99,29 @@ class Listens:
         self.streams.pop(stream.request_id, None)
         if self.current is stream:
             self.current = None
+
+    def ended(self, stream: ListenStream, result: asyncio.Future[Any], *, closing: bool) -> Frame | None:
+        """A stream's request ended: forget it; return a state frame saying so if it was the current one."""
+        if stream.ended is not None or closing:
+            self.forget(stream, stream.ended or "closed")
+            return None
+        if result.cancelled():
+            why = "cancelled"
+        elif result.exception() is not None:
+            why = f"failed: {result.exception()}"
+        else:
+            why = "ended by the server (a graceful close)"
+        current = self.current is stream
+        self.forget(stream, why)
+        if not current:
+            return None
+        return Frame(
+            "state",
+            "local",
+            transport={"state": "listen-ended", "subscription_id": stream.request_id},
+            note=f"subscriptions/listen {stream.request_id!r} {why}: no change notifications "
+            "arrive until the client listens again",
+        )
 
     def check(self, method: str, params: dict[str, Any], frame: Frame, at: str) -> None:
         """Hold an incoming acknowledgement or change notification to the listen rules (stateless only)."""

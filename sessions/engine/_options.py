@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._clock import Clock
+
 __all__ = [
     "HANDSHAKE_VERSIONS",
     "LATEST_HANDSHAKE_VERSION",
@@ -89,6 +91,9 @@ class ClientOptions:
     """Stateless mode: how many input-required retries one request may take before giving up."""
     listen: bool = False
     """Stateless mode: open a subscriptions/listen stream for list changes right after discovery."""
+    clock: Clock | None = None
+    """What request timeouts are measured on; ``None``: the event loop's clock (tests pass a
+    ``testing.ManualClock`` to move time by hand)."""
 
     def effective_mode(self) -> str:
         """The mode a session connects in: a stateless ``protocol_version`` implies ``stateless``."""

@@ -14,7 +14,7 @@ from ._errors import ConnectionClosed, TransportError
 from ._frames import Frame
 from ._transport import FrameSink
 
-__all__ = ["StdioTarget", "StdioTransport"]
+__all__ = ["StdioTarget", "StdioTransport", "read_messages"]
 
 _CHUNK = 1 << 20
 
@@ -31,6 +31,31 @@ class StdioTarget:
     # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
     close_grace: float = 2.0
     term_grace: float = 2.0
+
+
+async def read_messages(stream: asyncio.StreamReader, sink: FrameSink) -> None:
+    """Deliver each newline-delimited message on ``stream`` to ``sink``, until the stream ends."""
+    # Chunks of a line still being received; joined once, so a 50 MB line is not copied per chunk.
+    parts: list[bytes] = []
+    while True:
+        chunk = await stream.read(_CHUNK)
+        if not chunk:
+            break
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        parts.append(chunk)
+        *lines, tail = b"".join(parts).split(b"\n")
+        parts = [tail] if tail else []
+        for line in lines:
+            line = line.removesuffix(b"\r")
+            if line:
+                sink.receive(Frame("message", "in", line))
+    if parts:
+        # An unterminated last line is still what the server wrote: record it.
+        frame = Frame("message", "in", b"".join(parts))
+        frame.flag("unterminated-line", "warning", "stdout ended without a newline after this message")
+        sink.receive(frame)
 
 
 class StdioTransport:
@@ -99,28 +124,7 @@ class StdioTransport:
 
     async def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None and self._sink is not None
-        stream, sink = self.process.stdout, self._sink
-        # Chunks of a line still being received; joined once, so a 50 MB line is not copied per chunk.
-        parts: list[bytes] = []
-        while True:
-            chunk = await stream.read(_CHUNK)
-            if not chunk:
-                break
-            if b"\n" not in chunk:
-                parts.append(chunk)
-                continue
-            parts.append(chunk)
-            *lines, tail = b"".join(parts).split(b"\n")
-            parts = [tail] if tail else []
-            for line in lines:
-                line = line.removesuffix(b"\r")
-                if line:
-                    sink.receive(Frame("message", "in", line))
-        if parts:
-            # An unterminated last line is still what the server wrote: record it.
-            frame = Frame("message", "in", b"".join(parts))
-            frame.flag("unterminated-line", "warning", "stdout ended without a newline after this message")
-            sink.receive(frame)
+        await read_messages(self.process.stdout, self._sink)
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None and self._sink is not None

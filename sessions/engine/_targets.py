@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._stdio import StdioTarget
-from ._transport import Transport
 
-__all__ = ["HttpTarget", "StdioTarget", "Target", "make_transport", "mask_headers"]
+__all__ = ["HttpKind", "HttpTarget", "StdioTarget", "Target", "mask_headers"]
 
 HttpKind = Literal["auto", "http", "sse"]
 
@@ -48,16 +47,3 @@ def mask_headers(headers: dict[str, str]) -> dict[str, str]:
         else:
             masked[name] = value
     return masked
-
-
-def make_transport(target: Target) -> Transport:
-    """Build the transport for a target; HTTP support is imported only when needed."""
-    if isinstance(target, StdioTarget):
-        from ._stdio import StdioTransport
-
-        return StdioTransport(target)
-    from ._http import LegacySseTransport, StreamableHttpTransport
-
-    if target.transport == "sse":
-        return LegacySseTransport(target)
-    return StreamableHttpTransport(target, auto=target.transport == "auto")

@@ -1,0 +1,428 @@
+"""The verdict rules: what is wrong with a received frame, and what the session should do about it.
+
+``check_frame`` parses an incoming frame, attaches verdicts and notes to it, and keeps the books
+of ``PeerState`` and ``RequestTable`` (a response takes its request off the table). It sends
+nothing and starts nothing: it returns outcomes, which the session carries out once the frame is
+recorded. Every rule code is listed in docs/engine.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from . import _listen, _xheaders
+from ._errors import McpError, error_name
+from ._frames import Frame, Progress
+from ._options import HANDSHAKE_VERSIONS, LATEST_MODERN_VERSION
+from ._peer import PeerState
+from ._protocol import (
+    CAPABILITY_OF,
+    EARLY_SERVER_METHODS,
+    INPUT_REQUIRED_METHODS,
+    META_LOG_LEVEL,
+    META_SERVER_INFO,
+    STATELESS_400_CODES,
+)
+from ._requests import Outgoing, RequestTable
+
+__all__ = [
+    "Answered",
+    "Outcome",
+    "ProgressReported",
+    "ServerCancelled",
+    "ServerRequest",
+    "check_frame",
+    "describe_outgoing",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class Answered:
+    """A response to one of the client's requests: settle it."""
+
+    outgoing: Outgoing
+    result: dict[str, Any] | None = None
+    error: McpError | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ServerRequest:
+    """A request from the server: answer it."""
+
+    request_id: int | str
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass(slots=True, frozen=True)
+class ServerCancelled:
+    """The server withdrew a request it made, which the client is still answering."""
+
+    request_id: int | str
+
+
+@dataclass(slots=True, frozen=True)
+class ProgressReported:
+    """Progress on one of the client's requests: publish it and restart the request's idle clock."""
+
+    outgoing: Outgoing
+    progress: Progress
+
+
+Outcome = Answered | ServerRequest | ServerCancelled | ProgressReported
+
+
+def check_frame(frame: Frame, peer: PeerState, requests: RequestTable) -> list[Outcome]:
+    """Parse an incoming frame and attach its verdicts; return what the session should do."""
+    try:
+        message = json.loads(frame.raw)
+    except UnicodeDecodeError as exc:
+        frame.parse_error = f"invalid UTF-8 at byte {exc.start}"
+        frame.rpc_kind = "invalid"
+        frame.flag("invalid-utf8", "error", "message is not valid UTF-8")
+        return []
+    except ValueError as exc:
+        frame.parse_error = str(exc)
+        frame.rpc_kind = "invalid"
+        frame.flag("invalid-json", "error", f"not JSON: {exc}")
+        return []
+    frame.message = message
+    if not isinstance(message, list):
+        outcome = check(message, frame, "", peer, requests)
+        return [outcome] if outcome is not None else []
+    frame.rpc_kind = "batch"
+    if peer.protocol_version != "2025-03-26":
+        frame.flag(
+            "batch",
+            "warning",
+            f"JSON-RPC batches belong to protocol 2025-03-26 only (this is {peer.protocol_version})",
+        )
+    if not message:
+        frame.flag("empty-batch", "error", "an empty batch is an invalid request")
+    outcomes = [check(item, frame, f"[{i}] ", peer, requests) for i, item in enumerate(message)]
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def check(message: Any, frame: Frame, at: str, peer: PeerState, requests: RequestTable) -> Outcome | None:
+    """Attach verdicts for one message (``at`` locates it in a batch) to ``frame``."""
+    if not isinstance(message, dict):
+        frame.rpc_kind = frame.rpc_kind or "invalid"
+        frame.flag("not-jsonrpc", "error", f"{at}not a JSON-RPC message object")
+        return None
+    if message.get("jsonrpc") != "2.0":
+        frame.flag("jsonrpc-version", "error", f'{at}"jsonrpc" must be "2.0"')
+    method = message.get("method")
+    has_id = "id" in message
+    if isinstance(method, str):
+        if frame.rpc_kind != "batch":
+            frame.method = method
+        if has_id and not method.startswith("notifications/"):
+            return check_request(message, method, frame, at, peer)
+        if has_id:
+            frame.flag("notification-with-id", "error", f"{at}notification {method} carries an id")
+        return check_notification(message, method, frame, at, peer, requests)
+    if method is not None:
+        frame.flag("invalid-method", "error", f"{at}method must be a string")
+        return None
+    if has_id and ("result" in message or "error" in message):
+        return check_response(message, frame, at, peer, requests)
+    frame.rpc_kind = frame.rpc_kind or "invalid"
+    frame.flag("not-jsonrpc", "error", f"{at}neither a request, a notification nor a response")
+    return None
+
+
+def check_response(
+    message: dict[str, Any], frame: Frame, at: str, peer: PeerState, requests: RequestTable
+) -> Answered | None:
+    """Response rules; a response that matches a pending request takes it off the table."""
+    request_id = message["id"]
+    is_error = "error" in message
+    if frame.rpc_kind != "batch":
+        frame.rpc_kind = "error" if is_error else "result"
+        frame.rpc_id = request_id
+    if "result" in message and is_error:
+        frame.flag("result-and-error", "error", f"{at}response carries both result and error")
+    if is_error:
+        error = message["error"]
+        if not isinstance(error, dict) or not isinstance(error.get("code"), int):
+            frame.flag("invalid-error", "error", f"{at}error must be an object with an integer code")
+        else:
+            if not isinstance(error.get("message"), str):
+                frame.flag("invalid-error", "error", f"{at}error must have a string message")
+            check_error_code(error, frame, at)
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        if request_id is None and is_error:
+            frame.note = "error response without an id (the server could not read the request)"
+            return None
+        frame.flag("invalid-id", "error", f"{at}response id must be a string or an integer")
+        return None
+    outgoing = requests.pending.pop(request_id, None)
+    if outgoing is None:
+        if request_id in requests.abandoned:
+            frame.note = f"late response to a request that was {requests.abandoned.pop(request_id)}"
+            frame.flag("late-response", "info", f"{at}response arrived after the request was given up")
+        elif isinstance(request_id, int) and 0 <= request_id < requests.next_id:
+            # Ids are issued in order: one below the next id, neither pending nor given up, was answered.
+            frame.flag("duplicate-response", "error", f"{at}a second response to request {request_id!r}")
+        else:
+            frame.flag("unknown-id", "error", f"{at}response to unknown request id {request_id!r}")
+        return None
+    if frame.rpc_kind != "batch":
+        frame.pair_seq = outgoing.frame_seq
+        frame.method = outgoing.method
+        frame.latency_ms = round((frame.mono - outgoing.sent_mono) * 1000, 3)
+    if is_error:
+        error = message["error"] if isinstance(message["error"], dict) else {}
+        code = error.get("code")
+        return Answered(
+            outgoing,
+            error=McpError(
+                code if isinstance(code, int) else 0, str(error.get("message", "")), error.get("data")
+            ),
+        )
+    result = message["result"]
+    if peer.mode == "stateless" or outgoing.method == "server/discover":
+        check_stateless_result(outgoing.method, result, frame, at)
+    if outgoing.method == "tools/list" and peer.mode == "stateless":
+        learn_tool_headers(result, frame, at, peer)
+    check_result_schema(outgoing.method, result, frame, peer)
+    return Answered(outgoing, result=result if isinstance(result, dict) else {"result": result})
+
+
+def check_result_schema(method: str, result: Any, frame: Frame, peer: PeerState) -> None:
+    """Hold a result to the negotiated revision's schema (or, while negotiating, the offered one)."""
+    if not peer.validate:
+        return
+    if peer.protocol_version:
+        frame.verdicts.extend(_schema().check_result(method, peer.protocol_version, result))
+    elif method == "server/discover":
+        probed = peer.stamp_version or LATEST_MODERN_VERSION
+        frame.verdicts.extend(_schema().check_result("server/discover", probed, result))
+    elif method == "initialize":
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if version in HANDSHAKE_VERSIONS:
+            frame.verdicts.extend(_schema().check_result("initialize", version, result))
+
+
+def check_error_code(error: dict[str, Any], frame: Frame, at: str) -> None:
+    """Name the error code on the frame; hold the stateless revision's error codes to its rules."""
+    code = error["code"]
+    name = error_name(code)
+    if name and frame.note is None and frame.rpc_kind != "batch":
+        frame.note = f"{name} ({code})"
+    if code in STATELESS_400_CODES:
+        status = frame.transport.get("http", {}).get("status")
+        if isinstance(status, int) and status != 400:
+            frame.flag(
+                "error-status",
+                "warning",
+                f"{at}error {code} ({name}) must come with HTTP 400, not {status}",
+            )
+    if code == -32020:
+        frame.flag(
+            "header-mismatch",
+            "warning",
+            f"{at}the server says the HTTP headers (MCP-Protocol-Version, Mcp-Method, Mcp-Name) "
+            f"do not match the body: {error.get('message', '')}",
+        )
+    elif code == -32022:
+        data = error.get("data")
+        supported = data.get("supported") if isinstance(data, dict) else None
+        if not isinstance(supported, list):
+            frame.flag(
+                "invalid-error",
+                "error",
+                f"{at}error -32022 must list the supported versions in data.supported",
+            )
+        elif frame.rpc_kind != "batch":
+            frame.note = f"{name} ({code}); the server supports {', '.join(map(str, supported))}"
+
+
+def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> None:
+    """Rules for results in the stateless revision: resultType, the serverInfo stamp, input_required."""
+    if not isinstance(result, dict):
+        return
+    result_type = result.get("resultType")
+    if result_type is None:
+        frame.flag("result-type", "error", f"{at}a 2026-07-28 result must carry resultType")
+    meta = result.get("_meta")
+    if not isinstance(meta, dict) or META_SERVER_INFO not in meta:
+        frame.flag(
+            "server-info",
+            "info",
+            f"{at}the result has no _meta {META_SERVER_INFO!r} (servers SHOULD send it)",
+        )
+    if result_type != "input_required":
+        return
+    if method not in INPUT_REQUIRED_METHODS:
+        frame.flag(
+            "input-required",
+            "error",
+            f"{at}{method} may not answer input_required (only tools/call, prompts/get, resources/read)",
+        )
+        return
+    requests = result.get("inputRequests")
+    if requests is None and result.get("requestState") is None:
+        frame.flag("input-required", "error", f"{at}input_required needs inputRequests or requestState")
+    if isinstance(requests, dict):
+        asked = ", ".join(
+            f"{key}: {item.get('method') if isinstance(item, dict) else '?'}"
+            for key, item in requests.items()
+        )
+        if frame.rpc_kind != "batch":
+            frame.note = f"input required ({asked or 'state only'}); the client answers and retries"
+
+
+def learn_tool_headers(result: Any, frame: Frame, at: str, peer: PeerState) -> None:
+    """Note which arguments of each listed tool go into Mcp-Param-* headers; flag bad annotations."""
+    peer.tools_learned = True
+    tools = result.get("tools") if isinstance(result, dict) else None
+    for tool in tools if isinstance(tools, list) else []:
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            continue
+        name, schema = tool["name"], tool.get("inputSchema")
+        problem = _xheaders.problem(schema)
+        if problem is not None:
+            frame.flag(
+                "x-mcp-header",
+                "error",
+                f"{at}tool {name!r}: {problem}; a conforming client drops this tool "
+                "(the inspector keeps it and sends no Mcp-Param headers for it)",
+            )
+            peer.tool_headers.pop(name, None)
+            continue
+        mapping = _xheaders.header_map(schema)
+        if mapping:
+            peer.tool_headers[name] = mapping
+        else:
+            peer.tool_headers.pop(name, None)
+
+
+def check_request(
+    message: dict[str, Any], method: str, frame: Frame, at: str, peer: PeerState
+) -> ServerRequest | None:
+    """Rules for a server→client request: its id, the capability it needs, when it came."""
+    request_id = message["id"]
+    if frame.rpc_kind != "batch":
+        frame.rpc_kind = "request"
+        frame.rpc_id = request_id
+    if not isinstance(request_id, int | str) or isinstance(request_id, bool):
+        frame.flag("invalid-id", "error", f"{at}request id must be a string or an integer, never null")
+        return None
+    if request_id in peer.server_ids:
+        frame.flag("id-reuse", "error", f"{at}the server reused request id {request_id!r}")
+    peer.server_ids.add(request_id)
+    capability = CAPABILITY_OF.get(method)
+    if capability and capability not in peer.client_capabilities:
+        frame.flag(
+            "undeclared-capability",
+            "error",
+            f"{at}{method} needs the client capability {capability!r}, which this client did not declare",
+        )
+    if method == "elicitation/create":
+        mode = (message.get("params") or {}).get("mode", "form")
+        modes = peer.client_capabilities.get("elicitation")
+        if isinstance(modes, dict) and modes and mode not in modes:
+            frame.flag("undeclared-capability", "error", f"{at}elicitation mode {mode!r} was not declared")
+    if not peer.initialized_sent and method not in EARLY_SERVER_METHODS:
+        frame.flag("before-initialized", "error", f"{at}{method} sent before the client's initialized")
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        frame.flag("invalid-params", "error", f"{at}params must be an object")
+        params = None
+    if peer.validate and peer.protocol_version:
+        frame.verdicts.extend(_schema().check_server_request(method, peer.protocol_version, params))
+    return ServerRequest(request_id, method, params or {})
+
+
+def check_notification(
+    message: dict[str, Any], method: str, frame: Frame, at: str, peer: PeerState, requests: RequestTable
+) -> ServerCancelled | ProgressReported | None:
+    """Rules for a notification: when it came, logs nobody asked for, listen streams, progress."""
+    if frame.rpc_kind != "batch":
+        frame.rpc_kind = "notification"
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        frame.flag("invalid-params", "error", f"{at}params must be an object")
+        params = None
+    params = params or {}
+    if peer.state == "initializing" and method not in EARLY_SERVER_METHODS:
+        frame.flag("before-initialized", "error", f"{at}{method} sent before initialization finished")
+    if peer.validate and peer.protocol_version:
+        frame.verdicts.extend(
+            _schema().check_server_notification(method, peer.protocol_version, params or None)
+        )
+    if method == "notifications/message" and peer.mode == "stateless" and peer.log_level is None:
+        frame.flag(
+            "unrequested-log",
+            "warning",
+            f"{at}a log message although no request asked for one ({META_LOG_LEVEL} was not sent)",
+        )
+    if peer.mode == "stateless" and (method in _listen.LISTEN_METHODS or method == _listen.ACKNOWLEDGED):
+        peer.listens.check(method, params, frame, at)
+    if method == "notifications/progress":
+        return check_progress(params, frame, at, requests)
+    if method == "notifications/cancelled":
+        request_id = params.get("requestId")
+        if not isinstance(request_id, int | str) or request_id not in peer.answering:
+            frame.note = "cancels a request that is not in flight"
+            return None
+        return ServerCancelled(request_id)
+    return None
+
+
+def check_progress(
+    params: dict[str, Any], frame: Frame, at: str, requests: RequestTable
+) -> ProgressReported | None:
+    """Progress rules: a live token, a number, and a value that keeps increasing."""
+    token = params.get("progressToken")
+    progress = params.get("progress")
+    outgoing = requests.progress.get(token) if isinstance(token, int | str) else None
+    if outgoing is None:
+        frame.flag("unknown-progress-token", "error", f"{at}progress for unknown or finished token {token!r}")
+        return None
+    if not isinstance(progress, int | float):
+        frame.flag("invalid-progress", "error", f"{at}progress must be a number")
+        return None
+    if outgoing.last_progress is not None and progress <= outgoing.last_progress:
+        frame.flag(
+            "progress-not-increasing",
+            "error",
+            f"{at}progress {progress} does not increase (last was {outgoing.last_progress})",
+        )
+    outgoing.last_progress = progress
+    total = params.get("total")
+    message = params.get("message")
+    event = Progress(
+        outgoing.id,
+        float(progress),
+        float(total) if isinstance(total, int | float) else None,
+        message if isinstance(message, str) else None,
+        0,
+    )
+    return ProgressReported(outgoing, event)
+
+
+def describe_outgoing(frame: Frame) -> None:
+    """Fill an outgoing message frame's kind, method and id (its pairing is the owner's business)."""
+    message = frame.message
+    if not isinstance(message, dict):
+        frame.rpc_kind = "batch" if isinstance(message, list) else "invalid"
+        return
+    frame.method = message.get("method")
+    frame.rpc_id = message.get("id")
+    if frame.method is None:
+        frame.rpc_kind = "error" if "error" in message else "result"
+    elif frame.rpc_id is None:
+        frame.rpc_kind = "notification"
+    else:
+        frame.rpc_kind = "request"
+
+
+def _schema() -> Any:
+    """The schema checks, imported on first use: mcp-types takes about 0.35 s to import."""
+    from . import _schema as schema
+
+    return schema
