@@ -86,7 +86,7 @@ def serve(args: Sequence[str]) -> int:
     django.setup()
     # The first run creates the SQLite database.
     call_command("migrate", interactive=False, verbosity=0)
-    from sessions.runtime import mark_orphans_lost
+    from sessions.runtime.store import mark_orphans_lost
 
     mark_orphans_lost()
 

@@ -16,7 +16,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from inspector.routing import websocket_urlpatterns  # noqa: E402
-from sessions.runtime import ensure_embedded_runtime  # noqa: E402
+from sessions.runtime.host import ensure_embedded_runtime  # noqa: E402
 
 router = ProtocolTypeRouter(
     {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from inspector.consumers import HealthConsumer
-from sessions.consumers import SessionConsumer
+from sessions.web.consumers import SessionConsumer
 
 websocket_urlpatterns = [
     path("ws/health/", HealthConsumer.as_asgi()),

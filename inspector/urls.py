@@ -9,5 +9,5 @@ from inspector import views
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("auth/", include("inspector.auth_urls")),
-    path("", include("sessions.urls")),
+    path("", include("sessions.web.urls")),
 ]

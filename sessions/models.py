@@ -9,21 +9,18 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from sessions.engine import mask_headers
+from sessions.servers import DEFAULT_PROTOCOL_VERSION, TRANSPORTS
+
 __all__ = ["McpSession", "PendingReview", "ServerConfig", "TimelineFrame"]
 
-TRANSPORTS = [
-    ("stdio", "stdio"),
-    ("http", "Streamable HTTP"),
-    ("sse", "HTTP+SSE (legacy)"),
-    ("auto", "auto-detect"),
-]
 SECRET_MASK = "••••••"
-
 
 
 def wall_time(wall: float) -> datetime:
     """A frame's (or phase's) wall-clock seconds as an aware UTC datetime."""
     return datetime.fromtimestamp(wall, tz=UTC)
+
 
 class ServerConfig(models.Model):
     """A server a person saved: how to reach it and how to talk to it."""
@@ -32,7 +29,7 @@ class ServerConfig(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="server_configs"
     )
     name = models.CharField(max_length=200)
-    transport = models.CharField(max_length=10, choices=TRANSPORTS, default="stdio")
+    transport = models.CharField(max_length=10, choices=list(TRANSPORTS), default="stdio")
     command = models.CharField(max_length=1000, blank=True)
     args = models.JSONField(default=list, blank=True)
     env = models.JSONField(default=dict, blank=True)
@@ -43,7 +40,7 @@ class ServerConfig(models.Model):
     bearer_token = models.CharField(max_length=4000, blank=True)
     verify_tls = models.BooleanField(default=True, help_text="check the server's TLS certificate")
     ca_file = models.CharField(max_length=1000, blank=True, help_text="PEM file of CA certificates to trust")
-    protocol_version = models.CharField(max_length=20, default="2025-11-25")
+    protocol_version = models.CharField(max_length=20, default=DEFAULT_PROTOCOL_VERSION)
     mode = models.CharField(max_length=20, default="handshake", help_text="handshake, stateless or auto")
     capabilities = models.JSONField(default=dict, blank=True)
     timeout = models.FloatField(default=60.0)
@@ -83,8 +80,6 @@ class ServerConfig(models.Model):
 
 def masked_config(config: dict[str, Any]) -> dict[str, Any]:
     """Return a config fit to show: bearer token, secret env values and credential headers masked."""
-    from sessions.engine import mask_headers
-
     shown = dict(config)
     secret = set(config.get("secret_env", []))
     shown["env"] = {k: SECRET_MASK if k in secret else v for k, v in config.get("env", {}).items()}
@@ -282,38 +277,13 @@ class PendingReview(models.Model):
         return f"{self.method} ({self.status})"
 
     @property
-    def template_name(self) -> str:
-        """The partial under templates/sessions/reviews/ that renders this request's review card."""
-        if self.method == "sampling/createMessage":
-            return "_sampling.html"
-        if self.method == "elicitation/create":
-            return "_elicitation_url.html" if self.is_url_elicitation else "_elicitation_form.html"
-        if self.method == "roots/list":
-            return "_roots.html"
-        return "_generic.html"
-
-    @property
     def is_url_elicitation(self) -> bool:
         return self.method == "elicitation/create" and self.params.get("mode") == "url"
-
-    @property
-    def elicitation_fields(self) -> list[Any]:
-        """The inputs of a form-mode elicitation, defaults filled in."""
-        from sessions.elicitation_forms import fields_of
-
-        return fields_of(self.params.get("requestedSchema"))
 
     def current_roots(self) -> list[Any]:
         """The session's roots as stored now (a live view's copy of the session may be older)."""
         roots = McpSession.objects.filter(pk=self.session_id).values_list("roots", flat=True).first()
         return list(roots or [])
-
-    @property
-    def suggested_roots_text(self) -> str:
-        """The session's current roots, one "URI name" a line."""
-        from sessions.reviews_views import roots_text
-
-        return roots_text(self.current_roots())
 
     @property
     def suggested_answer(self) -> dict[str, Any]:

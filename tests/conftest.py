@@ -251,7 +251,7 @@ async def no_runtime_outlives_its_test() -> AsyncIterator[None]:
     yield
     from channels.layers import get_channel_layer
 
-    from sessions.runtime import stop_embedded_runtime
+    from sessions.runtime.host import stop_embedded_runtime
 
     await stop_embedded_runtime("the test ended")
     layer = get_channel_layer()

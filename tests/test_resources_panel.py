@@ -12,14 +12,16 @@ from web_support import (
     live_runtime,
     logged_in_client,
     make_user,
+    request,
     start_session,
     stdio_config,
     wait_until,
 )
 
-from sessions import commands, live
 from sessions.models import McpSession, TimelineFrame
-from sessions.resources_views import expand_uri_template, marker_id, template_variables
+from sessions.web import live
+from sessions.web.resources import marker_id
+from sessions.web.uri_templates import expand_uri_template, template_variables
 
 ARCHITECTURE = "demo://resource/static/document/architecture.md"
 TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
@@ -290,9 +292,7 @@ async def test_logging_sets_the_level_shows_log_lines_filtered_and_pings(everyth
         assert response.status_code == 200
         assert '<option value="debug" selected>' in response.content.decode()
 
-        answer = await commands.request(
-            session, "tools/call", {"name": "toggle-simulated-logging", "arguments": {}}
-        )
+        answer = await request(session, "tools/call", {"name": "toggle-simulated-logging", "arguments": {}})
         assert answer["event"] == "done"
         await wait_until(
             lambda: TimelineFrame.objects.filter(session=session, method="notifications/message").exists()
@@ -328,7 +328,7 @@ async def test_a_subscribed_resource_is_marked_and_its_updates_arrive_live(every
         assert "subscribed" in panel and f'id="{marker_id(ARCHITECTURE)}"' in panel
         assert f'aria-label="Unsubscribe from {ARCHITECTURE}"' in panel
 
-        await commands.request(session, "tools/call", {"name": "toggle-subscriber-updates", "arguments": {}})
+        await request(session, "tools/call", {"name": "toggle-subscriber-updates", "arguments": {}})
         updated = await wait_until(
             lambda: TimelineFrame.objects.filter(
                 session=session, method="notifications/resources/updated"
@@ -342,7 +342,7 @@ async def test_a_subscribed_resource_is_marked_and_its_updates_arrive_live(every
         fragments = live.fragments(session, rows)
         assert len(fragments) == 1 and marker_id(ARCHITECTURE) in fragments[0]
 
-        await commands.request(session, "tools/call", {"name": "toggle-subscriber-updates", "arguments": {}})
+        await request(session, "tools/call", {"name": "toggle-subscriber-updates", "arguments": {}})
         panel = (
             await client.post(
                 url(session, "resources/subscribe"), {"uri": ARCHITECTURE, "action": "unsubscribe"}

@@ -20,15 +20,15 @@ from web_support import (
     live_runtime,
     logged_in_client,
     make_user,
+    request,
     start_session,
     stdio_config,
     wait_until,
     waiting_review,
 )
 
-from sessions import commands
-from sessions.elicitation_forms import fields_of, validate
 from sessions.models import McpSession, PendingReview
+from sessions.web.elicitation_forms import fields_of, validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,7 +41,7 @@ def config(spec: dict[str, Any], **capabilities: Any) -> dict[str, Any]:
 
 def call_tool(session: McpSession, name: str, arguments: dict[str, Any] | None = None) -> asyncio.Future[Any]:
     params = {"name": name, "arguments": arguments or {}}
-    return asyncio.ensure_future(commands.request(session, "tools/call", params, wait=CALL_WAIT))
+    return asyncio.ensure_future(request(session, "tools/call", params, wait=CALL_WAIT))
 
 
 async def tool_text(call: asyncio.Future[Any]) -> str:

@@ -12,6 +12,7 @@ from web_support import (
     frames_of,
     live_runtime,
     make_user,
+    request,
     session_communicator,
     start_session,
     stdio_config,
@@ -20,9 +21,10 @@ from web_support import (
     waiting_review,
 )
 
-from sessions import commands
 from sessions.models import McpSession, PendingReview, TimelineFrame
-from sessions.timeline import TimelineFilter, page_of_rows
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.timeline.queries import TimelineFilter, page_of_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -37,12 +39,10 @@ async def test_a_session_records_every_frame_in_order_and_answers_requests(every
         session = await start_session(alice, everything(everything_stdio))
         assert session.protocol_version == "2025-11-25"
         assert session.server_info["name"] == "mcp-servers/everything"
-        answer = await commands.request(
-            session, "tools/call", {"name": "echo", "arguments": {"message": "hi"}}
-        )
+        answer = await request(session, "tools/call", {"name": "echo", "arguments": {"message": "hi"}})
         assert answer["event"] == "done"
         assert answer["result"]["content"][0]["text"] == "Echo: hi"
-        await commands.call(session, "disconnect")
+        await client.call(session, m.Disconnect())
         await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
     frames = await frames_of(session)
     assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
@@ -56,14 +56,14 @@ async def test_a_reconnect_continues_the_same_timeline_without_reusing_ids(every
     async with live_runtime():
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
-        await commands.request(session, "ping")
-        await commands.call(session, "disconnect")
+        await request(session, "ping")
+        await client.call(session, m.Disconnect())
         await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
-        await commands.start_session(session)
+        await client.start_session(session)
         session = await wait_until(
             lambda: (s := McpSession.objects.get(pk=session.pk)).status == "ready" and s.worker_channel and s
         )
-        await commands.request(session, "ping")
+        await request(session, "ping")
     frames = await frames_of(session)
     assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
     ids = [f.rpc_id for f in frames if f.direction == "out" and f.rpc_kind == "request"]
@@ -88,7 +88,7 @@ async def test_the_consumer_sends_frames_after_n_then_live_ones_without_gaps_or_
         first = await communicator.receive_from(timeout=10)
         assert 'id="f-4"' in first and 'id="f-3"' not in first
         assert f'id="f-{stored}"' in first
-        await commands.request(session, "tools/call", {"name": "echo", "arguments": {"message": "live"}})
+        await request(session, "tools/call", {"name": "echo", "arguments": {"message": "live"}})
         seen = first
         async with asyncio.timeout(10):
             while "Echo: live" not in seen:
@@ -115,7 +115,7 @@ async def test_a_sampling_request_is_stored_for_review_and_answered_through_the_
         session = await start_session(alice, everything(everything_stdio))
         await wait_for_tool(session, "trigger-sampling-request")
         call = asyncio.ensure_future(
-            commands.request(
+            request(
                 session,
                 "tools/call",
                 {"name": "trigger-sampling-request", "arguments": {"prompt": "hey"}},
@@ -129,7 +129,7 @@ async def test_a_sampling_request_is_stored_for_review_and_answered_through_the_
             "model": "person",
             "stopReason": "endTurn",
         }
-        await commands.call(session, "respond", key=review.key, result=answer, edited=True, user_id=alice.pk)
+        await client.call(session, m.Respond(review.key, answer, edited=True, user_id=alice.pk))
         outcome = await asyncio.wait_for(call, 30)
         assert "hello back" in str(outcome["result"])
         review = await wait_until(
@@ -143,7 +143,7 @@ async def test_the_consumer_filters_and_pages_on_request_and_resumes_live(everyt
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
         for n in range(3):
-            await commands.request(session, "tools/call", {"name": "echo", "arguments": {"message": f"m{n}"}})
+            await request(session, "tools/call", {"name": "echo", "arguments": {"message": f"m{n}"}})
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=0")
         connected, _ = await communicator.connect(timeout=10)
         assert connected
@@ -174,7 +174,7 @@ async def test_the_timeline_filters_by_the_rule_a_frame_broke(bad_stdio: Any) ->
         alice = await make_user()
         spec = bad_stdio("violations")
         session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
-        await commands.request(session, "tools/list")
+        await request(session, "tools/list")
         await wait_until(lambda: TimelineFrame.objects.filter(session=session, worst="error").count() >= 4)
 
         def seqs(rule: str) -> list[int]:
@@ -198,7 +198,7 @@ async def test_a_withdrawn_server_request_leaves_the_review_withdrawn(bad_stdio:
         alice = await make_user()
         spec = bad_stdio("withdraw")
         session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
-        outcome = await commands.request(session, "tools/call", {"name": "t", "arguments": {}}, wait=10)
+        outcome = await request(session, "tools/call", {"name": "t", "arguments": {}}, wait=10)
         assert outcome["result"]["content"][0]["text"] == "withdrawn"
         review = await wait_until(
             lambda: PendingReview.objects.filter(session=session, status="withdrawn").first()
@@ -213,8 +213,8 @@ async def test_reconnecting_while_the_old_owner_is_still_stopping_starts_a_new_o
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
         old_channel = session.worker_channel
-        await commands.call(session, "disconnect")
-        await commands.start_session(session)  # at once: the old owner is still closing the server
+        await client.call(session, m.Disconnect())
+        await client.start_session(session)  # at once: the old owner is still closing the server
         renewed = await wait_until(
             lambda: (
                 (s := McpSession.objects.get(pk=session.pk)).status == "ready"
@@ -222,4 +222,4 @@ async def test_reconnecting_while_the_old_owner_is_still_stopping_starts_a_new_o
                 and s
             )
         )
-        assert (await commands.request(renewed, "ping"))["event"] == "done"
+        assert (await request(renewed, "ping"))["event"] == "done"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessions.schema_forms import FormField, build_form, default_arguments, parse_submission
+from sessions.web.schema_forms import FormField, build_form, default_arguments, parse_submission
 
 
 def fields(schema: dict[str, Any], data: dict[str, str] | None = None) -> dict[str, FormField]:

@@ -17,13 +17,13 @@ from web_support import (
     live_runtime,
     logged_in_client,
     make_user,
+    request,
     start_session,
     stdio_config,
     wait_until,
 )
 
-from sessions import commands
-from sessions.mcpservers import ConfigError, parse_servers
+from sessions.config_files import ConfigError, parse_servers
 from sessions.models import McpSession, ServerConfig, TimelineFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -270,7 +270,7 @@ async def test_a_request_with_bad_params_is_refused_before_it_reaches_the_server
 def test_sessions_left_live_by_a_dead_process_are_marked_lost_at_start_up() -> None:
     from django.contrib.auth.models import User
 
-    from sessions.runtime import mark_orphans_lost
+    from sessions.runtime.store import mark_orphans_lost
 
     alice = User.objects.create_user("carol")
     live = McpSession.objects.create(owner=alice, name="a", config={}, status="ready", worker_channel="x!y")
@@ -453,7 +453,7 @@ def test_a_cli_record_file_opens_as_a_session(tmp_path: Path) -> None:
     from django.contrib.auth.models import User
     from test_cli import result_of, run_cli
 
-    from sessions.recordings import import_recording
+    from sessions.timeline.recordings import import_recording
 
     record = tmp_path / "call.jsonl"
     server = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_server.py"), "stdio"]
@@ -491,7 +491,7 @@ async def test_search_finds_frames_across_sessions_by_rule_method_status_and_wor
         bob = await make_user("bob")
         spec = bad_stdio("violations")
         bobs = await start_session(bob, stdio_config(spec["command"], spec["args"], name="bob's"))
-        await commands.request(bobs, "tools/list")
+        await request(bobs, "tools/list")
         await wait_until(lambda: TimelineFrame.objects.filter(session=bobs, worst="error").count() >= 4)
 
     async def search(q: str) -> str:
@@ -532,11 +532,11 @@ async def test_comparing_sessions_shows_added_removed_and_changed_items_with_dif
         alice = await make_user()
         client = await logged_in_client(alice)
         before = await start_session(alice, stdio_config(sys.executable, [SDK_SERVER, "stdio"]))
-        await commands.request(before, "tools/list")
-        await commands.request(before, "prompts/list")
+        await request(before, "tools/list")
+        await request(before, "prompts/list")
         config = stdio_config(sys.executable, [SDK_STATELESS, "stdio"], protocol_version="2026-07-28")
         after = await start_session(alice, {**config, "mode": "stateless"})
-        await commands.request(after, "tools/list")
+        await request(after, "tools/list")
 
     async def compare(a: McpSession, b: McpSession) -> str:
         response = await client.get("/compare", {"a": str(a.public_id), "b": str(b.public_id)})
@@ -589,7 +589,7 @@ async def test_a_session_exports_as_a_collection_that_the_cli_runs_green(tmp_pat
             ("tools/call", {"name": "fail", "arguments": {}}),
             ("prompts/get", {"name": "no-such-prompt"}),
         ):
-            await commands.request(session, method, params)
+            await request(session, method, params)
         response = await client.get(f"/s/{session.public_id}/collection.json")
     assert response["Content-Disposition"].startswith('attachment; filename="mcp-collection-')
     document = json.loads(response.content)

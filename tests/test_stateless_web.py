@@ -13,16 +13,18 @@ from web_support import (
     live_runtime,
     logged_in_client,
     make_user,
+    request,
     start_session,
     stdio_config,
     wait_until,
     waiting_review,
 )
 
-from sessions import commands
 from sessions.engine import LISTEN_ACKNOWLEDGED as ACK
 from sessions.models import McpSession, PendingReview, TimelineFrame
-from sessions.resources_views import marker_id
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.web.resources import marker_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,9 +43,7 @@ async def test_a_stateless_session_answers_an_input_required_call_through_a_revi
         page = (await client.get(f"/s/{session.public_id}/")).content.decode()
         assert "stateless" in page
         call = asyncio.ensure_future(
-            commands.request(
-                session, "tools/call", {"name": "confirm_name", "arguments": {"greeting": "Hi"}}, wait=30
-            )
+            request(session, "tools/call", {"name": "confirm_name", "arguments": {"greeting": "Hi"}}, wait=30)
         )
         review = await waiting_review(session, "elicitation/create")
         assert review.params["message"] == "Who is there?"
@@ -65,7 +65,7 @@ async def test_auto_mode_falls_back_to_the_handshake_and_says_why(everything_std
         assert session.mode == "handshake" and session.protocol_version == "2025-11-25"
         notes = [phase["note"] for phase in session.phases]
         assert any(note.startswith("handshake: server/discover failed") for note in notes), notes
-        await commands.call(session, "disconnect")
+        await client.call(session, m.Disconnect())
         await wait_until(lambda: McpSession.objects.get(pk=session.pk).status == "closed")
 
 
@@ -89,9 +89,7 @@ async def test_a_stateless_subscription_rides_subscriptions_listen_and_updates_a
         )
         assert await listens.acount() == 2
 
-        await commands.request(
-            session, "tools/call", {"name": "touch", "arguments": {"uri": "info://server"}}
-        )
+        await request(session, "tools/call", {"name": "touch", "arguments": {"uri": "info://server"}})
         await wait_until(
             lambda: TimelineFrame.objects.filter(
                 session=session, method="notifications/resources/updated"

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from web_support import live_runtime, logged_in_client, make_user, start_session, stdio_config, wait_until
 
-from sessions.calls import latest_result
 from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.listings import latest_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
 
-from sessions import workers
 from sessions.models import EngineWorker, McpSession
+from sessions.runtime import workers
 
 pytestmark = pytest.mark.django_db
 

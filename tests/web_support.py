@@ -17,9 +17,10 @@ from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_l
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 
-from sessions import commands
 from sessions.models import McpSession, PendingReview, TimelineFrame
-from sessions.runtime import ensure_embedded_runtime, stop_embedded_runtime
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.runtime.host import ensure_embedded_runtime, stop_embedded_runtime
 
 WAIT = 20.0
 
@@ -93,7 +94,7 @@ async def start_session(user: User, config: dict[str, Any], roots: list[Any] | N
     session = await McpSession.objects.acreate(
         owner=user, name=config["name"], config=config, roots=roots or []
     )
-    await commands.start_session(session)
+    await client.start_session(session)
 
     def ready() -> McpSession | None:
         session.refresh_from_db()
@@ -144,7 +145,7 @@ async def wait_for_tool(session: McpSession, name: str, timeout: float = WAIT) -
     async with asyncio.timeout(timeout):
         while True:
             seen = await database_sync_to_async(changes)()
-            answer = await commands.request(session, "tools/list", None, wait=timeout)
+            answer = await request(session, "tools/list", None, wait=timeout)
             if name in {t["name"] for t in answer.get("result", {}).get("tools", [])}:
                 return
             await wait_until(lambda seen=seen: changes() > seen)
@@ -161,3 +162,19 @@ def finish(response: Any) -> None:
         response.close()
     finally:
         request_finished.connect(close_old_connections)
+
+
+async def request(
+    session: McpSession,
+    method: str,
+    params: dict[str, Any] | None = None,
+    *,
+    wait: float = 2.0,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Send an MCP request through the session's owner; its outcome as one dict for assertions:
+    ``{"event": "done", "result"|"error": …, "rpc_id", …}``, or ``{"event": "started", "rpc_id"}``."""
+    answer = await client.request(session, m.Request(method, params, wait=wait, **fields))
+    if isinstance(answer, m.Done):
+        return {"event": "done", **answer.outcome}
+    return {"event": "started", "rpc_id": answer.rpc_id}

@@ -10,6 +10,12 @@ from typing import Any
 
 from django import template
 
+from sessions.models import PendingReview
+from sessions.web.elicitation_forms import fields_of
+from sessions.web.llm import configured_model
+from sessions.web.reviews import card_template, http_url
+from sessions.web.roots import roots_text
+
 register = template.Library()
 
 _MEDIA_TYPE = re.compile(r"^(image|audio)/[a-z0-9.+-]+$", re.IGNORECASE)
@@ -18,10 +24,26 @@ _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
 
 @register.simple_tag
 def llm_model() -> str:
-    """The model that drafts sampling replies (sessions/llm.py), or "" when none is configured."""
-    from sessions.llm import configured_model
-
+    """The model that drafts sampling replies (sessions/web/llm.py), or "" when none is configured."""
     return configured_model()
+
+
+@register.filter
+def review_card(review: PendingReview) -> str:
+    """The template of a waiting request's review card."""
+    return card_template(review)
+
+
+@register.filter
+def suggested_roots(review: PendingReview) -> str:
+    """The session's current roots, one "URI name" a line: where a roots/list answer starts."""
+    return roots_text(review.current_roots())
+
+
+@register.filter
+def or_elicitation_fields(given: Any, review: PendingReview) -> Any:
+    """The inputs already validated (``given``), else those of the elicitation, defaults filled in."""
+    return given or fields_of(review.params.get("requestedSchema"))
 
 
 @register.filter
@@ -57,11 +79,7 @@ def get(mapping: Any, key: str) -> Any:
     return mapping.get(key) if isinstance(mapping, dict) else None
 
 
-@register.filter
-def http_url(value: Any) -> str:
-    """Return the value if it is an http(s) URL, else "": never link javascript: or data: URLs."""
-    text = str(value or "")
-    return text if text.lower().startswith(("http://", "https://")) else ""
+register.filter(http_url)
 
 
 @register.filter

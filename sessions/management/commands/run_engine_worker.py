@@ -10,8 +10,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from sessions import workers
-from sessions.runtime import Runtime, in_db_thread
+from sessions.runtime import workers
+from sessions.runtime.host import Runtime
+from sessions.runtime.store import in_db_thread
 
 log = logging.getLogger(__name__)
 

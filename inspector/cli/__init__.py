@@ -1,0 +1,244 @@
+"""``mcp-inspector --cli``: call one MCP method on a server and print the result as JSON.
+
+A drop-in for the official inspector's CLI mode (npm ``@modelcontextprotocol/inspector --cli``)::
+
+    mcp-inspector --cli node build/index.js --method tools/list
+    mcp-inspector --cli https://example.com/mcp --method tools/call --tool-name echo --tool-arg message=hi
+    mcp-inspector --cli --config mcp.json --server everything --method prompts/list
+
+Exit codes: 0 success (a tool result with ``isError`` is still printed and exits 0, as the official CLI
+does), 1 the call failed (JSON-RPC error, transport failure, timeout, bad config), 2 usage error,
+130 interrupted. Every failure is one ``error: ...`` line on stderr.
+
+Start-up cost matters here: at load time this package imports the standard library and the engine's
+pure-asyncio core only; httpx comes in for URL targets, and mcp-types only with ``--record``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from inspector.cli.arguments import METHODS, STATELESS_VERSIONS, CliError, Invocation, UsageError, parse_args
+
+if TYPE_CHECKING:
+    from sessions.engine import ClientSession, Event, Frame, PendingRequest
+
+__all__ = ["main"]
+
+# --- the call ---------------------------------------------------------------------------------------------
+
+
+async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
+    method = inv.method
+    list_key = METHODS[method][1]
+    if list_key is not None:
+        return await _list_all(session, method, list_key)
+    if method == "tools/call":
+        assert inv.tool_name is not None
+        return await session.call_tool(inv.tool_name, inv.tool_args)
+    if method == "resources/read":
+        assert inv.uri is not None
+        return await session.read_resource(inv.uri)
+    if method == "prompts/get":
+        assert inv.prompt_name is not None
+        return await session.get_prompt(inv.prompt_name, inv.prompt_args)
+    if method == "logging/setLevel":
+        assert inv.log_level is not None
+        return await session.set_logging_level(inv.log_level)
+    return await session.request("ping", progress=False)
+
+
+async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, Any]:
+    """Fetch every page; return the first page's result with all items and no nextCursor."""
+    from sessions.engine import EngineError
+
+    result: dict[str, Any] | None = None
+    items: list[Any] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    while True:
+        page = await session.list_page(method, cursor)
+        if result is None:
+            result = dict(page)
+        found = page.get(key)
+        if isinstance(found, list):
+            items.extend(found)
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+        if cursor in seen:
+            raise EngineError(f"{method} returned cursor {cursor!r} twice")
+        seen.add(cursor)
+    result.pop("nextCursor", None)
+    result[key] = items
+    return result
+
+
+async def _refuse(request: PendingRequest) -> dict[str, Any]:
+    from sessions.engine import McpError
+
+    raise McpError(-32601, f"the inspector CLI cannot answer {request.method}")
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _Failure(Exception):
+    """The call failed; the message is ready to print.
+
+    ``transport`` marks failures of the connection itself, where the server's last stderr line
+    (a stack trace's last line, "address in use", ...) usually says why.
+    """
+
+    def __init__(self, message: str, *, transport: bool = False) -> None:
+        super().__init__(message)
+        self.transport = transport
+
+
+async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> dict[str, Any]:
+    from sessions.engine import (
+        ClientCapabilities,
+        ClientOptions,
+        EngineError,
+        Frame,
+        McpError,
+        RequestTimeout,
+        connect,
+    )
+
+    options = ClientOptions(
+        protocol_version=inv.protocol_version,
+        mode="stateless" if inv.protocol_version in STATELESS_VERSIONS else "handshake",
+        # Like the official CLI: a client that declares no capabilities.
+        capabilities=ClientCapabilities(
+            roots=False, sampling=False, elicitation_form=False, elicitation_url=False
+        ),
+        client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
+        timeout=inv.timeout,
+        max_total_timeout=max(600.0, inv.timeout),
+        validate=inv.record is not None or inv.collection is not None,
+    )
+    session = connect(inv.target, options)
+    for method in ("sampling/createMessage", "elicitation/create"):
+        session.handlers[method] = _refuse
+
+    def watch(event: Event) -> None:
+        if isinstance(event, Frame):
+            frames.append(event)
+            if event.kind == "stderr":
+                line = event.text.strip()
+                if line:
+                    stderr_tail[:] = [line]
+
+    session.subscribe(watch)
+    try:
+        await session.__aenter__()
+    except RequestTimeout:
+        raise _Failure(
+            f"cannot connect: no answer to initialize within {inv.timeout:g} s", transport=True
+        ) from None
+    except McpError as exc:
+        raise _Failure(f"cannot connect: initialize failed: {exc}") from None
+    except EngineError as exc:
+        raise _Failure(f"cannot connect: {exc}", transport=True) from None
+    try:
+        if inv.collection is not None:
+            from inspector.cli.collection import run
+
+            return await run(session, inv.collection, frames)
+        try:
+            return await _call(session, inv)
+        except McpError as exc:
+            detail = f"{inv.method} failed: {exc}"
+            if exc.data is not None:
+                detail += f"; data: {json.dumps(exc.data, ensure_ascii=False)}"
+            raise _Failure(detail) from None
+        except RequestTimeout as exc:
+            raise _Failure(f"no response to {inv.method}: {exc}", transport=True) from None
+        except EngineError as exc:
+            raise _Failure(f"{inv.method} failed: {exc}", transport=True) from None
+    finally:
+        await session.aclose()
+
+
+def _write_record(path: str, frames: list[Frame]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for frame in frames:
+            fh.write(json.dumps(frame.to_dict(), ensure_ascii=False) + "\n")
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
+    sys.stdout.buffer.write(text.encode("utf-8"))
+    sys.stdout.flush()
+
+
+def _fail(message: str, code: int) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        print(f"error: {_one_line(message)}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the process exit code. Never raises, never prints a traceback."""
+    try:
+        args = list(sys.argv[1:] if argv is None else argv)
+        try:
+            inv = parse_args(args)
+        except UsageError as exc:
+            return _fail(f"{exc} (see mcp-inspector --cli --help)", 2)
+        except CliError as exc:
+            return _fail(str(exc), 1)
+        except SystemExit as exc:  # --help
+            return exc.code if isinstance(exc.code, int) else 0
+
+        if inv.record is not None:
+            try:
+                open(inv.record, "w", encoding="utf-8").close()
+            except OSError as exc:
+                return _fail(f"cannot write --record file {inv.record}: {exc.strerror or exc}", 1)
+
+        import asyncio
+
+        frames: list[Frame] = []
+        stderr_tail: list[str] = []
+        try:
+            result = asyncio.run(_run(inv, frames, stderr_tail))
+        except _Failure as exc:
+            message = str(exc)
+            if exc.transport and stderr_tail:
+                message += f" (server stderr: {_one_line(stderr_tail[0], 200)})"
+            return _fail(message, 1)
+        finally:
+            if inv.record is not None:
+                try:
+                    _write_record(inv.record, frames)
+                except OSError as exc:
+                    _fail(f"cannot write --record file {inv.record}: {exc.strerror or exc}", 1)
+        if inv.junit is not None:
+            from inspector.cli.collection import junit
+
+            try:
+                with open(inv.junit, "w", encoding="utf-8") as fh:
+                    fh.write(junit(result, inv.collection_name))
+            except OSError as exc:
+                return _fail(f"cannot write --junit file {inv.junit}: {exc.strerror or exc}", 1)
+        try:
+            _print_result(result)
+        except BrokenPipeError:
+            # The reader went away (| head): not our failure; keep Python quiet at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if inv.collection is not None and result["failed"]:
+            return _fail(f"{result['failed']} of {len(result['steps'])} collection steps failed", 1)
+        return 0
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:  # a bug, or something nobody foresaw: still one line
+        return _fail(f"unexpected {type(exc).__name__}: {exc}", 1)

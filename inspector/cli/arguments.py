@@ -1,0 +1,374 @@
+"""The CLI's command line: options, the target (a command, a URL, or a config file's server), the call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from sessions.servers import LOG_LEVELS, STATELESS_VERSIONS, build_target
+from sessions.servers import PROTOCOL_VERSIONS as ALL_VERSIONS
+
+if TYPE_CHECKING:
+    from sessions.engine import Target
+
+__all__ = ["CliError", "Invocation", "UsageError", "parse_args"]
+
+# Handshake revisions to offer, and the stateless ones (server/discover, no initialize).
+PROTOCOL_VERSIONS = tuple(v for v in ALL_VERSIONS if v not in STATELESS_VERSIONS)
+TRANSPORTS = ("stdio", "sse", "http", "streamable-http")
+DEFAULT_TIMEOUT = 60.0
+
+# Method -> (the option it needs, or None; the list key for paginated methods, or None).
+METHODS: dict[str, tuple[str | None, str | None]] = {
+    "tools/list": (None, "tools"),
+    "tools/call": ("tool_name", None),
+    "resources/list": (None, "resources"),
+    "resources/read": ("uri", None),
+    "resources/templates/list": (None, "resourceTemplates"),
+    "prompts/list": (None, "prompts"),
+    "prompts/get": ("prompt_name", None),
+    "logging/setLevel": ("log_level", None),
+    "ping": (None, None),
+}
+REQUIRED_OPTION = {
+    "tool_name": "--tool-name",
+    "uri": "--uri",
+    "prompt_name": "--prompt-name",
+    "log_level": "--log-level",
+}
+
+
+class UsageError(Exception):
+    """The command line is wrong: exit 2."""
+
+
+class CliError(Exception):
+    """Something the user can fix that is not a command-line mistake (config file, record file): exit 1."""
+
+
+@dataclass
+class Invocation:
+    """Everything parsed from the command line, with the target resolved."""
+
+    method: str
+    target: Target
+    tool_name: str | None = None
+    tool_args: dict[str, Any] = field(default_factory=dict)
+    uri: str | None = None
+    prompt_name: str | None = None
+    prompt_args: dict[str, str] = field(default_factory=dict)
+    log_level: str | None = None
+    protocol_version: str = PROTOCOL_VERSIONS[-1]
+    timeout: float = DEFAULT_TIMEOUT
+    record: str | None = None
+    collection: list[Any] | None = None
+    """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
+    junit: str | None = None
+    collection_name: str = "collection"
+
+
+# --- the command line -------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="mcp-inspector --cli",
+        usage="mcp-inspector --cli TARGET [ARGS...] --method METHOD [options]  (or: ... -- TARGET [ARGS...])",
+        description=(
+            "Call one MCP method and print its result as JSON. TARGET is a command to run over stdio "
+            "or an http(s) URL; the target and its arguments may also follow `--`."
+        ),
+        allow_abbrev=False,
+    )
+    parser.add_argument("--cli", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--method", help="method to call: " + ", ".join(METHODS))
+    parser.add_argument("--tool-name", help="tool name (tools/call)")
+    parser.add_argument(
+        "--tool-arg",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="tool argument; a value that parses as JSON is sent as JSON, else as a string (repeatable)",
+    )
+    parser.add_argument("--uri", help="resource URI (resources/read)")
+    parser.add_argument("--prompt-name", help="prompt name (prompts/get)")
+    parser.add_argument(
+        "--prompt-args",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="KEY=VALUE",
+        help="prompt argument (repeatable)",
+    )
+    parser.add_argument("--log-level", choices=LOG_LEVELS, help="level for logging/setLevel")
+    parser.add_argument(
+        "--transport",
+        choices=TRANSPORTS,
+        help="stdio, sse or http; by default commands use stdio and URLs ending in /sse use sse, "
+        "those ending in /mcp use http, and any other URL tries http then falls back to sse",
+    )
+    parser.add_argument("--server-url", help="server URL (an alternative to a URL TARGET)")
+    parser.add_argument(
+        "--header",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar='"NAME: VALUE"',
+        help="HTTP header for URL targets (repeatable)",
+    )
+    parser.add_argument(
+        "-e",
+        dest="env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment variable for a stdio server (repeatable)",
+    )
+    parser.add_argument("--config", metavar="FILE", help='JSON file with "mcpServers" (or "servers")')
+    parser.add_argument("--server", metavar="NAME", help="server name in --config")
+    parser.add_argument(
+        "--protocol-version",
+        choices=(*PROTOCOL_VERSIONS, *STATELESS_VERSIONS),
+        default=PROTOCOL_VERSIONS[-1],
+        help=f"protocol version to offer (default {PROTOCOL_VERSIONS[-1]}); "
+        f"{', '.join(STATELESS_VERSIONS)} connects statelessly (server/discover, no initialize)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"request timeout, which also bounds connecting (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="do not verify the server's TLS certificate (a self-signed one, say)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="FILE",
+        help="PEM file of CA certificates to trust instead of the public ones (a local CA, mkcert)",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write every frame as JSON Lines to FILE (turns on schema validation)",
+    )
+    parser.add_argument(
+        "--collection",
+        metavar="FILE",
+        help="run the saved requests of a collection file, checking their expectations (instead of --method)",
+    )
+    parser.add_argument("--junit", metavar="FILE", help="with --collection: also write a JUnit XML report")
+    return parser
+
+
+def _split_pair(text: str, what: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise UsageError(f"invalid {what} {text!r}: use KEY=VALUE")
+    return key, value
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value
+
+
+def _parse_header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or not value:
+        raise UsageError(f'invalid --header {text!r}: use "Name: value"')
+    return name, value
+
+
+def parse_args(argv: Sequence[str]) -> Invocation:
+    """Turn the command line into an Invocation; raise UsageError (or CliError for config files)."""
+    args = list(argv)
+    if "--" in args:
+        at = args.index("--")
+        before, after = args[:at], args[at + 1 :]
+    else:
+        before, after = args, []
+    # Unknown options and bare words before `--` belong to the target, in order (like the official CLI).
+    opts, extra = _build_parser().parse_known_args(before)
+    words = [*extra, *after]
+
+    steps = None
+    if opts.collection:
+        if opts.method:
+            raise UsageError("--collection runs its own requests: leave out --method")
+        from inspector.cli.collection import CollectionError, load
+
+        try:
+            steps = load(opts.collection)
+        except CollectionError as exc:
+            raise CliError(str(exc)) from None
+        opts.method = "collection"
+    elif opts.junit:
+        raise UsageError("--junit goes with --collection")
+    if not opts.method:
+        raise UsageError("--method is required (one of: " + ", ".join(METHODS) + "), or --collection FILE")
+    if opts.method not in METHODS and steps is None:
+        raise UsageError(f"unsupported method {opts.method!r}; choose one of: " + ", ".join(METHODS))
+    needed = METHODS[opts.method][0] if steps is None else None
+    if needed is not None and not getattr(opts, needed):
+        raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
+    if not opts.timeout > 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if opts.server and not opts.config:
+        raise UsageError("--server requires --config")
+
+    tool_args = {}
+    for pair in opts.tool_arg:
+        key, value = _split_pair(pair, "--tool-arg")
+        tool_args[key] = _json_or_text(value)
+    prompt_args = {}
+    for pair in opts.prompt_args:
+        key, value = _split_pair(pair, "--prompt-args")
+        parsed = _json_or_text(value)
+        # Prompt arguments are strings on the wire; JSON only unquotes a quoted string.
+        prompt_args[key] = parsed if isinstance(parsed, str) else value
+    env = dict(_split_pair(pair, "-e") for pair in opts.env)
+    headers = dict(_parse_header(h) for h in opts.header)
+
+    transport = "http" if opts.transport == "streamable-http" else opts.transport
+    if opts.config:
+        target = _target_from_config(opts.config, opts.server, words, env, headers, transport, opts.timeout)
+    else:
+        if opts.server_url and not words:
+            words = [opts.server_url]
+        target = _target_from_words(words, env, headers, transport, opts.timeout)
+
+    if opts.insecure or opts.ca_file:
+        if not hasattr(target, "verify_tls"):
+            raise UsageError("--insecure and --ca-file apply to http(s) servers only")
+        if opts.ca_file and not os.path.isfile(opts.ca_file):
+            raise UsageError(f"--ca-file: no such file {opts.ca_file!r}")
+        target.verify_tls = not opts.insecure  # type: ignore[union-attr]
+        target.ca_file = opts.ca_file  # type: ignore[union-attr]
+
+    return Invocation(
+        method=opts.method,
+        target=target,
+        tool_name=opts.tool_name,
+        tool_args=tool_args,
+        uri=opts.uri,
+        prompt_name=opts.prompt_name,
+        prompt_args=prompt_args,
+        log_level=opts.log_level,
+        protocol_version=opts.protocol_version,
+        timeout=opts.timeout,
+        record=opts.record,
+        collection=steps,
+        junit=opts.junit,
+        collection_name=os.path.basename(opts.collection or "collection"),
+    )
+
+
+def _is_url(text: str) -> bool:
+    return text.startswith(("http://", "https://"))
+
+
+def _http_target(url: str, headers: dict[str, str], transport: str | None, timeout: float) -> Target:
+    from sessions.engine import HttpTarget
+
+    if transport == "stdio":
+        raise UsageError("the stdio transport cannot be used with a URL")
+    if transport is None:
+        path = url.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+        transport = "http" if path.endswith("/mcp") else "sse" if path.endswith("/sse") else "auto"
+    return HttpTarget(
+        url,
+        transport=transport,  # type: ignore[arg-type]
+        headers=headers,
+        connect_timeout=timeout,
+        # Plain http:// needs no certificates; loading the CA bundle costs ~20 ms per call.
+        verify_tls=not url.startswith("http://"),
+        # One call and out: no standalone GET stream for server-initiated messages.
+        open_get_stream=False,
+        max_reconnects=0,
+    )
+
+
+def _target_from_words(
+    words: list[str], env: dict[str, str], headers: dict[str, str], transport: str | None, timeout: float
+) -> Target:
+    from sessions.engine import StdioTarget
+
+    if not words:
+        raise UsageError("a target is required: a command to run, an http(s) URL, or --config FILE")
+    command, *rest = words
+    if _is_url(command):
+        if rest:
+            raise UsageError(f"arguments cannot be passed to a URL target: {' '.join(rest)}")
+        return _http_target(command, headers, transport, timeout)
+    if transport not in (None, "stdio"):
+        raise UsageError(f"only the stdio transport can be used with a command (got --transport {transport})")
+    return StdioTarget(command, rest, env)
+
+
+def _target_from_config(
+    path: str,
+    name: str | None,
+    words: list[str],
+    env: dict[str, str],
+    headers: dict[str, str],
+    transport: str | None,
+    timeout: float,
+) -> Target:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise CliError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(f"invalid JSON in config file {path}: {exc}") from None
+    from sessions.config_files import ConfigError, is_server_json, parse_entry, parse_server_json
+
+    servers = None
+    parsed = is_server_json(data)
+    if parsed:
+        try:  # a registry server.json: one entry per package and remote, already in our shape
+            servers = parse_server_json(data)
+        except ConfigError as exc:
+            raise CliError(f"config file {path}: {exc}") from None
+    elif isinstance(data, dict):
+        servers = data.get("mcpServers", data.get("servers"))
+    if not isinstance(servers, dict):
+        raise CliError(f'config file {path} has no "mcpServers" (or "servers") object')
+    if name is None:
+        if len(servers) != 1:
+            listed = ", ".join(servers) or "none"
+            raise CliError(
+                f"config file {path} has {len(servers)} servers; pick one with --server ({listed})"
+            )
+        name = next(iter(servers))
+    entry = servers.get(name)
+    if not isinstance(entry, dict):
+        raise CliError(f"server {name!r} not found in {path}; available: {', '.join(servers) or 'none'}")
+
+    try:
+        config = entry if parsed else parse_entry(name, entry)
+    except ConfigError as exc:
+        raise CliError(f"config file {path}: {exc}") from None
+    if config["transport"] != "stdio":
+        if words:
+            raise UsageError(f"arguments cannot be passed to a URL server: {' '.join(words)}")
+        chosen = None if config["transport"] == "auto" else config["transport"]
+        return _http_target(config["url"], config["headers"] | headers, chosen or transport, timeout)
+    return build_target({**config, "args": config["args"] + words, "env": config["env"] | env})

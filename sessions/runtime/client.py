@@ -1,0 +1,70 @@
+"""How views and consumers talk to the runtime: typed messages over the channel layer, never direct calls."""
+
+from __future__ import annotations
+
+import asyncio
+
+from channels.layers import get_channel_layer
+
+from sessions.models import McpSession
+from sessions.runtime import messages as m
+from sessions.runtime.host import ensure_embedded_runtime
+
+__all__ = ["CommandFailed", "call", "request", "send_command", "start_session"]
+
+
+class CommandFailed(Exception):
+    """The session's owner is gone or refused the command."""
+
+
+class NoAnswer(CommandFailed):
+    """The owner did not answer in time."""
+
+
+async def start_session(session: McpSession) -> None:
+    """Ask the runtime to open the session's connection (an owner task takes it from there)."""
+    ensure_embedded_runtime()
+    await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk).encode())
+
+
+async def send_command(session: McpSession, command: m.Command, reply: str = "") -> None:
+    """Send a command to the session's owner without waiting for an answer."""
+    if not session.worker_channel:
+        raise CommandFailed("the session is not live")
+    ensure_embedded_runtime()
+    await get_channel_layer().send(session.worker_channel, m.encode_command(command, reply))
+
+
+async def _answer(reply: str, timeout: float) -> m.Reply:
+    try:
+        answer = m.decode_reply(await asyncio.wait_for(get_channel_layer().receive(reply), timeout))
+    except TimeoutError:
+        raise NoAnswer("the session's owner did not answer") from None
+    if isinstance(answer, m.Failed):
+        raise CommandFailed(answer.error or "the command failed")
+    return answer
+
+
+async def call(session: McpSession, command: m.Command, timeout: float = 10.0) -> m.Reply:
+    """Send a command and wait for the owner's reply."""
+    reply = await get_channel_layer().new_channel()
+    await send_command(session, command, reply)
+    return await _answer(reply, timeout)
+
+
+async def request(session: McpSession, command: m.Request) -> m.Started | m.Done:
+    """Send an MCP request through the owner; return its outcome if it ends within ``command.wait``.
+
+    The answer is ``Started`` when the request is still running (its outcome then reaches viewers as
+    a ``CallDone`` event), else ``Done`` with the outcome.
+    """
+    reply = await get_channel_layer().new_channel()
+    await send_command(session, command, reply)
+    started = await _answer(reply, 10)
+    assert isinstance(started, m.Started)
+    try:
+        done = await _answer(reply, command.wait if command.wait is not None else 2.0)
+    except NoAnswer:
+        return started
+    assert isinstance(done, m.Done)
+    return done

@@ -1,0 +1,128 @@
+"""The runtime: take session starts and run one owner task per live session; the embedded set-up.
+
+In the embedded default it runs inside the web process, on daphne's event loop; in the hosted set-up
+``manage.py run_engine_worker`` runs the same loop in a worker process behind Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import signal
+import sys
+
+from channels.layers import BaseChannelLayer, get_channel_layer
+from django.conf import settings
+
+from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession
+from sessions.runtime.owner import SessionOwner
+
+__all__ = ["Runtime", "ensure_embedded_runtime", "stop_embedded_runtime"]
+
+
+class Runtime:
+    """Receive session starts and run one owner task per live session."""
+
+    def __init__(self, layer: BaseChannelLayer | None = None, *, worker: str = "") -> None:
+        self.layer = layer or get_channel_layer()
+        self.worker = worker
+        """The hosted engine worker's name (heartbeats in runtime/workers.py); empty when embedded."""
+        self.owners: dict[int, SessionOwner] = {}
+        self.tasks: dict[int, asyncio.Task[None]] = {}
+
+    async def serve(self) -> None:
+        while True:
+            message = await self.layer.receive(RUNTIME_CHANNEL)
+            if message.get("type") == StartSession.NAME:
+                self.start(int(message["session_id"]))
+
+    def start(self, session_pk: int) -> None:
+        existing = self.owners.get(session_pk)
+        if existing is not None:
+            if existing.stopping:
+                # Reconnect right after Disconnect: the old owner is still writing how it ended
+                # (the page already shows "closed"). Start the new one when the old one is done.
+                self.tasks[session_pk].add_done_callback(lambda _: self.start(session_pk))
+            return
+        owner = SessionOwner(self.layer, session_pk, worker=self.worker)
+        self.owners[session_pk] = owner
+        task = asyncio.create_task(owner.run(), name=f"owner-{session_pk}")
+        self.tasks[session_pk] = task
+
+        def forget(_: asyncio.Task[None]) -> None:
+            self.owners.pop(session_pk, None)
+            self.tasks.pop(session_pk, None)
+
+        task.add_done_callback(forget)
+
+    async def shutdown(self, reason: str = "the inspector stopped") -> None:
+        """Close every live session properly, recording how each ended."""
+        for owner in list(self.owners.values()):
+            owner.stop(reason)
+        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+
+    def kill_processes(self) -> None:
+        """Last resort at exit: no stdio server may outlive the inspector."""
+        for owner in self.owners.values():
+            process = getattr(getattr(owner.client, "transport", None), "process", None)
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+
+
+_embedded: tuple[asyncio.AbstractEventLoop, Runtime, asyncio.Task[None]] | None = None
+_hooks_installed = False
+
+
+def ensure_embedded_runtime() -> Runtime | None:
+    """Start the in-process runtime once per event loop, unless a separate worker runs it."""
+    global _embedded
+    if not settings.INSPECTOR_EMBEDDED_RUNTIME:
+        return None
+    loop = asyncio.get_running_loop()
+    if _embedded is not None and _embedded[0] is loop and not _embedded[2].done():
+        return _embedded[1]
+    runtime = Runtime()
+    _embedded = (loop, runtime, loop.create_task(runtime.serve(), name="mcp-runtime"))
+    _stop_with_the_server()
+    return runtime
+
+
+def _kill_embedded_processes() -> None:
+    if _embedded is not None:
+        _embedded[1].kill_processes()
+
+
+def _stop_with_the_server() -> None:
+    """End every session when the server stops: gracefully under daphne, by force at exit.
+
+    Installed once per process; the hooks act on whichever embedded runtime runs then.
+    """
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(_kill_embedded_processes)
+    if "twisted.internet.reactor" not in sys.modules:
+        return
+    from twisted.internet import defer, reactor
+
+    def shutdown() -> defer.Deferred[None]:
+        return defer.Deferred.fromFuture(asyncio.ensure_future(stop_embedded_runtime()))
+
+    reactor.addSystemEventTrigger("before", "shutdown", shutdown)  # type: ignore[attr-defined,arg-type]
+
+
+async def stop_embedded_runtime(reason: str = "the inspector stopped") -> None:
+    """Stop taking sessions and close every live one (tests, and servers that stop)."""
+    global _embedded
+    if _embedded is None:
+        return
+    _, runtime, serving = _embedded
+    _embedded = None
+    serving.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await serving
+    await runtime.shutdown(reason)

@@ -1,0 +1,279 @@
+"""The runtime's message protocol, typed: commands to an owner, its replies, and session events.
+
+Views and consumers talk to a session's owner only through the channel layer (the owner may live in
+another process). Each message is a frozen dataclass with one definition used by both sides;
+``encode_*`` turns it into the plain dict the channel layer carries and ``decode_*`` back. See
+docs/architecture.md for the whole protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+__all__ = [
+    "RUNTIME_CHANNEL",
+    "CallDone",
+    "CallProgress",
+    "Cancel",
+    "Command",
+    "Disconnect",
+    "Done",
+    "Event",
+    "Failed",
+    "Feature",
+    "FramesStored",
+    "Reinitialize",
+    "Reject",
+    "Reply",
+    "Request",
+    "Respond",
+    "ReviewChanged",
+    "SetRoots",
+    "StartSession",
+    "Started",
+    "StateChanged",
+    "Viewer",
+    "decode_command",
+    "decode_event",
+    "decode_reply",
+    "encode_command",
+    "encode_event",
+    "encode_reply",
+]
+
+RUNTIME_CHANNEL = "mcp-runtime"
+"""The channel every runtime (embedded, or each hosted engine worker) takes new sessions from."""
+
+
+class _Message:
+    NAME: ClassVar[str]
+
+    def fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+def _decode(kinds: dict[str, type[Any]], name: Any, message: dict[str, Any]) -> Any:
+    kind = kinds.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise ValueError(f"unknown message {name!r}")
+    names = {f.name for f in dataclasses.fields(kind)}
+    return kind(**{k: v for k, v in message.items() if k in names})
+
+
+# --- to the runtime -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartSession(_Message):
+    """Open the connection of a stored session: an owner task takes it from there."""
+
+    NAME = "session.start"
+    session_id: int
+
+    def encode(self) -> dict[str, Any]:
+        return {"type": self.NAME, "session_id": self.session_id}
+
+
+# --- commands: web → a session's owner ------------------------------------------------------------
+
+
+class Command(_Message):
+    """A command to one session's owner, sent to its channel (``McpSession.worker_channel``)."""
+
+
+@dataclass(frozen=True)
+class Request(Command):
+    """Send an MCP request; reply ``Started`` at once, then ``Done`` with its outcome."""
+
+    NAME = "request"
+    method: str
+    params: dict[str, Any] | None = None
+    timeout: float | None = None
+    wait: float | None = None
+    """How long the asker waits for ``Done``; a longer request also ends with a ``CallDone`` event."""
+    stored: bool = True
+    """Reply ``Done`` only once the response frame is in the database (the asker reads it next)."""
+
+
+@dataclass(frozen=True)
+class Cancel(Command):
+    NAME = "cancel"
+    rpc_id: int
+    reason: str = "cancelled in the inspector"
+
+
+@dataclass(frozen=True)
+class Respond(Command):
+    """Answer a server→client request waiting for a person."""
+
+    NAME = "respond"
+    key: str
+    result: dict[str, Any]
+    edited: bool = False
+    note: str | None = None
+    user_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Reject(Command):
+    NAME = "reject"
+    key: str
+    code: int = -1
+    message: str = "User rejected the request"
+    user_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SetRoots(Command):
+    NAME = "set_roots"
+    roots: list[Any]
+    notify: bool = True
+    """Send roots/list_changed (False: the server just received them in an answer)."""
+
+
+@dataclass(frozen=True)
+class Feature(Command):
+    """A panel action whose wire form depends on the revision (ping, log level, subscriptions)."""
+
+    NAME = "feature"
+    action: str
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class Reinitialize(Command):
+    NAME = "reinitialize"
+
+
+@dataclass(frozen=True)
+class Disconnect(Command):
+    NAME = "disconnect"
+
+
+@dataclass(frozen=True)
+class Viewer(Command):
+    """A tab started (+1) or stopped (-1) watching: sessions nobody watches end after a while."""
+
+    NAME = "viewer"
+    delta: int
+
+
+COMMANDS: dict[str, type[Command]] = {
+    c.NAME: c for c in (Request, Cancel, Respond, Reject, SetRoots, Feature, Reinitialize, Disconnect, Viewer)
+}
+
+
+def encode_command(command: Command, reply: str = "") -> dict[str, Any]:
+    """The channel-layer message for a command; ``reply`` names the channel for the owner's answers."""
+    return {"type": "owner.command", "command": command.NAME, "reply": reply, **command.fields()}
+
+
+def decode_command(message: dict[str, Any]) -> tuple[Command, str]:
+    """The command a message carries and its reply channel; ``ValueError`` for an unknown one."""
+    command: Command = _decode(COMMANDS, message.get("command"), message)
+    return command, str(message.get("reply") or "")
+
+
+# --- replies: an owner → the asker ----------------------------------------------------------------
+
+
+class Reply(_Message):
+    """What an owner answers a command, on the asker's reply channel."""
+
+
+@dataclass(frozen=True)
+class Started(Reply):
+    NAME = "started"
+    rpc_id: int
+
+
+@dataclass(frozen=True)
+class Done(Reply):
+    """The command is done; for a request, ``outcome`` holds its result or error and its frames."""
+
+    NAME = "done"
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Failed(Reply):
+    NAME = "failed"
+    error: str
+
+
+REPLIES: dict[str, type[Reply]] = {r.NAME: r for r in (Started, Done, Failed)}
+
+
+def encode_reply(reply: Reply) -> dict[str, Any]:
+    return {"type": "owner.reply", "reply": reply.NAME, **reply.fields()}
+
+
+def decode_reply(message: dict[str, Any]) -> Reply:
+    reply: Reply = _decode(REPLIES, message.get("reply"), message)
+    return reply
+
+
+# --- events: an owner → every viewer of the session (its group) -------------------------------------
+
+
+class Event(_Message):
+    """Something viewers of a session should show, published to the session's group."""
+
+
+@dataclass(frozen=True)
+class FramesStored(Event):
+    """Frames ``first``..``last`` are in the database; ``rows`` are the newest of them, without bytes."""
+
+    NAME = "frames"
+    first: int
+    last: int
+    rows: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class StateChanged(Event):
+    NAME = "state"
+    status: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CallProgress(Event):
+    NAME = "progress"
+    rpc_id: int | str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class CallDone(Event):
+    """A request that outlived its asker's wait ended: viewers finish its running card."""
+
+    NAME = "call_done"
+    outcome: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ReviewChanged(Event):
+    """A server→client request started or stopped waiting for a person."""
+
+    NAME = "review"
+    key: str
+
+
+EVENTS: dict[str, type[Event]] = {
+    e.NAME: e for e in (FramesStored, StateChanged, CallProgress, CallDone, ReviewChanged)
+}
+
+
+def encode_event(event: Event) -> dict[str, Any]:
+    # One channel-layer type for every event: consumers decode it and dispatch on the class.
+    return {"type": "session.event", "event": event.NAME, **event.fields()}
+
+
+def decode_event(message: dict[str, Any]) -> Event:
+    event: Event = _decode(EVENTS, message.get("event"), message)
+    return event

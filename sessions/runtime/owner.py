@@ -1,0 +1,364 @@
+"""A session's owner: the one long-lived task that holds its connection, takes commands, publishes events."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.layers import BaseChannelLayer
+from django.conf import settings
+from django.utils import timezone
+
+from sessions.engine import (
+    ClientSession,
+    EngineError,
+    Event,
+    Frame,
+    McpError,
+    PendingRequest,
+    PendingResolved,
+    Progress,
+    RequestHandle,
+    make_transport,
+)
+from sessions.frames import frame_row
+from sessions.models import McpSession
+from sessions.runtime import messages as m
+from sessions.runtime import store
+from sessions.runtime.recorder import Recorder
+from sessions.servers import build_options, build_target
+
+__all__ = ["SessionOwner"]
+
+log = logging.getLogger(__name__)
+
+FINAL_STATES = {"closed", "failed"}
+
+
+class SessionOwner:
+    """The long-lived task that owns one connection: it enters and leaves the engine's context."""
+
+    def __init__(self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "") -> None:
+        self.layer = layer
+        self.pk = session_pk
+        self.worker = worker
+        """The hosted engine worker that runs it (empty when embedded)."""
+        self.channel = ""
+        self.group = ""
+        self.client: ClientSession | None = None
+        self.base = 0
+        self.engine_seq = 0
+        self.calls: dict[int, RequestHandle] = {}  # requests in flight, for Cancel
+        self.responses: dict[int | str, dict[str, Any]] = {}
+        self.viewers = 0
+        self._stop = asyncio.Event()
+        self._stop_reason = ""
+        self._idle: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._answers: dict[str, dict[str, Any]] = {}
+        self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
+        self.recorder: Recorder | None = None
+        self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
+            m.Cancel: self.on_cancel,
+            m.Respond: self.on_respond,
+            m.Reject: self.on_reject,
+            m.SetRoots: self.on_set_roots,
+            m.Feature: self.on_feature,
+            m.Reinitialize: self.on_reinitialize,
+            m.Disconnect: self.on_disconnect,
+            m.Viewer: self.on_viewer,
+        }
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        # The default prefix: channels-redis serves every process-local channel from one list per prefix.
+        self.channel = await self.layer.new_channel()
+        loaded = await store.load_session(self.pk)
+        self.group = loaded["group"]
+        self.config: dict[str, Any] = loaded["config"]
+        self.roots: list[Any] = loaded["roots"]
+        self.base = loaded["last_seq"]
+        self.next_request_id = loaded["next_request_id"]
+        self.recorder = Recorder(self.pk, self.group, self.layer)
+        self.recorder.start()
+        await store.update_session(
+            self.pk, worker_channel=self.channel, worker=self.worker, status="connecting", ended=None
+        )
+        workers = [
+            asyncio.create_task(self._serve_commands(), name=f"owner-commands-{self.pk}"),
+            asyncio.create_task(self._publish_outbox(), name=f"owner-outbox-{self.pk}"),
+        ]
+        self._arm_idle()
+        try:
+            await self._connect()
+            await self._stop.wait()
+        finally:
+            await self._disconnect()
+            for task in (*workers, *self._tasks):
+                task.cancel()
+            await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
+            await self.recorder.close()
+            status = self.final_status
+            await store.update_session(
+                self.pk, status=status, status_note=self._stop_reason, ended=timezone.now(), worker_channel=""
+            )
+            with contextlib.suppress(Exception):
+                await self.layer.group_send(self.group, m.encode_event(m.StateChanged(status)))
+
+    @property
+    def final_status(self) -> str:
+        state = self.client.state if self.client is not None else "failed"
+        return "failed" if state == "failed" else "closed"
+
+    async def _connect(self) -> None:
+        options = build_options(self.config, first_request_id=self.next_request_id, roots=self.roots)
+        try:
+            client = ClientSession(make_transport(build_target(self.config)), options)
+        except Exception as exc:  # a config the engine cannot use
+            self._stop_reason = f"cannot connect: {exc}"
+            self._stop.set()
+            return
+        self.client = client
+        client.subscribe(self._on_event)
+        try:
+            await client.open()
+            await client.initialize()
+        except Exception as exc:
+            self._stop_reason = f"connecting failed: {exc}"
+            self._stop.set()
+            return
+        await store.update_session(
+            self.pk,
+            protocol_version=client.protocol_version or "",
+            mode=client.mode or "",
+            transport_name=client.transport.name,
+            server_info=client.server_info,
+            server_capabilities=client.server_capabilities,
+            client_capabilities=client.client_capabilities,
+            instructions=client.instructions or "",
+        )
+        self._outbox.put_nowait(m.StateChanged("ready"))
+        self._spawn(self._watch(client))
+
+    async def _watch(self, client: ClientSession) -> None:
+        await client.wait_closed()
+        if client is self.client and not self._stop.is_set():
+            self.stop(f"the connection ended: {client.state}")
+
+    async def _disconnect(self) -> None:
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                await self.client.aclose()
+
+    def stop(self, reason: str) -> None:
+        self._stop_reason = reason
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _arm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        timeout = settings.INSPECTOR_IDLE_TIMEOUT
+        if self.viewers <= 0 and timeout > 0:
+            self._idle = asyncio.get_running_loop().call_later(
+                timeout, self.stop, f"no viewer for {timeout:g} s (INSPECTOR_IDLE_TIMEOUT)"
+            )
+
+    # --- what the engine reports -----------------------------------------------------------
+
+    def _on_event(self, event: Event) -> None:
+        assert self.recorder is not None
+        if isinstance(event, Frame):
+            self.engine_seq = event.seq
+            self.recorder.add(frame_row(event, self.base))
+            if event.direction == "in" and event.rpc_kind in ("result", "error") and event.rpc_id is not None:
+                self.responses[event.rpc_id] = {
+                    "response_seq": self.base + event.seq,
+                    "request_seq": self.base + event.pair_seq if event.pair_seq is not None else None,
+                    "latency_ms": event.latency_ms,
+                }
+            if event.kind == "state":
+                self._spawn(self._record_phase(event))
+            elif event.kind == "exit":
+                code = event.transport.get("stdio", {}).get("returncode")
+                self._spawn(store.update_session(self.pk, exit_code=code))
+        elif isinstance(event, Progress):
+            self._outbox.put_nowait(
+                m.CallProgress(event.request_id, event.progress, event.total, event.message)
+            )
+        elif isinstance(event, PendingRequest):
+            self._spawn(self._review_opened(event))
+        elif isinstance(event, PendingResolved):
+            self._spawn(self._review_closed(event))
+
+    async def _record_phase(self, frame: Frame) -> None:
+        state = frame.transport.get("state", "")
+        if state not in McpSession.PHASES:
+            return  # a note on the timeline, not a step of the lifecycle
+        phase = {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": self.base + frame.seq}
+        fields: dict[str, Any] = {"status_note": frame.note or ""}
+        if state in McpSession.Status.values and state not in FINAL_STATES:
+            fields["status"] = state
+        await store.append_phase(self.pk, phase, **fields)
+        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), frame.note or ""))
+
+    async def _review_opened(self, pending: PendingRequest) -> None:
+        await store.save_review(self.pk, pending, self.base)
+        self._outbox.put_nowait(m.ReviewChanged(pending.key))
+
+    async def _review_closed(self, resolved: PendingResolved) -> None:
+        await store.resolve_review(self.pk, resolved, self._answers.pop(resolved.key, None))
+        self._outbox.put_nowait(m.ReviewChanged(resolved.key))
+
+    async def _publish_outbox(self) -> None:
+        while True:
+            event = await self._outbox.get()
+            with contextlib.suppress(Exception):
+                await self.layer.group_send(self.group, m.encode_event(event))
+
+    # --- commands --------------------------------------------------------------------------
+
+    async def _serve_commands(self) -> None:
+        while True:
+            message = await self.layer.receive(self.channel)
+            try:
+                command, reply = m.decode_command(message)
+            except (ValueError, TypeError) as exc:
+                await self._reply(str(message.get("reply") or ""), m.Failed(str(exc)))
+                continue
+            self._spawn(self._run_command(command, reply))
+
+    async def _run_command(self, command: m.Command, reply: str) -> None:
+        try:
+            if isinstance(command, m.Request):
+                await self.on_request(command, reply)
+                return
+            answer = await self._handlers[type(command)](command)
+        except Exception as exc:
+            log.warning("command %s failed: %s", command.NAME, exc)
+            await self._reply(reply, m.Failed(str(exc)))
+            return
+        await self._reply(reply, answer or m.Done())
+
+    async def _reply(self, reply: str, answer: m.Reply) -> None:
+        if reply:
+            with contextlib.suppress(Exception):  # the asker gave up; the outcome is in the timeline
+                await self.layer.send(reply, m.encode_reply(answer))
+
+    def _live_client(self) -> ClientSession:
+        if self.client is None or self.client.state not in ("ready", "expired"):
+            state = self.client.state if self.client is not None else "not connected"
+            raise EngineError(f"the session is {state}")
+        return self.client
+
+    async def _until_stored(self) -> None:
+        """Wait until every frame seen so far is stored: the asker reads the timeline next."""
+        assert self.recorder is not None
+        await self.recorder.wait_stored(self.base + self.engine_seq)
+
+    async def on_request(self, command: m.Request, reply: str) -> None:
+        client = self._live_client()
+        options: dict[str, Any] = {} if command.timeout is None else {"timeout": command.timeout}
+        started = time.monotonic()
+        handle = await client.start_request(command.method, command.params, **options)
+        self.calls[handle.id] = handle
+        await self._reply(reply, m.Started(handle.id))
+        outcome: dict[str, Any] = {"rpc_id": handle.id, "method": command.method}
+        try:
+            outcome["result"] = await handle
+        except McpError as exc:
+            outcome["error"] = {"code": exc.code, "message": exc.message, "data": exc.data}
+        except EngineError as exc:
+            outcome["error"] = {"code": None, "message": str(exc), "kind": type(exc).__name__}
+        finally:
+            self.calls.pop(handle.id, None)
+        response = self.responses.pop(handle.current_id, None)
+        if response is not None:
+            outcome.update(response)
+        if command.stored:
+            await self._until_stored()
+        await self._reply(reply, m.Done(outcome))
+        if command.wait is None or time.monotonic() - started >= command.wait * 0.8:
+            # The asker may have shown a running card: viewers finish it from this event.
+            self._outbox.put_nowait(m.CallDone(outcome))
+
+    async def on_cancel(self, command: m.Cancel) -> None:
+        handle = self.calls.get(int(command.rpc_id))
+        if handle is not None:
+            await handle.cancel(command.reason or "cancelled in the inspector")
+
+    async def on_respond(self, command: m.Respond) -> None:
+        client = self._live_client()
+        self._answers[command.key] = {
+            "answer": command.result,
+            "edited": command.edited,
+            "answered_by_id": command.user_id,
+        }
+        note = command.note or ("edited by a person" if command.edited else None)
+        client.respond(command.key, command.result, note=note)
+
+    async def on_reject(self, command: m.Reject) -> None:
+        client = self._live_client()
+        self._answers[command.key] = {"answered_by_id": command.user_id}
+        client.reject(command.key, command.code, command.message or "User rejected the request")
+
+    async def on_set_roots(self, command: m.SetRoots) -> None:
+        self.roots = list(command.roots)
+        await store.update_session(self.pk, roots=self.roots)
+        if self.client is not None and self.client.state == "ready":
+            if command.notify:
+                await self.client.set_roots(self.roots)
+            else:  # the server just got them in an answer to roots/list: no need to tell it again
+                self.client.roots = list(self.roots)
+
+    async def on_feature(self, command: m.Feature) -> None:
+        """A panel action whose wire form depends on the revision, done by the engine's own method.
+
+        In the handshake revisions they are plain requests (ping, logging/setLevel,
+        resources/subscribe and unsubscribe); 2026-07-28 has none of them and says the same with
+        server/discover, a ``_meta`` log level and subscriptions/listen streams. The raw request
+        form still sends exactly what a person typed.
+        """
+        client = self._live_client()
+        action, value = command.action, command.value
+        try:
+            if action == "ping":
+                await client.ping()
+            elif action == "set_level":
+                await client.set_logging_level(value)
+            elif action == "subscribe":
+                await client.subscribe_resource(value)
+            elif action == "unsubscribe":
+                await client.unsubscribe_resource(value)
+            elif action == "listen":
+                await client.listen()
+            else:
+                raise EngineError(f"unknown panel action {action!r}")
+        finally:
+            await self._until_stored()
+
+    async def on_reinitialize(self, command: m.Reinitialize) -> None:
+        client = self._live_client()
+        await client.reinitialize()
+        await store.update_session(self.pk, protocol_version=client.protocol_version or "")
+
+    async def on_disconnect(self, command: m.Disconnect) -> None:
+        self.stop("disconnected by the user")
+
+    async def on_viewer(self, command: m.Viewer) -> None:
+        self.viewers += int(command.delta)
+        self._arm_idle()

@@ -1,0 +1,151 @@
+"""A request the person made, read back from the timeline: what was asked, how far it got, how it ended."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+
+from sessions.frames import message_of
+from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.listings import latest_result
+
+__all__ = ["call_context", "output_verdict", "recent_calls"]
+
+
+def _message(frame: TimelineFrame | None) -> dict[str, Any]:
+    return message_of(frame.raw) if frame is not None else {}
+
+
+def _progress(session: McpSession, rpc_id: int | str, since: int) -> dict[str, Any] | None:
+    """Return the latest progress notification for a request (its token is the request id)."""
+    frames = TimelineFrame.objects.filter(
+        session=session, method="notifications/progress", direction="in", seq__gt=since
+    ).order_by("-seq")[:200]
+    for frame in frames:
+        params = _message(frame).get("params") or {}
+        if params.get("progressToken") == rpc_id:
+            return {
+                "rpc_id": rpc_id,
+                "progress": params.get("progress"),
+                "total": params.get("total"),
+                "message": params.get("message"),
+            }
+    return None
+
+
+def call_context(
+    session: McpSession,
+    rpc_id: int | str,
+    *,
+    outcome: dict[str, Any] | None = None,
+    sent: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build what ``sessions/_call.html`` renders for one request, from the timeline and its outcome.
+
+    ``sent`` (method and params) stands in for the request frame while the recorder has not stored it.
+    """
+    key = json.dumps(rpc_id)
+    request = (
+        TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
+        .order_by("-seq")
+        .first()
+    )
+    sent = _message(request) or sent or {}
+    response = None
+    if outcome is None:
+        response = (
+            TimelineFrame.objects.filter(
+                session=session,
+                direction="in",
+                rpc_id=key,
+                rpc_kind__in=("result", "error"),
+                seq__gt=request.seq if request else 0,
+            )
+            .order_by("seq")
+            .first()
+        )
+        answer = _message(response)
+        if "error" in answer:
+            outcome = {"error": answer["error"]}
+        elif "result" in answer:
+            outcome = {"result": answer["result"]}
+        elif (
+            request is not None
+            and TimelineFrame.objects.filter(
+                session=session,
+                method="notifications/cancelled",
+                direction="out",
+                seq__gt=request.seq,
+                preview__contains=f'"requestId":{key}',
+            ).exists()
+        ):
+            outcome = {"error": {"code": None, "message": "cancelled or timed out"}}
+        elif not session.is_live:
+            outcome = {"error": {"code": None, "message": "the session ended before a response"}}
+    else:
+        response = (
+            TimelineFrame.objects.filter(
+                session=session, direction="in", rpc_id=key, rpc_kind__in=("result", "error")
+            )
+            .order_by("seq")
+            .first()
+        )
+    method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
+    params = sent.get("params") or {}
+    verdict = None
+    if method == "tools/call" and outcome and isinstance(outcome.get("result"), dict):
+        verdict = output_verdict(session, str(params.get("name", "")), outcome["result"])
+    return {
+        "output_verdict": verdict,
+        "session": session,
+        "rpc_id": rpc_id,
+        "method": method,
+        "params": params,
+        "arguments_json": json.dumps(
+            {k: v for k, v in params.items() if k != "_meta"}, indent=2, ensure_ascii=False
+        ),
+        "request_seq": request.seq if request else (outcome or {}).get("request_seq"),
+        "response_seq": response.seq if response else (outcome or {}).get("response_seq"),
+        "latency_ms": response.latency_ms if response else (outcome or {}).get("latency_ms"),
+        "outcome": outcome,
+        "running": outcome is None,
+        "progress": _progress(session, rpc_id, request.seq if request else 0) if outcome is None else None,
+    }
+
+
+def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
+    """Return the person's latest requests (not the automatic ones) as call contexts, newest first."""
+    frames = (
+        TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
+        .exclude(method__in=("initialize", "ping"))
+        .exclude(method__endswith="/list")
+        .order_by("-seq")[:limit]
+    )
+    return [call_context(session, json.loads(f.rpc_id)) for f in frames]
+
+
+def output_verdict(session: McpSession, tool_name: str, result: dict[str, Any]) -> dict[str, Any] | None:
+    """Check structuredContent against the tool's outputSchema (from the newest tools/list)."""
+    listing = latest_result(session, "tools/list") or {}
+    tool = next(
+        (t for t in listing.get("tools") or [] if isinstance(t, dict) and t.get("name") == tool_name), None
+    )
+    schema = tool.get("outputSchema") if tool else None
+    structured = result.get("structuredContent")
+    if schema is None:
+        return None if structured is None else {"ok": True, "message": "no outputSchema to check against"}
+    if structured is None:
+        if result.get("isError"):
+            return None
+        return {"ok": False, "message": "the tool declares an outputSchema but sent no structuredContent"}
+
+    try:
+        jsonschema.validate(structured, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
+        return {"ok": False, "message": f"does not match outputSchema at {where}: {exc.message}"}
+    except jsonschema.SchemaError as exc:
+        return {"ok": False, "message": f"the tool's outputSchema is not a valid JSON Schema: {exc.message}"}
+    return {"ok": True, "message": "matches outputSchema"}

@@ -1,0 +1,110 @@
+"""The Conformance report: every verdict of a session counted by rule, and latency by method.
+
+"Is my server correct?" in one screen: which rules it broke, how often, where first (a click opens
+that frame), with an example; and how fast each method answers (p50, p95, max), with its errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+from sessions.frames import SEVERITY_ORDER
+from sessions.models import McpSession, TimelineFrame
+
+SCAN = 50_000  # newest flagged frames, and newest answered requests, looked at
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """The nearest-rank percentile of already sorted values."""
+    rank = max(1, math.ceil(fraction * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def verdict_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
+    """One row per rule code: severity, count, first frame, an example; and whether the scan was capped."""
+    flagged = list(
+        TimelineFrame.objects.filter(session=session)
+        .exclude(worst="")
+        .order_by("-seq")
+        .values_list("seq", "verdicts")[:SCAN]
+    )
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for seq, verdicts in reversed(flagged):
+        for verdict in verdicts if isinstance(verdicts, list) else []:
+            if not isinstance(verdict, dict):
+                continue
+            key = (str(verdict.get("code", "?")), str(verdict.get("severity", "info")))
+            row = rows.get(key)
+            if row is None:
+                rows[key] = {
+                    "code": key[0],
+                    "severity": key[1],
+                    "count": 1,
+                    "first_seq": seq,
+                    "last_seq": seq,
+                    "example": str(verdict.get("message", "")),
+                }
+            else:
+                row["count"] += 1
+                row["last_seq"] = seq
+    ordered = sorted(
+        rows.values(), key=lambda r: (SEVERITY_ORDER.get(r["severity"], 3), -r["count"], r["code"])
+    )
+    return ordered, len(flagged) == SCAN
+
+
+def summarize_latency(answers: list[tuple[str, float | None, str]]) -> list[dict[str, Any]]:
+    """Per method, from (method, latency_ms, rpc_kind) of answers: calls, errors, p50, p95, max."""
+    by_method: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    for method, latency, kind in answers:
+        by_method[method or "?"].append(latency or 0.0)
+        if kind == "error":
+            errors[method or "?"] += 1
+    rows: list[dict[str, Any]] = []
+    for method, values in by_method.items():
+        values.sort()
+        rows.append(
+            {
+                "method": method,
+                "calls": len(values),
+                "errors": errors[method],
+                "p50": percentile(values, 0.5),
+                "p95": percentile(values, 0.95),
+                "max": values[-1],
+            }
+        )
+    rows.sort(key=lambda r: (-r["calls"], r["method"]))
+    return rows
+
+
+def latency_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
+    """Per method answered by the server: calls, errors, p50, p95 and max latency in ms."""
+    answers = list(
+        TimelineFrame.objects.filter(session=session, direction="in", latency_ms__isnull=False)
+        .order_by("-seq")
+        .values_list("method", "latency_ms", "rpc_kind")[:SCAN]
+    )
+    return summarize_latency(answers), len(answers) == SCAN
+
+
+def report(session: McpSession) -> dict[str, Any]:
+    """Everything the Conformance tab (and the HTML export) shows: rules broken, latency by method."""
+    verdicts, verdicts_capped = verdict_rows(session)
+    latency, latency_capped = latency_rows(session)
+    totals: dict[str, int] = defaultdict(int)
+    for row in verdicts:
+        totals[row["severity"]] += row["count"]
+    return {
+        "verdict_rows": verdicts,
+        "verdicts_capped": verdicts_capped,
+        "verdict_totals": [
+            (s, totals[s], s if totals[s] == 1 or s == "info" else f"{s}s")
+            for s in ("error", "warning", "info")
+        ],
+        "latency_rows": latency,
+        "latency_capped": latency_capped,
+        "scan": SCAN,
+    }

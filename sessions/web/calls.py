@@ -1,0 +1,61 @@
+"""A request a person sends: any method as raw JSON, its call card, and cancelling it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.views.decorators.http import require_GET, require_POST
+
+from inspector.http import AuthedRequest
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.timeline.calls import call_context
+from sessions.web.shortcuts import error_response, owned_session, render_call
+
+__all__ = ["call_card", "cancel", "send_request"]
+
+
+@require_POST
+async def send_request(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Send any request: a method and its params as JSON (the raw editor, and every panel's buttons)."""
+    session = await owned_session(request, public_id)
+    method = request.POST.get("method", "").strip()
+    if not method:
+        return HttpResponseBadRequest("method is required")
+    try:
+        params = json.loads(request.POST.get("params") or "null")
+    except ValueError as exc:
+        return error_response(f"params are not JSON: {exc}", 422)
+    if params is not None and not isinstance(params, dict):
+        return error_response("params must be a JSON object", 422)
+    timeout = request.POST.get("timeout")
+    return await render_call(request, session, method, params, timeout=float(timeout) if timeout else None)
+
+
+@require_GET
+async def call_card(request: AuthedRequest, public_id: Any, rpc_id: int) -> HttpResponse:
+    """A call card as the timeline has it now (the pending card polls this once, closing a race)."""
+    session = await owned_session(request, public_id)
+    context = await sync_to_async(call_context)(session, rpc_id)
+    return await sync_to_async(render)(request, "sessions/_call.html", context)
+
+
+@require_POST
+async def cancel(request: AuthedRequest, public_id: Any, rpc_id: int) -> HttpResponse:
+    """Cancel a running request: the server gets notifications/cancelled."""
+    session = await owned_session(request, public_id)
+    try:
+        await client.call(
+            session, m.Cancel(rpc_id, request.POST.get("reason") or "cancelled in the inspector")
+        )
+    except client.CommandFailed as exc:
+        return error_response(str(exc), 409)
+    context = await sync_to_async(call_context)(session, rpc_id)
+    if context["running"]:
+        context["outcome"] = {"error": {"code": None, "message": "cancelled"}}
+        context["running"] = False
+    return await sync_to_async(render)(request, "sessions/_call.html", context)

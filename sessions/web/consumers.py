@@ -1,0 +1,226 @@
+"""The live view of one session: frames after N from the database, then whatever the owner publishes.
+
+The browser speaks htmx's websocket extension: we send HTML fragments that swap out of band; it
+sends JSON (form values) for filters and paging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.template.loader import render_to_string
+
+from sessions.models import McpSession, PendingReview
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.timeline.calls import call_context
+from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
+from sessions.web import live
+
+# How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
+JUMP_INTERVAL = 0.25
+
+__all__ = ["SessionConsumer"]
+
+
+@database_sync_to_async
+def _owned_session(public_id: str, user_id: int) -> McpSession | None:
+    return McpSession.objects.filter(public_id=public_id, owner_id=user_id).first()
+
+
+@database_sync_to_async
+def _refresh(session: McpSession) -> McpSession:
+    session.refresh_from_db()
+    return session
+
+
+@database_sync_to_async
+def _rows(session: McpSession, flt: TimelineFilter, **where: Any) -> list[dict[str, Any]]:
+    return page_of_rows(session, flt, **where)
+
+
+@database_sync_to_async
+def _render_reviews(session: McpSession) -> str:
+    reviews = PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)
+    return render_to_string("sessions/_reviews.html", {"reviews": reviews, "session": session, "oob": True})
+
+
+class SessionConsumer(AsyncWebsocketConsumer):
+    """Stream one session's timeline and state to a browser tab; thin: rendering and forwarding only."""
+
+    session: McpSession
+    group: str
+    after: int
+    filter: TimelineFilter
+    browsing: bool
+    oldest: int
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        found = await _owned_session(self.scope["url_route"]["kwargs"]["public_id"], user.pk)
+        if found is None:
+            await self.close(code=4404)
+            return
+        self.session = found
+        self.group = found.group_name
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        try:
+            self.after = max(0, int(query.get("after", ["0"])[0]))
+        except ValueError:
+            self.after = 0
+        self.filter = TimelineFilter.from_data({k: v[0] for k, v in query.items()})
+        first = query.get("first", ["0"])[0]
+        self.oldest = int(first) if first.isdigit() else 0
+        self.browsing = False
+        self._jump_pending = False
+        self._jump_task: asyncio.Task[None] | None = None
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._catch_up()
+        await self._send_reviews()
+        self.watching = ""
+        await self._watch()
+
+    async def _watch(self) -> None:
+        """Tell the session's owner that a tab watches it (idle sessions end); a new owner hears it too."""
+        if self.session.worker_channel and self.session.worker_channel != self.watching:
+            with contextlib.suppress(client.CommandFailed):
+                await client.send_command(self.session, m.Viewer(1))
+            self.watching = self.session.worker_channel
+
+    async def disconnect(self, code: int) -> None:
+        jump = getattr(self, "_jump_task", None)
+        if jump is not None:
+            jump.cancel()
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "watching", ""):
+            self.session = await _refresh(self.session)
+            if self.session.worker_channel == self.watching:
+                with contextlib.suppress(client.CommandFailed):
+                    await client.send_command(self.session, m.Viewer(-1))
+
+    # --- what the browser asks ----------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            data = json.loads(text_data or "{}")
+        except ValueError:
+            return
+        if not isinstance(data, dict):
+            return
+        action = data.get("action")
+        if action == "filter":
+            self.filter = TimelineFilter.from_data(data)
+            self.browsing = False
+            await self._replace_rows(await _rows(self.session, self.filter), live=True)
+        elif action == "older":
+            rows = await _rows(self.session, self.filter, before=self.oldest or self.after + 1)
+            if rows:
+                self.browsing = True
+                await self._replace_rows(rows, live=False)
+        elif action == "live":
+            self.browsing = False
+            await self._replace_rows(await _rows(self.session, self.filter), live=True)
+
+    # --- what the owner publishes (group messages) -----------------------------------------
+
+    async def session_event(self, message: dict[str, Any]) -> None:
+        """Every event of the session's group (see sessions/runtime/messages.py), by its kind."""
+        match m.decode_event(message):
+            case m.FramesStored() as event:
+                await self._frames_stored(event)
+            case m.StateChanged():
+                await self._state_changed()
+            case m.CallProgress() as event:
+                await self._send(
+                    "sessions/_progress.html",
+                    {"progress": event.fields(), "session": self.session, "oob": True},
+                )
+            case m.CallDone(outcome):
+                context = await database_sync_to_async(call_context)(
+                    self.session, outcome["rpc_id"], outcome=outcome
+                )
+                await self._send("sessions/_call.html", {**context, "oob": True})
+            case m.ReviewChanged():
+                await self._send_reviews()
+
+    async def _frames_stored(self, event: m.FramesStored) -> None:
+        rows = [r for r in event.rows if r["seq"] > self.after]
+        if not self.browsing:
+            if event.last - self.after > PAGE:
+                # More arrived than a viewer shows (a flood): show the newest page instead of
+                # appending, at most a few times a second however fast batches come.
+                self._schedule_jump()
+            else:
+                if rows and rows[0]["seq"] > self.after + 1:
+                    # A batch was dropped or cut short: fetch what is missing from the database.
+                    missing = await _rows(self.session, TimelineFilter(), after=self.after, limit=PAGE)
+                    rows = [r for r in missing if r["seq"] < rows[0]["seq"]] + rows
+                shown = [r for r in rows if self.filter.matches(r)]
+                if shown and not self._jump_pending:
+                    await self._send(
+                        "sessions/_timeline_append.html", {"rows": shown, "session": self.session}
+                    )
+        for fragment in live.fragments(self.session, rows):
+            await self.send(text_data=fragment)
+        self.after = max(self.after, event.last)
+        await self._send("sessions/_frame_count.html", {"count": event.last})
+
+    def _schedule_jump(self) -> None:
+        if self._jump_pending:
+            return
+        self._jump_pending = True
+        loop = asyncio.get_running_loop()
+        self._jump_task = loop.create_task(self._jump_later())
+
+    async def _jump_later(self) -> None:
+        await asyncio.sleep(JUMP_INTERVAL)  # coalesce a flood's batches into one redraw
+        self._jump_pending = False
+        if not self.browsing:
+            await self._replace_rows(await _rows(self.session, self.filter), live=True)
+
+    async def _state_changed(self) -> None:
+        self.session = await _refresh(self.session)
+        await self._watch()
+        await self._send_state()
+
+    async def _send_state(self) -> None:
+        await self._send("sessions/_session_state.html", {"session": self.session})
+        await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
+        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True})
+
+    # --- helpers --------------------------------------------------------------------------
+
+    async def _catch_up(self) -> None:
+        rows = await _rows(self.session, self.filter, after=self.after, limit=PAGE + 1)
+        if len(rows) > PAGE or (rows and not self.oldest):
+            rows = await _rows(self.session, self.filter)
+            await self._replace_rows(rows, live=True)
+        elif rows:
+            await self._send("sessions/_timeline_append.html", {"rows": rows, "session": self.session})
+        self.session = await _refresh(self.session)
+        self.after = max(self.after, self.session.last_seq)
+        await self._send("sessions/_frame_count.html", {"count": self.session.last_seq})
+        # The state may have changed between the page's render and joining the group.
+        await self._send_state()
+
+    async def _replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
+        self.oldest = rows[0]["seq"] if rows else 0
+        context = {"rows": rows, "session": self.session, "live": live, "filter": self.filter}
+        await self._send("sessions/_timeline_replace.html", context)
+
+    async def _send_reviews(self) -> None:
+        await self.send(text_data=await _render_reviews(self.session))
+
+    async def _send(self, template: str, context: dict[str, Any]) -> None:
+        await self.send(text_data=render_to_string(template, context))

@@ -1,0 +1,226 @@
+"""Forms: connecting to a server, importing mcpServers JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import AbstractBaseUser
+
+from sessions.config_files import parse_servers
+from sessions.models import ServerConfig
+from sessions.servers import (
+    DEFAULT_PROTOCOL_VERSION,
+    PROTOCOL_VERSIONS,
+    STATELESS_VERSIONS,
+    TRANSPORTS,
+    secret_env_names,
+)
+
+__all__ = ["ConnectForm", "ImportForm"]
+
+# Newest handshake revision first, then the stateless ones.
+VERSIONS = [(v, v) for v in reversed(PROTOCOL_VERSIONS) if v not in STATELESS_VERSIONS] + [
+    (v, f"{v} (stateless)") for v in STATELESS_VERSIONS
+]
+MODES = [
+    ("handshake", "handshake (initialize)"),
+    ("stateless", "stateless (server/discover, 2026-07-28)"),
+    ("auto", "auto: try discovery, fall back to the handshake"),
+]
+CAPABILITIES = {
+    "roots": "roots",
+    "roots_list_changed": "roots: listChanged",
+    "sampling": "sampling",
+    "elicitation_form": "elicitation: form",
+    "elicitation_url": "elicitation: url",
+    "review_roots": "ask me before answering roots/list",
+}
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+class ConnectForm(forms.Form):
+    """Everything needed to open a session; ``snapshot()`` is what the runtime starts from."""
+
+    name = forms.CharField(max_length=200, required=False, help_text="defaults to the command or URL")
+    transport = forms.ChoiceField(choices=list(TRANSPORTS), initial="stdio")
+    command = forms.CharField(
+        max_length=4000, required=False, help_text="program and arguments, as in a shell"
+    )
+    args = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text="one more argument a line"
+    )
+    env = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text="KEY=value, a line each"
+    )
+    secret_env = forms.CharField(
+        max_length=1000,
+        required=False,
+        help_text="names of env values to mask (token/secret/key names always are)",
+    )
+    cwd = forms.CharField(max_length=1000, required=False, label="Working directory")
+    url = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="URL",
+        widget=forms.TextInput(attrs={"placeholder": "http://127.0.0.1:3001/mcp"}),
+    )
+    headers = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text="Name: value, a line each"
+    )
+    bearer_token = forms.CharField(
+        max_length=4000, required=False, widget=forms.PasswordInput(render_value=False)
+    )
+    verify_tls = forms.BooleanField(required=False, initial=True, label="Verify TLS certificates")
+    ca_file = forms.CharField(
+        max_length=1000,
+        required=False,
+        label="CA certificates file",
+        help_text="a PEM file on this machine to trust instead of the public CAs (a local CA, mkcert)",
+    )
+    protocol_version = forms.ChoiceField(choices=VERSIONS, initial=DEFAULT_PROTOCOL_VERSION)
+    mode = forms.ChoiceField(choices=MODES, initial="handshake", label="Connection mode", required=False)
+    roots_cap = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["roots"])
+    roots_list_changed = forms.BooleanField(
+        required=False, initial=True, label=CAPABILITIES["roots_list_changed"]
+    )
+    sampling = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["sampling"])
+    elicitation_form = forms.BooleanField(
+        required=False, initial=True, label=CAPABILITIES["elicitation_form"]
+    )
+    elicitation_url = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["elicitation_url"])
+    review_roots = forms.BooleanField(required=False, initial=False, label=CAPABILITIES["review_roots"])
+    roots = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        help_text="file:// URI and an optional name, a line each",
+    )
+    timeout = forms.FloatField(
+        min_value=0, initial=60, help_text="seconds without a response or progress (0: none)"
+    )
+    max_total_timeout = forms.FloatField(
+        min_value=0, initial=600, label="Maximum total", help_text="seconds (0: none)"
+    )
+    save = forms.BooleanField(required=False, label="Save this server")
+
+    def clean_args(self) -> list[str]:
+        return _lines(self.cleaned_data["args"])
+
+    def clean_env(self) -> dict[str, str]:
+        env = {}
+        for line in _lines(self.cleaned_data["env"]):
+            name, sep, value = line.partition("=")
+            if not sep or not name.strip():
+                raise forms.ValidationError(f"expected KEY=value, got {line!r}")
+            env[name.strip()] = value
+        return env
+
+    def clean_headers(self) -> dict[str, str]:
+        headers = {}
+        for line in _lines(self.cleaned_data["headers"]):
+            name, sep, value = line.partition(":")
+            if not sep or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", name.strip()):
+                raise forms.ValidationError(f"expected Name: value, got {line!r}")
+            headers[name.strip()] = value.strip()
+        return headers
+
+    def clean_roots(self) -> list[dict[str, str]]:
+        roots = []
+        for line in _lines(self.cleaned_data["roots"]):
+            uri, _, name = line.partition(" ")
+            if not uri.startswith("file://"):
+                raise forms.ValidationError(f"roots are file:// URIs; got {uri!r}")
+            roots.append({"uri": uri, "name": name.strip()} if name.strip() else {"uri": uri})
+        return roots
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        if data["transport"] == "stdio":
+            try:
+                words = shlex.split(data.get("command", ""))
+            except ValueError as exc:
+                raise forms.ValidationError({"command": f"cannot split the command: {exc}"}) from None
+            if not words:
+                raise forms.ValidationError({"command": "a stdio server needs a command"})
+            data["command_words"] = words
+        else:
+            url = data.get("url", "")
+            if not url.lower().startswith(("http://", "https://")):
+                raise forms.ValidationError({"url": "an HTTP server needs an http:// or https:// URL"})
+            ca_file = data.get("ca_file", "").strip()
+            if ca_file and not Path(ca_file).is_file():
+                raise forms.ValidationError({"ca_file": f"no such file on this machine: {ca_file}"})
+        return data
+
+    def snapshot(self) -> dict[str, Any]:
+        """Return the config the runtime starts from."""
+        data = self.cleaned_data
+        stdio = data["transport"] == "stdio"
+        words = data.get("command_words", [])
+        marked = [n.strip() for n in data["secret_env"].split(",") if n.strip()]
+        return {
+            "name": data["name"] or (" ".join(words)[:200] if stdio else data["url"][:200]),
+            "transport": data["transport"],
+            "command": words[0] if stdio else "",
+            "args": [*words[1:], *data["args"]] if stdio else [],
+            "env": data["env"] if stdio else {},
+            "secret_env": secret_env_names(data["env"], marked),
+            "cwd": data["cwd"] if stdio else "",
+            "url": "" if stdio else data["url"],
+            "headers": {} if stdio else data["headers"],
+            "bearer_token": "" if stdio else data["bearer_token"],
+            "verify_tls": True if stdio else data["verify_tls"],
+            "ca_file": "" if stdio else data["ca_file"].strip(),
+            "protocol_version": data["protocol_version"],
+            "mode": data.get("mode") or "handshake",
+            "capabilities": {
+                "roots": data["roots_cap"],
+                "roots_list_changed": data["roots_list_changed"],
+                "sampling": data["sampling"],
+                "elicitation_form": data["elicitation_form"],
+                "elicitation_url": data["elicitation_url"],
+                "review_roots": data["review_roots"],
+            },
+            "timeout": data["timeout"] or None,
+            "max_total_timeout": data["max_total_timeout"] or None,
+        }
+
+    def save_server(self, owner: AbstractBaseUser) -> ServerConfig:
+        """Save (or update) this server under its name."""
+        config = self.snapshot()
+        fields = {k: v for k, v in config.items() if k != "name"}
+        fields["timeout"] = fields["timeout"] or 0
+        fields["max_total_timeout"] = fields["max_total_timeout"] or 0
+        server, _ = ServerConfig.objects.update_or_create(owner=owner, name=config["name"], defaults=fields)
+        return server
+
+
+class ImportForm(forms.Form):
+    """Paste the mcpServers JSON of Claude Desktop, Cursor, Cline or VS Code, or a registry server.json."""
+
+    text = forms.CharField(widget=forms.Textarea(attrs={"rows": 6}), label="mcpServers JSON")
+
+    def clean_text(self) -> dict[str, dict[str, Any]]:
+        try:
+            return parse_servers(json.loads(self.cleaned_data["text"]))
+        except ValueError as exc:  # JSONDecodeError and ConfigError both
+            raise forms.ValidationError(str(exc)) from None
+
+    def save(self, owner: AbstractBaseUser) -> list[ServerConfig]:
+        saved = []
+        for name, config in self.cleaned_data["text"].items():
+            fields = {k: v for k, v in config.items() if k != "name"}
+            # A server.json marks its secret variables; other names that look secret are masked too.
+            fields["secret_env"] = secret_env_names(fields.get("env", {}), config.get("secret_env"))
+            server, _ = ServerConfig.objects.update_or_create(owner=owner, name=name, defaults=fields)
+            saved.append(server)
+        return saved

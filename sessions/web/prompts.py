@@ -1,0 +1,59 @@
+"""The Prompts panel: the listing, each prompt's argument form, and getting a prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.views.decorators.http import require_POST
+
+from inspector.http import AuthedRequest
+from sessions.models import McpSession
+from sessions.web.completion import argument_fields, arguments
+from sessions.web.shortcuts import ask, capabilities, latest, owned_session, render_call, render_panel
+
+__all__ = ["get_prompt", "list_prompts", "panel_context"]
+
+
+def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
+    """What the prompts panel shows (runs in a worker thread)."""
+    listing = latest(session, "prompts/list", fresh)
+    prompts = []
+    for i, prompt in enumerate((listing or {}).get("prompts") or []):
+        if not isinstance(prompt, dict) or not isinstance(prompt.get("name"), str):
+            continue
+        arguments = [a for a in prompt.get("arguments") or [] if isinstance(a, dict) and a.get("name")]
+        names = [
+            (str(a["name"]), str(a.get("description") or ""), bool(a.get("required"))) for a in arguments
+        ]
+        prompts.append({**prompt, "form_id": f"prompt{i}", "fields": argument_fields(f"prompt{i}", names)})
+    return {
+        "caps": capabilities(session),
+        "prompts": prompts,
+        "prompts_listed": listing is not None,
+        "prompts_next": (listing or {}).get("nextCursor"),
+    }
+
+
+@require_POST
+async def list_prompts(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """List the prompts (a page at a time: the cursor asks for the next one)."""
+    session = await owned_session(request, public_id)
+    cursor = request.POST.get("cursor", "")
+    problem, result = await ask(session, "prompts/list", {"cursor": cursor} if cursor else None)
+    fresh = {"prompts/list": result} if isinstance(result, dict) else {}
+    context = await sync_to_async(panel_context)(session, request, fresh)
+    return await render_panel(
+        request, session, "prompts", context, list_error=problem, page_kind="prompts" if cursor else ""
+    )
+
+
+@require_POST
+async def get_prompt(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Get a prompt with the arguments the person filled in (empty ones are left out)."""
+    session = await owned_session(request, public_id)
+    name = request.POST.get("ref", "")
+    if not name:
+        return HttpResponseBadRequest("ref (the prompt's name) is required")
+    return await render_call(request, session, "prompts/get", {"name": name, "arguments": arguments(request)})

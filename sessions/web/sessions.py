@@ -1,0 +1,220 @@
+"""The home page and a session's page: connecting, saved servers, recordings, the lifecycle, deleting."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from inspector.http import AuthedRequest, signed_in_user
+from sessions.models import McpSession, PendingReview, ServerConfig
+from sessions.runtime import client, workers
+from sessions.runtime import messages as m
+from sessions.timeline.calls import recent_calls
+from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
+from sessions.timeline.recordings import MAX_BYTES, RecordingError, import_recording
+from sessions.web.forms import ConnectForm, ImportForm
+from sessions.web.panels import PANELS, panel_context
+from sessions.web.shortcuts import error_response, owned_session
+
+__all__ = [
+    "connect",
+    "connect_saved",
+    "delete_ended_sessions",
+    "delete_server",
+    "delete_session",
+    "disconnect",
+    "home",
+    "import_servers",
+    "open_recording",
+    "reconnect",
+    "reinitialize",
+    "session_page",
+]
+
+
+@require_GET
+def home(request: AuthedRequest) -> HttpResponse:
+    """List the person's sessions and saved servers, with the connect form."""
+    if workers.reap_due():
+        async_to_sync(workers.tell_viewers)(workers.reap())
+    return _home(request)
+
+
+def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpResponse:
+    """The home page: the person's sessions and saved servers, the connect form, and ``extra``."""
+    context = {
+        "sessions": McpSession.objects.filter(owner=request.user)[:50],
+        "servers": ServerConfig.objects.filter(owner=request.user),
+        "form": ConnectForm(),
+        **extra,
+    }
+    return render(request, "home.html", context, status=status)
+
+
+@require_POST
+async def connect(request: AuthedRequest) -> HttpResponse:
+    """Start a session from the connect form (and save the server when asked)."""
+    form = ConnectForm(request.POST)
+    if not await sync_to_async(form.is_valid)():
+        user = await signed_in_user(request)
+        context = {"form": form, "servers": [s async for s in ServerConfig.objects.filter(owner_id=user.pk)]}
+        return await sync_to_async(render)(request, "sessions/_connect_form.html", context, status=422)
+    user = await signed_in_user(request)
+    config = form.snapshot()
+    server = await sync_to_async(form.save_server)(user) if form.cleaned_data.get("save") else None
+    session = await McpSession.objects.acreate(
+        owner_id=user.pk, server=server, name=config["name"], config=config, roots=form.cleaned_data["roots"]
+    )
+    await client.start_session(session)
+    url = f"/s/{session.public_id}/"
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
+
+
+@require_POST
+async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
+    """Start a session from a saved server."""
+    user = await signed_in_user(request)
+    server = await ServerConfig.objects.filter(pk=pk, owner_id=user.pk).afirst()
+    if server is None:
+        raise Http404("No such server")
+    session = await McpSession.objects.acreate(
+        owner_id=user.pk, server=server, name=server.name, config=server.snapshot()
+    )
+    await client.start_session(session)
+    return redirect(f"/s/{session.public_id}/")
+
+
+@require_POST
+def import_servers(request: AuthedRequest) -> HttpResponse:
+    """Save the servers of a pasted mcpServers document."""
+    form = ImportForm(request.POST)
+    if form.is_valid():
+        form.save(request.user)
+        return redirect("home")
+    return _home(request, status=422, import_form=form)
+
+
+@require_POST
+def delete_server(request: AuthedRequest, pk: int) -> HttpResponse:
+    ServerConfig.objects.filter(pk=pk, owner=request.user).delete()
+    return redirect("home")
+
+
+@require_POST
+def open_recording(request: AuthedRequest) -> HttpResponse:
+    """Open a JSON Lines recording (the web export or the CLI's --record) as a closed session."""
+    upload = request.FILES.get("recording")
+    problem = "choose a .jsonl file to open" if upload is None else ""
+    if upload is not None and upload.size is not None and upload.size > MAX_BYTES:
+        problem = f"{upload.name} is larger than {MAX_BYTES >> 20} MiB"
+    elif upload is not None:
+        try:
+            session = import_recording(request.user, upload.name or "recording", upload)
+        except (RecordingError, UnicodeDecodeError) as exc:
+            problem = f"cannot open {upload.name}: {exc}"
+        else:
+            return redirect("session", public_id=session.public_id)
+    return _home(request, status=422, recording_error=problem)
+
+
+@require_GET
+async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """The session: lifecycle, feature panels, calls, reviews and the live timeline."""
+    if workers.reap_due():  # hosted only, at most once a heartbeat: no database work otherwise
+        await workers.tell_viewers(await sync_to_async(workers.reap)())
+    session = await owned_session(request, public_id)
+    tab = request.GET.get("tab", "overview")
+    if tab not in PANELS:
+        tab = "overview"
+    context = await sync_to_async(_session_context)(session, tab, request)
+    return await sync_to_async(render)(request, "sessions/session.html", context)
+
+
+def _session_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
+    rows = page_of_rows(session, TimelineFilter())
+    wanted = request.GET.get("frame", "")
+    return {
+        "opened": frame_detail(session, int(wanted)) if wanted.isdigit() else None,
+        "session": session,
+        "tab": tab,
+        "panels": list(PANELS),
+        "panel": panel_context(session, tab, request),
+        "calls": recent_calls(session),
+        "reviews": list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)),
+        "rows": rows,
+        "first_shown": rows[0]["seq"] if rows else 0,
+        "last_shown": rows[-1]["seq"] if rows else 0,
+        "filter": TimelineFilter(),
+    }
+
+
+@require_POST
+async def disconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    session = await owned_session(request, public_id)
+    if session.is_live:
+        with contextlib.suppress(client.CommandFailed):
+            await client.call(session, m.Disconnect())
+    return _back_to(request, session)
+
+
+@require_POST
+async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Start the same recorded session again; the timeline continues where it stopped."""
+    session = await owned_session(request, public_id)
+    if session.is_imported:
+        return HttpResponseBadRequest("a session opened from a recording has no server to reconnect to")
+    if not session.is_live or not session.worker_channel:
+        session.status = McpSession.Status.STARTING
+        await session.asave(update_fields=["status"])
+        await client.start_session(session)
+    return _back_to(request, session)
+
+
+@require_POST
+async def reinitialize(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    session = await owned_session(request, public_id)
+    try:
+        await client.call(session, m.Reinitialize(), timeout=30)
+    except client.CommandFailed as exc:
+        return error_response(str(exc), 409)
+    return _back_to(request, session)
+
+
+def _back_to(request: AuthedRequest, session: McpSession) -> HttpResponse:
+    """After a lifecycle action: htmx needs nothing (the live socket shows it); a plain form goes back."""
+    if request.htmx:
+        return HttpResponse(status=204)
+    return redirect(f"/s/{session.public_id}/")
+
+
+@require_POST
+def delete_session(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Delete an ended session with its timeline; a live one must be disconnected first."""
+    session = McpSession.objects.filter(public_id=public_id, owner=request.user).first()
+    if session is None:
+        raise Http404("No such session")
+    if session.is_live:
+        return HttpResponse("Disconnect the session before deleting it.", status=409)
+    session.delete()
+    return _home_again(request)
+
+
+def _home_again(request: AuthedRequest) -> HttpResponse:
+    return HttpResponseClientRedirect("/") if request.htmx else redirect("home")
+
+
+@require_POST
+def delete_ended_sessions(request: AuthedRequest) -> HttpResponse:
+    """Clear the history: every ended session of the person (live ones stay), with their timelines."""
+    McpSession.objects.filter(owner=request.user).exclude(status__in=McpSession.LIVE).delete()
+    return _home_again(request)

@@ -1,0 +1,124 @@
+"""What every feature's views share: the person's session, a request through its owner, its call card."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+
+from inspector.http import AuthedRequest, signed_in_user
+from sessions.models import McpSession
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.timeline.calls import call_context
+from sessions.timeline.listings import latest_result
+
+__all__ = [
+    "ask",
+    "capabilities",
+    "error_response",
+    "feature",
+    "latest",
+    "owned_session",
+    "render_call",
+    "render_panel",
+]
+
+
+async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:
+    """Return the session if it belongs to the signed-in user, else 404 (never 403: ids stay private)."""
+    user = await signed_in_user(request)
+    session = await McpSession.objects.filter(public_id=public_id, owner_id=user.pk).afirst()
+    if session is None:
+        raise Http404("No such session")
+    return session
+
+
+def error_response(message: str, status: int) -> HttpResponse:
+    """A fragment that says what went wrong, with its status."""
+    return HttpResponse(render_to_string("sessions/_error.html", {"message": message}), status=status)
+
+
+async def render_call(
+    request: AuthedRequest,
+    session: McpSession,
+    method: str,
+    params: dict[str, Any] | None,
+    timeout: float | None = None,
+) -> HttpResponse:
+    """Send a request through the owner and render its call card (finished, or running with progress)."""
+    try:
+        # A quick answer comes back in this response; a slow one shows its running card at once
+        # and finishes over the live socket.
+        command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False)
+        answer = await client.request(session, command)
+    except client.CommandFailed as exc:
+        return error_response(str(exc), 409)
+    outcome = answer.outcome if isinstance(answer, m.Done) else None
+    rpc_id = answer.rpc_id if isinstance(answer, m.Started) else answer.outcome["rpc_id"]
+    sent = {"method": method, "params": params or {}}
+    context = await sync_to_async(call_context)(session, rpc_id, outcome=outcome, sent=sent)
+    if outcome is None:
+        context["running"] = True
+    return await sync_to_async(render)(request, "sessions/_call.html", context)
+
+
+async def ask(
+    session: McpSession, method: str, params: dict[str, Any] | None, wait: float = 10.0
+) -> tuple[str | None, Any]:
+    """Send a request and wait for it; return why it failed (or None) and its result."""
+    try:
+        answer = await client.request(session, m.Request(method, params, wait=wait))
+    except client.CommandFailed as exc:
+        return str(exc), None
+    if not isinstance(answer, m.Done):
+        return f"{method} is still running; its answer will show in the timeline", None
+    error = answer.outcome.get("error")
+    if error:
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"{method} failed: {message}", None
+    return None, answer.outcome.get("result")
+
+
+async def feature(session: McpSession, action: str, value: str = "") -> str | None:
+    """Do a revision-aware panel action through the owner (see SessionOwner.on_feature); why it failed."""
+    try:
+        await client.call(session, m.Feature(action, value), timeout=30.0)
+    except client.CommandFailed as exc:
+        return str(exc)
+    return None
+
+
+def capabilities(session: McpSession) -> dict[str, Any]:
+    """Which features the server declared: resources (and subscribe), prompts, completions, logging."""
+    caps = session.server_capabilities if isinstance(session.server_capabilities, dict) else {}
+    resources = caps.get("resources")
+    if not isinstance(resources, dict):
+        resources = {}
+    return {
+        "resources": "resources" in caps,
+        "subscribe": bool(resources.get("subscribe")),
+        "prompts": "prompts" in caps,
+        "completions": "completions" in caps,
+        "logging": "logging" in caps,
+    }
+
+
+def latest(session: McpSession, method: str, fresh: dict[str, Any]) -> dict[str, Any] | None:
+    """The newest result of a listing: what a POST just learnt (``fresh``), else the newest stored one.
+
+    The owner answers before the recorder has stored the response frame, so the timeline may lag by one.
+    """
+    result = fresh.get(method)
+    return result if isinstance(result, dict) else latest_result(session, method)
+
+
+async def render_panel(
+    request: AuthedRequest, session: McpSession, tab: str, context: dict[str, Any], **extra: Any
+) -> HttpResponse:
+    """Render a feature panel with the context its module built."""
+    full = {"session": session, "tab": tab, **context, **extra}
+    return await sync_to_async(render)(request, f"sessions/panels/{tab}.html", full)

@@ -1,0 +1,75 @@
+"""The timeline: its pages, one frame opened, and the session's exports (JSON Lines, HTML, collection)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from inspector.http import AuthedRequest
+from sessions.timeline.exports import collection, document, jsonl_lines
+from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
+from sessions.web.shortcuts import owned_session
+
+__all__ = ["export", "export_collection", "export_html", "frame", "timeline_page"]
+
+
+@require_GET
+async def timeline_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """A page of timeline rows (newest, before a seq, or after one), filtered."""
+    session = await owned_session(request, public_id)
+    flt = TimelineFilter.from_data(request.GET)
+
+    def number(name: str) -> int | None:
+        value = request.GET.get(name, "")
+        return int(value) if value.isdigit() else None
+
+    rows = await sync_to_async(page_of_rows)(session, flt, before=number("before"), after=number("after"))
+    return await sync_to_async(render)(
+        request, "sessions/_timeline_rows.html", {"rows": rows, "session": session}
+    )
+
+
+@require_GET
+async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpResponse:
+    """One frame opened: raw bytes, pretty JSON, verdicts, transport details."""
+    session = await owned_session(request, public_id)
+    detail = await sync_to_async(frame_detail)(session, seq)
+    if detail is None:
+        raise Http404("No such frame")
+    return await sync_to_async(render)(request, "sessions/_frame_detail.html", {"session": session, **detail})
+
+
+@require_GET
+async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
+    """Download the whole timeline as JSON Lines, one frame a line (raw bytes as text)."""
+    session = await owned_session(request, public_id)
+
+    response = StreamingHttpResponse(jsonl_lines(session), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.jsonl"'
+    return response
+
+
+@require_GET
+async def export_collection(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """The session's requests as a collection for ``mcp-inspector --cli --collection`` (CI regressions)."""
+    session = await owned_session(request, public_id)
+    steps = await sync_to_async(collection)(session)
+    response = HttpResponse(
+        json.dumps(steps, indent=2, ensure_ascii=False) + "\n", content_type="application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="mcp-collection-{session.public_id}.json"'
+    return response
+
+
+@require_GET
+async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
+    """Download the session as one self-contained HTML file (no script, nothing loaded from outside)."""
+    session = await owned_session(request, public_id)
+    response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
+    return response

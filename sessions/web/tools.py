@@ -1,0 +1,180 @@
+"""The Tools panel: the listing (pages, search), call forms built from input schemas, calls."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from inspector.http import AuthedRequest
+from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
+from sessions.web.schema_forms import build_form, default_arguments, parse_submission
+from sessions.web.shortcuts import ask, owned_session, render_call, render_panel
+
+HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _tool_rows(pages: list[dict[str, Any]], q: str) -> list[dict[str, Any]]:
+    rows = []
+    needle = q.strip().lower()
+    for number, page in enumerate(pages, start=1):
+        for tool in page.get("tools") or []:
+            if not isinstance(tool, dict):
+                continue
+            annotations = _dict(tool.get("annotations"))
+            text = " ".join(str(tool.get(k) or "") for k in ("name", "title", "description")).lower()
+            if needle and needle not in text:
+                continue
+            rows.append(
+                {
+                    "page": number,
+                    "name": str(tool.get("name") or ""),
+                    "title": tool.get("title") or annotations.get("title") or "",
+                    "description": tool.get("description") or "",
+                    "hints": [(k, annotations[k]) for k in HINTS if k in annotations],
+                }
+            )
+    return rows
+
+
+def _listing_context(
+    session: McpSession, pages: list[dict[str, Any]], q: str, check_changes: bool = True
+) -> dict[str, Any]:
+    total = sum(len(p.get("tools") or []) for p in pages)
+    changed = False
+    if pages and check_changes:
+        newest = (
+            TimelineFrame.objects.filter(session=session, method="tools/list", direction="in")
+            .order_by("-seq")
+            .values_list("seq", flat=True)
+            .first()
+        )
+        changed = TimelineFrame.objects.filter(
+            session=session, method="notifications/tools/list_changed", seq__gt=newest or 0
+        ).exists()
+    return {
+        "listed": bool(pages),
+        "tools": _tool_rows(pages, q),
+        "tool_total": total,
+        "page_count": len(pages),
+        "next_cursor": pages[-1].get("nextCursor") if pages else None,
+        "list_changed": changed,
+        "q": q,
+    }
+
+
+def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
+    """Return what the tools panel shows beyond the common context (runs in a worker thread)."""
+    return _listing_context(session, stored_pages(session), request.GET.get("q", ""))
+
+
+def _form_context(
+    session: McpSession,
+    tool: dict[str, Any],
+    data: Any = None,
+    errors: dict[str, str] | None = None,
+    raw: str | None = None,
+    mode: str = "form",
+) -> dict[str, Any]:
+    schema = _dict(tool.get("inputSchema"))
+    annotations = _dict(tool.get("annotations"))
+    return {
+        "session": session,
+        "tool": tool,
+        "hints": [(k, annotations[k]) for k in HINTS if k in annotations],
+        "hint_title": annotations.get("title"),
+        "root": build_form(schema, data=data, errors=errors),
+        "raw": raw
+        if raw is not None
+        else json.dumps(default_arguments(schema), indent=2, ensure_ascii=False),
+        "mode": mode,
+        "errors": errors or {},
+    }
+
+
+@require_POST
+async def list_tools(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Send tools/list (the first page, the next page, or every page) and re-render the panel."""
+    session = await owned_session(request, public_id)
+    mode = request.POST.get("page", "first")
+    cursor = request.POST.get("cursor") or None
+    pages: list[dict[str, Any]] = []
+    if mode in ("next", "all") and cursor:
+        pages = await sync_to_async(stored_pages)(session)
+    elif mode == "next":
+        mode = "first"
+    error = ""
+    while True:
+        problem, result = await ask(session, "tools/list", {"cursor": cursor} if cursor else None)
+        if problem is not None:
+            error = problem
+            break
+        pages.append(_dict(result))
+        cursor = pages[-1].get("nextCursor")
+        # A cursor must make progress; a server that repeats one would loop forever.
+        if mode != "all" or not cursor or len(pages) >= MAX_PAGES:
+            break
+    # The recorder may not have stored the answer yet: render from what came back.
+    context = await sync_to_async(_listing_context)(session, pages, "", False)
+    context["list_error"] = error
+    return await render_panel(request, session, "tools", context)
+
+
+@require_GET
+async def tool_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """The call form of one tool, built from its inputSchema (no request to the server)."""
+    session = await owned_session(request, public_id)
+    tool = await sync_to_async(find_tool)(session, request.GET.get("name", ""))
+    if tool is None:
+        raise Http404("No such tool in the newest listing")
+    context = await sync_to_async(_form_context)(session, tool)
+    return await sync_to_async(render)(request, "sessions/tools/_form.html", context)
+
+
+@require_POST
+async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Call a tool with the form's arguments (or the raw JSON ones) and render the call card."""
+    session = await owned_session(request, public_id)
+    name = request.POST.get("name", "")
+    tool = await sync_to_async(find_tool)(session, name)
+    if tool is None:
+        raise Http404("No such tool in the newest listing")
+    mode = request.POST.get("mode", "form")
+    raw = request.POST.get("raw", "")
+    errors: dict[str, str] = {}
+    if mode == "raw" and raw.strip():
+        try:
+            arguments = json.loads(raw)
+        except ValueError as exc:
+            errors["raw"] = f"not valid JSON: {exc}"
+        else:
+            if not isinstance(arguments, dict):
+                errors["raw"] = "the arguments must be a JSON object"
+    else:
+        mode = "form"
+        schema = _dict(tool.get("inputSchema"))
+        arguments, errors = parse_submission(schema, request.POST)
+    if errors:
+        context = await sync_to_async(_form_context)(
+            session,
+            tool,
+            data=request.POST if mode == "form" else None,
+            errors=errors,
+            raw=raw or None,
+            mode=mode,
+        )
+        response = HttpResponse(render_to_string("sessions/tools/_form.html", context, request), status=422)
+        response["HX-Retarget"] = "#tool-form"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    return await render_call(request, session, "tools/call", {"name": name, "arguments": arguments})
