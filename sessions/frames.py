@@ -38,10 +38,16 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 ROW_FIELDS = (
     "seq", "kind", "direction", "wall", "mono", "method", "rpc_id", "rpc_kind", "pair_seq", "latency_ms",
     "size", "raw", "preview", "parse_error", "transport", "verdicts", "worst", "note",
+    "is_error", "uri", "level",
 )  # fmt: skip
 JSON_FIELDS = frozenset({"transport", "verdicts"})
 # What a timeline row shows and a live batch carries: everything but the bytes.
 SUMMARY_FIELDS = tuple(f for f in ROW_FIELDS if f not in ("raw", "mono", "parse_error"))
+# Methods whose params name a resource, and those whose params carry a log level.
+URI_METHODS = frozenset(
+    {"resources/read", "resources/subscribe", "resources/unsubscribe", "notifications/resources/updated"}
+)
+LEVEL_METHODS = frozenset({"notifications/message", "logging/setLevel"})
 KINDS = frozenset({"message", "stderr", "http", "state", "exit"})
 DIRECTIONS = frozenset({"in", "out", "local"})
 SEVERITIES = frozenset({"error", "warning", "info"})
@@ -74,6 +80,28 @@ def pretty_json(raw: bytes | memoryview) -> str:
         return ""
 
 
+def _query_columns(frame: Frame) -> tuple[bool, str, str]:
+    """``is_error``, ``uri`` and ``level`` of a frame, from its whole message (never a preview)."""
+    if frame.kind in ("stderr", "exit"):
+        return True, "", ""
+    if frame.kind != "message" or frame.rpc_kind not in ("result", "error", "request", "notification"):
+        return False, "", ""
+    if frame.rpc_kind == "error":
+        return True, "", ""
+    wanted = frame.rpc_kind == "result" or frame.method in URI_METHODS or frame.method in LEVEL_METHODS
+    if not wanted:
+        return False, "", ""
+    message = frame.message if isinstance(frame.message, dict) else message_of(frame.raw)
+    if frame.rpc_kind == "result":
+        result = message.get("result")
+        return isinstance(result, dict) and result.get("isError") is True, "", ""
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    uri = params.get("uri") if frame.method in URI_METHODS else None
+    level = params.get("level") if frame.method in LEVEL_METHODS else None
+    return False, uri[:2000] if isinstance(uri, str) else "", level[:20] if isinstance(level, str) else ""
+
+
 def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     """Flatten an engine frame into the stored columns, numbered within the session from ``base``."""
     verdicts = [v.to_dict() for v in frame.verdicts]
@@ -81,6 +109,7 @@ def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     preview = frame.raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
     if not preview and frame.note:
         preview = frame.note[:PREVIEW_CHARS]
+    is_error, uri, level = _query_columns(frame)
     return {
         "seq": base + frame.seq,
         "kind": frame.kind,
@@ -100,6 +129,9 @@ def frame_row(frame: Frame, base: int) -> dict[str, Any]:
         "verdicts": verdicts,
         "worst": worst,
         "note": frame.note or "",
+        "is_error": is_error,
+        "uri": uri,
+        "level": level,
     }
 
 

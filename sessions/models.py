@@ -222,6 +222,12 @@ class TimelineFrame(models.Model):
         max_length=10, blank=True, help_text="the most severe verdict: error, warning, info"
     )
     note = models.TextField(blank=True)
+    # Computed once when the frame is recorded (sessions/frames.py), so queries need not parse previews.
+    is_error = models.BooleanField(
+        default=False, help_text="an error response, a result with isError, stderr or an exit"
+    )
+    uri = models.CharField(max_length=2000, blank=True, help_text="the resource the frame names")
+    level = models.CharField(max_length=20, blank=True, help_text="the log level the frame carries")
 
     class Meta:
         ordering = ["seq"]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
 from sessions.frames import SUMMARY_FIELDS, message_of, pretty_json
 from sessions.models import McpSession, TimelineFrame
@@ -61,12 +61,7 @@ class TimelineFilter:
         if self.direction:
             rows = rows.filter(direction=self.direction)
         if self.errors:
-            rows = rows.filter(
-                Q(rpc_kind="error")
-                | Q(kind="stderr")
-                | Q(kind="exit")
-                | Q(preview__contains='"isError":true')
-            )
+            rows = rows.filter(is_error=True)
         if self.violations:
             rows = rows.filter(worst__in=("error", "warning"))
         if self.hide_http:
@@ -81,11 +76,7 @@ class TimelineFilter:
             return False
         if self.direction and row["direction"] != self.direction:
             return False
-        if self.errors and not (
-            row["rpc_kind"] == "error"
-            or row["kind"] in ("stderr", "exit")
-            or '"isError":true' in row["preview"]
-        ):
+        if self.errors and not row["is_error"]:
             return False
         if self.violations and row["worst"] not in ("error", "warning"):
             return False

@@ -71,6 +71,8 @@ def fragments(session: McpSession, rows: list[dict[str, Any]]) -> list[str]:
         params = _params(preview)
         if params is None:
             params = _cut_params(preview)
+        # The stored columns hold the whole URI and the level, whatever the preview cut off.
+        params.update({k: row[k] for k in ("uri", "level") if row.get(k)})
         if method == "notifications/resources/updated":
             uri = params.get("uri")
             if isinstance(uri, str):

@@ -129,15 +129,12 @@ def recent_updates(session: McpSession, limit: int = RECENT_UPDATES) -> list[dic
 def _last_update(session: McpSession, uri: str) -> datetime | None:
     frame = (
         TimelineFrame.objects.filter(
-            session=session,
-            method="notifications/resources/updated",
-            direction="in",
-            preview__contains=json.dumps(uri)[1:-1],
+            session=session, method="notifications/resources/updated", direction="in", uri=uri
         )
         .order_by("-seq")
         .first()
     )
-    return wall_time(frame.wall) if frame and params_of(frame.raw).get("uri") == uri else None
+    return wall_time(frame.wall) if frame else None
 
 
 def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,71 @@
+"""The read side's queries over stored frames: the columns computed when a frame is recorded."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+
+from sessions.engine import Frame
+from sessions.frames import frame_row
+from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.queries import TimelineFilter, page_of_rows
+from sessions.timeline.search import results
+
+pytestmark = pytest.mark.django_db
+
+LONG = "x" * 1000  # far beyond the 300-character preview
+
+
+def _store(session: McpSession, *messages: tuple[str, dict[str, Any]]) -> None:
+    """Record messages (direction, JSON-RPC body) as the runtime would, numbered from 1."""
+    rows = []
+    for seq, (direction, body) in enumerate(messages, start=1):
+        frame = Frame("message", direction, json.dumps(body).encode(), seq=seq, message=body)  # type: ignore[arg-type]
+        frame.rpc_kind = "result" if "result" in body else "error" if "error" in body else "notification"
+        frame.method = body.get("method")
+        frame.rpc_id = body.get("id")
+        rows.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+    TimelineFrame.objects.bulk_create(rows)
+
+
+def _session() -> McpSession:
+    return McpSession.objects.create(owner=User.objects.create(username="alice"), name="everything")
+
+
+def test_a_tool_error_with_a_long_message_is_found_by_the_errors_filter_and_by_search() -> None:
+    session = _session()
+    _store(
+        session,
+        (
+            "in",
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "result": {"content": [{"type": "text", "text": LONG}], "isError": True},
+            },
+        ),
+        ("in", {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": LONG}]}}),
+    )
+    errors = TimelineFilter(errors=True)
+    assert [r["seq"] for r in page_of_rows(session, errors)] == [1]
+    assert [errors.matches(r) for r in page_of_rows(session, TimelineFilter())] == [True, False]
+    assert [f.seq for f in results(session.owner, "status:error")["rows"]] == [1]
+
+
+def test_resource_and_log_frames_carry_their_uri_and_level() -> None:
+    session = _session()
+    uri = "demo://resource/" + LONG
+    _store(
+        session,
+        ("in", {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}),
+        (
+            "in",
+            {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "alert", "data": LONG}},
+        ),
+    )
+    updated, logged = TimelineFrame.objects.filter(session=session).order_by("seq")
+    assert (updated.uri, updated.level, updated.is_error) == (uri, "", False)
+    assert (logged.uri, logged.level) == ("", "alert")
