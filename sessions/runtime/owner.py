@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -42,6 +43,8 @@ FINAL_STATES = {"closed", "failed"}
 class SessionOwner:
     """The long-lived task that owns one connection: it enters and leaves the engine's context."""
 
+    RESPONSES_KEPT = 1000
+
     def __init__(self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "") -> None:
         self.layer = layer
         self.pk = session_pk
@@ -53,7 +56,10 @@ class SessionOwner:
         self.base = 0
         self.engine_seq = 0
         self.calls: dict[int, RequestHandle] = {}  # requests in flight, for Cancel
-        self.responses: dict[int | str, dict[str, Any]] = {}
+        # Where each recent response sits on the timeline, for the call card of the request that
+        # asked (``on_request`` takes its own). A response may arrive before its handle is known
+        # (over HTTP, inside the POST), so they are all noted; only the newest few are kept.
+        self.responses: OrderedDict[int | str, dict[str, Any]] = OrderedDict()
         self.viewers = 0
         self._stop = asyncio.Event()
         self._stop_reason = ""
@@ -191,6 +197,8 @@ class SessionOwner:
                     "request_seq": self.base + event.pair_seq if event.pair_seq is not None else None,
                     "latency_ms": event.latency_ms,
                 }
+                while len(self.responses) > self.RESPONSES_KEPT:
+                    self.responses.popitem(last=False)
             if event.kind == "state":
                 self._spawn(self._record_phase(event))
             elif event.kind == "exit":
