@@ -17,6 +17,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 
 from inspector.routing import websocket_urlpatterns  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime  # noqa: E402
+from sessions.runtime.workers import ensure_reaper  # noqa: E402
 
 router = ProtocolTypeRouter(
     {
@@ -27,7 +28,8 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Route the request; first make sure this process's session runtime runs (embedded mode)."""
+    """Route the request; first make sure this process runs its session runtime, or its reaper (hosted)."""
     if scope["type"] != "lifespan":
         ensure_embedded_runtime()
+        ensure_reaper()
     await router(scope, receive, send)

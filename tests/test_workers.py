@@ -8,12 +8,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import workers
+from sessions.runtime.messages import StateChanged, decode_event
 
 pytestmark = pytest.mark.django_db
 
@@ -55,18 +57,31 @@ def test_the_sessions_of_a_silent_worker_are_marked_lost_and_no_others() -> None
     assert not EngineWorker.objects.filter(name="new:3:c").exists()
 
 
-@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0)
-def test_web_processes_reap_at_most_once_a_beat_and_never_in_the_embedded_set_up() -> None:
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0, INSPECTOR_EMBEDDED_RUNTIME=False)
+def test_loading_pages_marks_nothing_lost(client: Client) -> None:
     owner = User.objects.create_user("frank")
     EngineWorker.objects.create(name="dead:1:a", last_seen=timezone.now() - timedelta(seconds=10))
-    _session(owner, "orphan", "dead:1:a")
-    with override_settings(INSPECTOR_EMBEDDED_RUNTIME=True):
-        assert workers.reap_if_due() == []  # embedded: the app itself owns every session
-    with override_settings(INSPECTOR_EMBEDDED_RUNTIME=False):
-        workers._last_reap = 0.0
-        assert len(workers.reap_if_due()) == 1
-        EngineWorker.objects.create(name="dead:2:b", last_seen=timezone.now() - timedelta(seconds=10))
-        _session(owner, "orphan too", "dead:2:b")
-        assert workers.reap_if_due() == []  # within the same beat: not again
-        workers._last_reap = 0.0
-        assert len(workers.reap_if_due()) == 1
+    orphan = _session(owner, "orphan", "dead:1:a")
+    client.force_login(owner)
+    assert client.get("/").status_code == 200
+    assert client.get(f"/s/{orphan.public_id}/").status_code == 200
+    orphan.refresh_from_db()
+    assert orphan.status == "ready"  # GET changes nothing; the reaper (below) or a worker does it
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0, INSPECTOR_EMBEDDED_RUNTIME=False)
+async def test_a_web_process_reaper_marks_a_dead_workers_sessions_lost_and_tells_their_pages() -> None:
+    owner = await User.objects.acreate(username="grace")
+    await EngineWorker.objects.acreate(name="dead:1:a", last_seen=timezone.now() - timedelta(seconds=10))
+    orphan = await McpSession.objects.acreate(
+        owner=owner, name="orphan", config={}, status="ready", worker="dead:1:a", worker_channel="orphan!x"
+    )
+    layer = get_channel_layer()
+    watcher = await layer.new_channel()
+    await layer.group_add(orphan.group_name, watcher)
+    lost = await workers.reap_and_tell()
+    assert [s.pk for s in lost] == [orphan.pk]
+    assert decode_event(await layer.receive(watcher)) == StateChanged("lost")
+    await orphan.arefresh_from_db()
+    assert orphan.status == "lost"

@@ -4,16 +4,18 @@ A worker (``manage.py run_engine_worker``) registers an ``EngineWorker`` row and
 ``last_seen`` every ``INSPECTOR_WORKER_HEARTBEAT`` seconds; each session it owns records the worker's
 name. A worker whose heartbeat is three beats old is gone (killed, out of memory, its machine lost):
 its live sessions become ``lost``, with every frame up to the last write kept, and the pages watching
-them are told. Workers reap each other as they beat; web processes reap when a page loads, at most
-once a beat, so a crash is noticed even when no worker is left.
+them are told. Workers reap each other as they beat, and each hosted web process runs a reaper task
+that does the same every beat, so a crash is noticed even when no worker is left. Never on a GET:
+loading a page changes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import secrets
 import socket
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -24,9 +26,10 @@ from django.utils import timezone
 
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime.messages import StateChanged, encode_event
+from sessions.runtime.store import in_db_thread
 
 MISSED_BEATS = 3
-_last_reap = 0.0
+log = logging.getLogger(__name__)
 
 
 def new_name() -> str:
@@ -66,28 +69,38 @@ def reap() -> list[McpSession]:
     return lost
 
 
-def reap_due() -> bool:
-    """Whether a web process should reap now: hosted only, at most once a heartbeat per process.
-
-    No database work: pages call it on every load, and in the embedded set-up it is always False.
-    """
-    global _last_reap
-    if settings.INSPECTOR_EMBEDDED_RUNTIME:
-        return False
-    now = time.monotonic()
-    if now - _last_reap < settings.INSPECTOR_WORKER_HEARTBEAT:
-        return False
-    _last_reap = now
-    return True
-
-
-def reap_if_due() -> list[McpSession]:
-    """Reap when it is due (see reap_due); the sessions marked lost."""
-    return reap() if reap_due() else []
-
-
 async def tell_viewers(sessions: list[McpSession]) -> None:
     """Let the pages watching these sessions show that they are lost."""
     layer: Any = get_channel_layer()
     for session in sessions:
         await layer.group_send(session.group_name, encode_event(StateChanged("lost")))
+
+
+async def reap_and_tell() -> list[McpSession]:
+    """One round of reaping (on the runtime's database thread), then tell the pages watching."""
+    lost = await in_db_thread(reap)()
+    await tell_viewers(lost)
+    return lost
+
+
+_reaper: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None
+
+
+def ensure_reaper() -> None:
+    """Hosted web processes: reap every heartbeat in the background, once per event loop."""
+    global _reaper
+    if settings.INSPECTOR_EMBEDDED_RUNTIME:
+        return  # the embedded runtime owns every session itself; orphans are marked at start-up
+    loop = asyncio.get_running_loop()
+    if _reaper is not None and _reaper[0] is loop and not _reaper[1].done():
+        return
+    _reaper = (loop, loop.create_task(_reap_forever(), name="mcp-reaper"))
+
+
+async def _reap_forever() -> None:
+    while True:
+        await asyncio.sleep(settings.INSPECTOR_WORKER_HEARTBEAT)
+        try:
+            await reap_and_tell()
+        except Exception as exc:  # a database hiccup: the next beat tries again
+            log.warning("reaping lost engine workers failed: %s", exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview, ServerConfig
-from sessions.runtime import client, workers
+from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
@@ -41,8 +41,6 @@ __all__ = [
 @require_GET
 def home(request: AuthedRequest) -> HttpResponse:
     """List the person's sessions and saved servers, with the connect form."""
-    if workers.reap_due():
-        async_to_sync(workers.tell_viewers)(workers.reap())
     return _home(request)
 
 
@@ -130,8 +128,6 @@ def open_recording(request: AuthedRequest) -> HttpResponse:
 @require_GET
 async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """The session: lifecycle, feature panels, calls, reviews and the live timeline."""
-    if workers.reap_due():  # hosted only, at most once a heartbeat: no database work otherwise
-        await workers.tell_viewers(await sync_to_async(workers.reap)())
     session = await owned_session(request, public_id)
     tab = request.GET.get("tab", "overview")
     if tab not in PANELS:
