@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from web_support import (
     frames_of,
     live_runtime,
@@ -21,6 +22,7 @@ from web_support import (
     waiting_review,
 )
 
+from inspector.asgi import application
 from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -105,8 +107,10 @@ async def test_another_users_session_is_refused_on_the_websocket(everything_stdi
         alice, bob = await make_user("alice"), await make_user("bob")
         session = await McpSession.objects.acreate(owner=alice, name="x", config=everything(everything_stdio))
         communicator = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
-        connected, _ = await communicator.connect(timeout=10)
-        assert not connected
+        assert await communicator.connect(timeout=10) == (False, 4404)  # as if it did not exist
+        ours = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+        nobody = WebsocketCommunicator(application, f"/ws/sessions/{session.public_id}/", headers=ours)
+        assert await nobody.connect(timeout=10) == (False, 4401)  # not logged in
 
 
 async def test_a_sampling_request_is_stored_for_review_and_answered_through_the_owner(

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import getpass
 import hmac
+import json
 import logging
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +29,9 @@ from web_support import finish
 from inspector import auth
 from inspector.__main__ import access_log
 from inspector.asgi import application
+from sessions.engine import Frame
+from sessions.frames import frame_row
+from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
 
 FOREIGN = "http://evil.example"
 SAME_ORIGIN = "http://testserver"
@@ -262,8 +267,8 @@ async def test_a_websocket_with_a_foreign_or_missing_origin_is_rejected() -> Non
     with anyio.fail_after(5):
         for headers in ([(b"origin", FOREIGN.encode())], [(b"origin", b"null")], []):
             communicator = WebsocketCommunicator(application, "/ws/health/", headers=headers)
-            connected, _ = await communicator.connect()
-            assert not connected, headers
+            # The origin validator refuses before any consumer runs: a plain close, no session data.
+            assert await communicator.connect() == (False, 1000), headers
             await communicator.disconnect()
 
 
@@ -331,13 +336,16 @@ def test_the_access_log_leaves_out_query_strings(caplog: pytest.LogCaptureFixtur
 
 # --- every URL: login required, no side effects on GET --------------------------------------------
 
-# Sample values for path converters, so patterns with arguments are exercised too (they 404, usually).
+# Sample values for path converters. The walk seeds alice's session under SAMPLE_SESSION with a
+# saved server, a request and its answer (rpc id 1, frames 1 and 2) and a waiting review (pk 1), so
+# the pages under /s/<uuid>/ render for real instead of answering 404.
+SAMPLE_SESSION = "5e551011-0000-4000-8000-000000000001"
 _SAMPLES = {
     "int": "1",
-    "str": "x",
+    "str": "tools",
     "slug": "x",
     "path": "x",
-    "uuid": "00000000-0000-0000-0000-000000000000",
+    "uuid": SAMPLE_SESSION,
 }
 _CONVERTER = re.compile(r"<(?:(?P<converter>[^>:]+):)?(?P<name>[^>]+)>")
 
@@ -383,15 +391,45 @@ def test_the_url_walk_finds_the_project_pages() -> None:
     assert {"/", "/healthz", "/auth/login", "/auth/token"} <= set(all_paths())
 
 
+def seed_session(owner: User) -> McpSession:
+    """A closed session of ``owner`` with something behind each sample id the URL walk uses."""
+    server = ServerConfig.objects.create(pk=1, owner=owner, name="everything", command="node")
+    session = McpSession.objects.create(
+        public_id=uuid.UUID(SAMPLE_SESSION), owner=owner, server=server, name="everything", status="closed"
+    )
+    call = {"name": "echo", "arguments": {"message": "hi"}}
+    answer = {"contents": [{"uri": "demo://blob", "blob": "aGk="}]}
+    frames = [
+        Frame(
+            "message",
+            "out",
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}).encode(),
+        ),
+        Frame("message", "in", json.dumps({"jsonrpc": "2.0", "id": 1, "result": answer}).encode()),
+    ]
+    for seq, (frame, kind) in enumerate(zip(frames, ("request", "result"), strict=True), start=1):
+        frame.seq, frame.rpc_kind, frame.rpc_id, frame.method = seq, kind, 1, "tools/call"
+        TimelineFrame.objects.create(session=session, **frame_row(frame, 0))
+    PendingReview.objects.create(
+        pk=1, session=session, key="k", method="roots/list", rpc_id="7", params={}, frame_seq=2
+    )
+    session.last_seq = 2
+    session.save()
+    return session
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("path", all_paths())
-def test_no_get_changes_the_database(alice_client: Client, path: str) -> None:
+def test_no_get_changes_the_database(alice_client: Client, alice: User, path: str) -> None:
+    seed_session(alice)
     before = row_counts()
     response = alice_client.get(path)
     finish(response)
     # 400: a fragment that validates its query string with a Form, given none.
     assert response.status_code in (200, 204, 302, 400, 404, 405), path
     assert row_counts() == before, path
+    if path in (f"/s/{SAMPLE_SESSION}/", f"/s/{SAMPLE_SESSION}/frames/1", f"/s/{SAMPLE_SESSION}/export"):
+        assert response.status_code == 200, path  # the walk reached a real session
 
 
 @pytest.mark.django_db
