@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests import browser_support
-from tests.browser_support import (
+from support import browser as browser_support
+from support.browser import (
     SHORT,
     LiveApp,
     assert_clean,

@@ -7,7 +7,7 @@ import base64
 from typing import Any
 
 import pytest
-from engine_support import EventLog, wait_for_tool
+from support.engine import EventLog, wait_for_tool
 
 from sessions.engine import (
     ClientCapabilities,

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from engine_support import EventLog
+from support.engine import EventLog
 
 from sessions.engine import (
     ClientOptions,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import EventLog
+from support.engine import EventLog
 
 from sessions.engine import (
     HANDSHAKE_VERSIONS,

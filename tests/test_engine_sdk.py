@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from engine_support import EventLog
+from support.engine import EventLog
 
 from sessions.engine import ClientOptions, Frame, HttpTarget, McpError, PendingRequest, StdioTarget, connect
 

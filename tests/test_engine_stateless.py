@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, start_http_server
-from engine_support import EventLog
+from support.engine import EventLog
+from support.processes import free_port, start_http_server
 
 from sessions.engine import (
     ClientOptions,

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_support import EventLog
+from support.engine import EventLog
 
 from sessions.engine import ClientCapabilities, ClientOptions, McpError, StdioTarget, connect
 from sessions.engine._sse import SseDecoder

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port, start_http_server
+from support.processes import free_port, start_http_server
 
 ROOT = Path(__file__).resolve().parent.parent
 REDIS = ("127.0.0.1", 6379)

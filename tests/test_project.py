@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
-from web_support import finish
+from support.web import finish
 
 import inspector
 from inspector.__main__ import is_loopback, main

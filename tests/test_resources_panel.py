@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from web_support import (
+from support.web import (
     live_runtime,
     logged_in_client,
     make_user,

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import free_port, start_http_server
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.test import override_settings
-from web_support import (
+from support.processes import free_port, start_http_server
+from support.web import (
     frames_of,
     live_runtime,
     logged_in_client,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from web_support import (
+from support.web import (
     frames_of,
     live_runtime,
     make_user,

@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
-from web_support import finish
+from support.web import finish
 
 from inspector import auth
 from inspector.__main__ import access_log

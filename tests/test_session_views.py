@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from web_support import (
+from support.web import (
     frames_of,
     live_runtime,
     logged_in_client,

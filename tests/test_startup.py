@@ -15,8 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from tests.conftest import free_port, stop_process
+from support.processes import free_port, stop_process
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from web_support import (
+from support.web import (
     live_runtime,
     logged_in_client,
     make_user,

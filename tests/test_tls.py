@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HttpsServer
-from engine_support import EventLog
+from support.engine import EventLog
+from support.processes import HttpsServer
+from support.web import live_runtime, logged_in_client, make_user, wait_until
 from test_cli import assert_one_error_line, result_of, run_cli
-from web_support import live_runtime, logged_in_client, make_user, wait_until
 
 from sessions.engine import ClientOptions, HttpTarget, TransportError, connect
 from sessions.models import McpSession, ServerConfig, TimelineFrame

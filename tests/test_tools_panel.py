@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from web_support import live_runtime, logged_in_client, make_user, start_session, stdio_config, wait_until
+from support.web import live_runtime, logged_in_client, make_user, start_session, stdio_config, wait_until
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.listings import latest_result

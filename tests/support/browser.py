@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_port, stop_process
+from support.processes import free_port, stop_process
 
 CHROMIUM = Path("/usr/bin/chromium")
 MCP_INSPECTOR = str(Path(sys.executable).with_name("mcp-inspector"))
