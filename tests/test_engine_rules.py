@@ -472,7 +472,7 @@ async def test_a_tool_with_a_bad_x_mcp_header_annotation_is_flagged_x_mcp_header
 
 # --- subscriptions/listen (stateless) -----------------------------------------------------
 
-FEATURES = {"capabilities": {"tools": {}, "prompts": {}}}
+FEATURES: dict[str, Any] = {"capabilities": {"tools": {}, "prompts": {}}}
 
 
 def on_stream(method: str, stream: Any, **params: Any) -> dict[str, Any]:
