@@ -297,10 +297,12 @@ class Recorder:
         """Every verdict code on every frame so far, in order."""
         return [v.code for f in self.frames for v in f.verdicts]
 
-    async def wait_for(self, predicate: Callable[[Event], bool], *, timeout: float = WAIT) -> Event:
-        """Return the first event (so far or to come) that matches ``predicate``."""
+    async def wait_for(
+        self, predicate: Callable[[Event], bool], *, timeout: float = WAIT, since: int = 0
+    ) -> Event:
+        """Return the first event (from index ``since`` on, so far or to come) that matches ``predicate``."""
         async with asyncio.timeout(timeout):
-            seen = 0
+            seen = since
             while True:
                 for event in self.events[seen:]:
                     if predicate(event):
