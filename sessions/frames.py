@@ -140,6 +140,15 @@ def summary(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row[name] for name in SUMMARY_FIELDS}
 
 
+def _verdicts(items: Any) -> list[Verdict]:
+    """Stored or recorded verdicts (dicts) back as engine verdicts; what is not one is left out."""
+    return [
+        Verdict(str(v.get("code", "?")), v["severity"], str(v.get("message", "")))
+        for v in items or []
+        if isinstance(v, dict) and v.get("severity") in SEVERITIES
+    ]
+
+
 def frame_of(row: Any) -> Frame:
     """A stored row (a model instance) back as an engine frame, numbered as stored."""
     rpc_id = json.loads(row.rpc_id) if row.rpc_id else None
@@ -155,11 +164,7 @@ def frame_of(row: Any) -> Frame:
         rpc_kind=row.rpc_kind or None,
         method=row.method or None,
         rpc_id=rpc_id,
-        verdicts=[
-            Verdict(str(v.get("code", "?")), v["severity"], str(v.get("message", "")))
-            for v in row.verdicts or []
-            if isinstance(v, dict) and v.get("severity") in SEVERITIES
-        ],
+        verdicts=_verdicts(row.verdicts),
         pair_seq=row.pair_seq,
         latency_ms=row.latency_ms,
         note=row.note or None,
@@ -182,11 +187,6 @@ def frame_from_record(record: Any, line: int) -> Frame:
     if not isinstance(raw, str):
         raise RecordError(f"line {line}: raw must be text")
     encoding = "latin-1" if record.get("raw_encoding") == "latin-1" else "utf-8"
-    verdicts = [
-        Verdict(str(v.get("code", "?")), v["severity"], str(v.get("message", "")))
-        for v in record.get("verdicts") or []
-        if isinstance(v, dict) and v.get("severity") in SEVERITIES
-    ]
     rpc_id = record.get("rpc_id")
     pair = record.get("pair_seq")
     latency = record.get("latency_ms")
@@ -202,7 +202,7 @@ def frame_from_record(record: Any, line: int) -> Frame:
         rpc_kind=str(record["rpc_kind"]) if record.get("rpc_kind") else None,
         method=str(record["method"]) if record.get("method") else None,
         rpc_id=rpc_id if isinstance(rpc_id, int | str) and not isinstance(rpc_id, bool) else None,
-        verdicts=verdicts,
+        verdicts=_verdicts(record.get("verdicts")),
         pair_seq=pair if isinstance(pair, int) else None,
         latency_ms=float(latency) if isinstance(latency, int | float) else None,
         note=str(record["note"]) if record.get("note") else None,

@@ -25,9 +25,10 @@ from sessions.engine import (
 __all__ = [
     "CLIENT_INFO",
     "DEFAULT_PROTOCOL_VERSION",
+    "HANDSHAKE_VERSIONS",
     "LOG_LEVELS",
     "MODES",
-    "PROTOCOL_VERSIONS",
+    "STATELESS_VERSIONS",
     "TRANSPORTS",
     "build_options",
     "build_target",
@@ -36,7 +37,6 @@ __all__ = [
     "secret_env_names",
 ]
 
-PROTOCOL_VERSIONS: tuple[str, ...] = (*HANDSHAKE_VERSIONS, *MODERN_VERSIONS)
 DEFAULT_PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
 STATELESS_VERSIONS: tuple[str, ...] = MODERN_VERSIONS
 MODES = ("handshake", "stateless", "auto")

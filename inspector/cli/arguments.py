@@ -9,16 +9,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from sessions.servers import LOG_LEVELS, STATELESS_VERSIONS, build_target
-from sessions.servers import PROTOCOL_VERSIONS as ALL_VERSIONS
+from sessions.servers import (
+    DEFAULT_PROTOCOL_VERSION,
+    HANDSHAKE_VERSIONS,
+    LOG_LEVELS,
+    STATELESS_VERSIONS,
+    build_target,
+)
 
 if TYPE_CHECKING:
     from sessions.engine import Target
 
 __all__ = ["CliError", "Invocation", "UsageError", "parse_args"]
 
-# Handshake revisions to offer, and the stateless ones (server/discover, no initialize).
-PROTOCOL_VERSIONS = tuple(v for v in ALL_VERSIONS if v not in STATELESS_VERSIONS)
 TRANSPORTS = ("stdio", "sse", "http", "streamable-http")
 DEFAULT_TIMEOUT = 60.0
 
@@ -62,7 +65,7 @@ class Invocation:
     prompt_name: str | None = None
     prompt_args: dict[str, str] = field(default_factory=dict)
     log_level: str | None = None
-    protocol_version: str = PROTOCOL_VERSIONS[-1]
+    protocol_version: str = DEFAULT_PROTOCOL_VERSION
     timeout: float = DEFAULT_TIMEOUT
     record: str | None = None
     collection: list[Any] | None = None
@@ -138,9 +141,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--server", metavar="NAME", help="server name in --config")
     parser.add_argument(
         "--protocol-version",
-        choices=(*PROTOCOL_VERSIONS, *STATELESS_VERSIONS),
-        default=PROTOCOL_VERSIONS[-1],
-        help=f"protocol version to offer (default {PROTOCOL_VERSIONS[-1]}); "
+        choices=(*HANDSHAKE_VERSIONS, *STATELESS_VERSIONS),
+        default=DEFAULT_PROTOCOL_VERSION,
+        help=f"protocol version to offer (default {DEFAULT_PROTOCOL_VERSION}); "
         f"{', '.join(STATELESS_VERSIONS)} connects statelessly (server/discover, no initialize)",
     )
     parser.add_argument(

@@ -71,12 +71,11 @@ class Recorder:
         while self.rows and not self._abandoned:
             # The batch stays at the head of rows until it is stored: later frames queue behind it.
             batch = self.rows[:MAX_BATCH]
-            try:
-                await store_frames(self.session_pk, batch)
-            except Exception as exc:
-                await self._recover(batch, exc)
-            else:
+            error = await self._try(batch)
+            if error is None:
                 await self._done(batch)
+            else:
+                await self._recover(batch, error)
 
     async def _done(self, stored: list[dict[str, Any]]) -> None:
         """``stored`` (the head of rows, or placeholders in their place) is in the database: tell everyone."""

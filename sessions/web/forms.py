@@ -15,7 +15,7 @@ from sessions.config_files import parse_servers
 from sessions.models import ServerConfig
 from sessions.servers import (
     DEFAULT_PROTOCOL_VERSION,
-    PROTOCOL_VERSIONS,
+    HANDSHAKE_VERSIONS,
     STATELESS_VERSIONS,
     TRANSPORTS,
     secret_env_names,
@@ -24,7 +24,7 @@ from sessions.servers import (
 __all__ = ["ConnectForm", "ImportForm"]
 
 # Newest handshake revision first, then the stateless ones.
-VERSIONS = [(v, v) for v in reversed(PROTOCOL_VERSIONS) if v not in STATELESS_VERSIONS] + [
+VERSIONS = [(v, v) for v in reversed(HANDSHAKE_VERSIONS)] + [
     (v, f"{v} (stateless)") for v in STATELESS_VERSIONS
 ]
 MODES = [

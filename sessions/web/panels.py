@@ -8,15 +8,15 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import conformance
 from sessions.web import logs, prompts, resources, roots, tools
-from sessions.web.shortcuts import owned_session
+from sessions.web.shortcuts import ask, owned_session, render_panel
 
-__all__ = ["PANELS", "panel", "panel_context"]
+__all__ = ["PANELS", "list_items", "panel", "panel_context"]
 
 PanelContext = Callable[[McpSession, AuthedRequest, dict[str, Any]], dict[str, Any]]
 
@@ -41,6 +41,14 @@ PANELS: dict[str, PanelContext] = {
 }
 
 
+# What a panel's list button asks for: the method, and the panel that shows its pages.
+LISTS = {
+    "resources": ("resources/list", "resources"),
+    "templates": ("resources/templates/list", "resources"),
+    "prompts": ("prompts/list", "prompts"),
+}
+
+
 def panel_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
     """What a panel shows, with the context every panel shares (runs in a worker thread)."""
     context: dict[str, Any] = {"session": session, "tab": tab, "q": request.GET.get("q", "")}
@@ -60,3 +68,19 @@ async def panel(request: AuthedRequest, public_id: Any, name: str) -> HttpRespon
         "sessions/_tabs.html", {"session": session, "tab": name, "panels": list(PANELS), "oob": True}
     )
     return HttpResponse(html + tabs)
+
+
+@require_POST
+async def list_items(request: AuthedRequest, public_id: Any, kind: str) -> HttpResponse:
+    """List resources, templates or prompts (a page at a time: the cursor asks for the next one)."""
+    session = await owned_session(request, public_id)
+    if kind not in LISTS:
+        raise Http404("No such list")
+    method, tab = LISTS[kind]
+    cursor = request.POST.get("cursor", "")
+    problem, result = await ask(session, method, {"cursor": cursor} if cursor else None)
+    fresh = {method: result} if isinstance(result, dict) else {}
+    context = await sync_to_async(PANELS[tab])(session, request, fresh)
+    return await render_panel(
+        request, session, tab, context, list_error=problem, page_kind=kind if cursor else ""
+    )

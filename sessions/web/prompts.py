@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.views.decorators.http import require_POST
 
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.web.completion import argument_fields, arguments
-from sessions.web.shortcuts import ask, capabilities, latest, owned_session, render_call, render_panel
+from sessions.web.shortcuts import capabilities, latest, owned_session, render_call
 
-__all__ = ["get_prompt", "list_prompts", "panel_context"]
+__all__ = ["get_prompt", "panel_context"]
 
 
 def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
@@ -34,19 +33,6 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
         "prompts_listed": listing is not None,
         "prompts_next": (listing or {}).get("nextCursor"),
     }
-
-
-@require_POST
-async def list_prompts(request: AuthedRequest, public_id: Any) -> HttpResponse:
-    """List the prompts (a page at a time: the cursor asks for the next one)."""
-    session = await owned_session(request, public_id)
-    cursor = request.POST.get("cursor", "")
-    problem, result = await ask(session, "prompts/list", {"cursor": cursor} if cursor else None)
-    fresh = {"prompts/list": result} if isinstance(result, dict) else {}
-    context = await sync_to_async(panel_context)(session, request, fresh)
-    return await render_panel(
-        request, session, "prompts", context, list_error=problem, page_kind="prompts" if cursor else ""
-    )
 
 
 @require_POST

@@ -26,7 +26,6 @@ from sessions.frames import message_of, params_of
 from sessions.models import McpSession, TimelineFrame, wall_time
 from sessions.web.completion import argument_fields, arguments
 from sessions.web.shortcuts import (
-    ask,
     capabilities,
     feature,
     latest,
@@ -36,10 +35,9 @@ from sessions.web.shortcuts import (
 )
 from sessions.web.uri_templates import expand_uri_template, template_variables
 
-__all__ = ["list_items", "marker_id", "panel_context", "read_template", "resource_blob", "subscribe"]
+__all__ = ["marker_id", "panel_context", "read_template", "resource_blob", "subscribe"]
 
 RECENT_UPDATES = 20
-LISTS = {"resources": "resources/list", "templates": "resources/templates/list"}
 
 
 def marker_id(uri: str) -> str:
@@ -168,21 +166,6 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
         "updates": recent_updates(session),
         "listen": listen_state(session) if session.mode == "stateless" else None,
     }
-
-
-@require_POST
-async def list_items(request: AuthedRequest, public_id: Any, kind: str) -> HttpResponse:
-    """List resources, templates or prompts (a page at a time: the cursor asks for the next one)."""
-    session = await owned_session(request, public_id)
-    if kind not in LISTS:
-        raise Http404("No such list")
-    method = LISTS[kind]
-    cursor = request.POST.get("cursor", "")
-    problem, result = await ask(session, method, {"cursor": cursor} if cursor else None)
-    context = await sync_to_async(panel_context)(session, request, {method: result} if result else {})
-    return await render_panel(
-        request, session, "resources", context, list_error=problem, page_kind=kind if cursor else ""
-    )
 
 
 @require_POST
