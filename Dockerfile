@@ -7,17 +7,19 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 RUN python -m venv /venv
 ENV PATH=/venv/bin:$PATH
 
-WORKDIR /app
-COPY pyproject.toml README.md ./
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
 COPY inspector/ inspector/
 COPY sessions/ sessions/
 COPY templates/ templates/
 COPY static/ static/
-COPY manage.py ./
-# Editable, so settings find templates/ and static/ next to the code at /app.
-RUN pip install -e .
+# A regular install, as from a wheel: setup.py puts templates/ and static/ inside the package.
+RUN pip install .
 
-# A throwaway key and data dir: collectstatic needs settings, not secrets.
+# collectstatic from the installed package (/app holds no source). A throwaway key and data dir:
+# it needs settings, not secrets.
+WORKDIR /app
+COPY manage.py ./
 RUN SECRET_KEY=build-only INSPECTOR_DATA_DIR=/tmp/build-data STATIC_ROOT=/app/staticfiles \
     python manage.py collectstatic --noinput --verbosity 0
 

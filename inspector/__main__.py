@@ -39,6 +39,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def installed_version() -> str:
+    """The installed package's version, from its metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcp-inspector")
+    except PackageNotFoundError:
+        return "(not installed: running from a source tree)"
+
+
 def parse_web_args(args: Sequence[str]) -> argparse.Namespace:
     """Parse the web mode's options, refusing a non-loopback bind without --allow-remote."""
     parser = argparse.ArgumentParser(
@@ -49,6 +59,7 @@ def parse_web_args(args: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help=f"port to bind (default {DEFAULT_PORT})"
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}")
     parser.add_argument("--no-browser", action="store_true", help="do not open a browser window")
     parser.add_argument(
         "--allow-remote",
@@ -65,7 +76,7 @@ def parse_web_args(args: Sequence[str]) -> argparse.Namespace:
 
 
 def serve(args: Sequence[str]) -> int:
-    """Migrate the database and serve the web inspector with daphne until interrupted."""
+    """Check the install, migrate the database and serve the web inspector with daphne until interrupted."""
     opts = parse_web_args(args)
     if opts.allow_remote and not is_loopback(opts.host):
         print(
@@ -84,6 +95,16 @@ def serve(args: Sequence[str]) -> int:
     from twisted.internet import reactor
 
     django.setup()
+    # Before anything is written: a broken install (no templates, no static files) stops here
+    # with the reason, instead of serving a 500 for every page behind a green /healthz.
+    from inspector.checks import startup_problems
+
+    errors, warnings = startup_problems()
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    if errors:
+        print("mcp-inspector cannot start:", *errors, sep="\n  ", file=sys.stderr)
+        return 1
     # The first run creates the SQLite database.
     call_command("migrate", interactive=False, verbosity=0)
     from sessions.runtime.store import mark_orphans_lost

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
-__all__ = ["envbool", "envint", "envsecret", "envstr", "stored_secret_key"]
+__all__ = ["envbool", "envfloat", "envint", "envsecret", "envstr", "stored_secret_key", "user_data_dir"]
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -69,6 +69,13 @@ def envsecret(name: str, default: str = "") -> str:
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_name!r}: {exc}") from None
     return value or default
+
+
+def user_data_dir() -> Path:
+    """Return the directory for users' application data: $XDG_DATA_HOME, or ~/.local/share."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    # The XDG spec says a relative value is invalid and must be ignored.
+    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
 
 
 def stored_secret_key(path: Path) -> str:

@@ -9,11 +9,15 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key
+from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key, user_data_dir
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+PACKAGE_DIR = Path(__file__).resolve().parent
+# templates/ and static/: inside the package when installed from a wheel (setup.py puts them there),
+# at the top of the checkout otherwise (a checkout, an editable install).
+RESOURCE_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else PACKAGE_DIR.parent
 
-DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", "~/.local/share/mcp-inspector")).expanduser()
+# The user's data directory, never the install's: site-packages may be read-only or shared.
+DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", str(user_data_dir() / "mcp-inspector"))).expanduser()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = envbool("DEBUG", False)
@@ -78,7 +82,7 @@ ASGI_APPLICATION = "inspector.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [RESOURCE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -147,8 +151,8 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
-# Unset locally: WhiteNoise then serves straight from the source tree. The Docker image
+STATICFILES_DIRS = [RESOURCE_DIR / "static"]
+# Unset locally: WhiteNoise then serves straight from RESOURCE_DIR/static. The Docker image
 # sets it and runs collectstatic at build, so files are served compressed and hashed.
 STATIC_ROOT = envstr("STATIC_ROOT", "") or None
 WHITENOISE_USE_FINDERS = STATIC_ROOT is None

@@ -208,3 +208,35 @@ def test_a_browser_opening_the_login_url_lands_logged_in_on_home_without_the_tok
         proc.terminate()
         assert proc.wait(timeout=10) == 0
     assert output.text.count(login["token"]) == 1
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = subprocess.run([MCP_INSPECTOR, "--version"], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0
+    assert re.fullmatch(r"mcp-inspector \d+\.\d+\.\S+\n", result.stdout), result.stdout
+
+
+def test_an_install_without_templates_and_static_files_refuses_to_start(tmp_path: Path) -> None:
+    import shutil
+
+    # The code alone, as a wheel built without them would install it.
+    broken, checkout = tmp_path / "site", Path(__file__).resolve().parent.parent
+    for package in ("inspector", "sessions"):
+        shutil.copytree(checkout / package, broken / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("DB", "DB_NAME", "STATIC_ROOT")}
+    env |= {"PYTHONPATH": str(broken), "INSPECTOR_DATA_DIR": str(tmp_path / "data")}
+    result = subprocess.run(
+        [sys.executable, "-m", "inspector", "--no-browser", "--port", str(free_port())],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "mcp-inspector cannot start" in result.stderr
+    assert f"templates not found in {broken / 'templates'}: auth/token.html" in result.stderr
+    assert f"static files not found in {broken / 'static'}: inspector/app.css" in result.stderr
+    # It stopped before serving or creating the database.
+    assert "Open this URL" not in result.stdout
+    assert not (tmp_path / "data" / "inspector.sqlite3").exists()
