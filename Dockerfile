@@ -8,12 +8,12 @@ RUN python -m venv /venv
 ENV PATH=/venv/bin:$PATH
 
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+COPY pyproject.toml README.md ./
 COPY inspector/ inspector/
 COPY sessions/ sessions/
 COPY templates/ templates/
 COPY static/ static/
-# A regular install, as from a wheel: setup.py puts templates/ and static/ inside the package.
+# A regular install, as from a wheel: templates/ and static/ go inside the package.
 RUN pip install .
 
 # collectstatic from the installed package (/app holds no source). A throwaway key and data dir:

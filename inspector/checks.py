@@ -1,6 +1,6 @@
 """Start-up checks: Django's system checks, plus one that the templates and static files are found.
 
-An install without them (a wheel built without setup.py's copy, a half-copied tree) would otherwise
+An install without them (a wheel built without its force-included folders, a half-copied tree) would otherwise
 start, answer /healthz, and serve a 500 for every page; ``mcp-inspector`` runs these first and
 refuses to start instead.
 """

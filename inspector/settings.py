@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key, user_data_dir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# templates/ and static/: inside the package when installed from a wheel (setup.py puts them there),
+# templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),
 # at the top of the checkout otherwise (a checkout, an editable install).
 RESOURCE_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else PACKAGE_DIR.parent
 

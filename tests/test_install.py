@@ -62,7 +62,7 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     work = tmp_path_factory.mktemp("build")
     source = work / "source"
     shutil.copytree(REPO, source, ignore=NOT_SOURCE, symlinks=True)
-    build_sdist = "import sys, setuptools.build_meta as m; print(m.build_sdist(sys.argv[1]))"
+    build_sdist = "import sys, hatchling.build as m; print(m.build_sdist(sys.argv[1]))"
     sdist = work / "dist" / run(sys.executable, "-c", build_sdist, work / "dist", cwd=source).split()[-1]
     # Isolated, as users build: pip installs the [build-system] requirements for it.
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", work / "dist", sdist, cwd=work)
@@ -110,7 +110,6 @@ def test_the_sdist_can_build_the_wheel_again_and_carries_the_docs_and_tests(dist
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     for needed in (
         "pyproject.toml",
-        "setup.py",
         "README.md",
         "templates/auth/token.html",
         "static/inspector/app.css",
