@@ -25,7 +25,7 @@ from ._errors import (
     VersionNegotiationFailed,
     error_name,
 )
-from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
+from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Task, TaskChanged, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._options import (
@@ -73,6 +73,8 @@ __all__ = [
     "SessionExpired",
     "StdioTarget",
     "Target",
+    "Task",
+    "TaskChanged",
     "Transport",
     "TransportError",
     "Verdict",
