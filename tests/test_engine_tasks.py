@@ -135,7 +135,14 @@ async def test_a_task_augmented_call_answered_plainly_by_a_declaring_server_is_f
         server.answer(await call(session, server, "tools/list"), {"tools": [RESEARCH]})
         sent = await call(session, server, "tools/call", {"name": "research", "task": {}})
         plain = server.answer(sent, {"content": []})
+        unlisted = await call(session, server, "tools/call", {"name": "echo", "task": {}})
+        server.answer(await call(session, server, "tools/list"), {"tools": [{**RESEARCH, "execution": {}}]})
+        forbidden = await call(session, server, "tools/call", {"name": "research", "task": {}})
+        refused = server.answer(forbidden, None, error={"code": -32601, "message": "no tasks here"})
     assert flagged(plain, "task-ignored") == ["warning"]
+    assert sent.frame.note is None and unlisted.frame.note is None
+    assert forbidden.frame.note == "task-augmented, but tool 'research' does not support tasks (taskSupport forbidden)"
+    assert refused.verdicts == []
 
 
 # --- status ---------------------------------------------------------------------------------------

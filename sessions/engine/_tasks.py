@@ -105,7 +105,7 @@ class TaskBook:
 
     known: dict[str, Task] = field(default_factory=dict)
     tool_support: dict[str, str] = field(default_factory=dict)
-    """Per tool, its ``execution.taskSupport`` from the last tools/list (absent: ``forbidden``)."""
+    """Per listed tool, its ``execution.taskSupport`` from the last tools/list (``forbidden`` when absent)."""
     progress_tokens: dict[int | str, str] = field(default_factory=dict)
     """Progress tokens of task-augmented requests: valid for the task's whole life."""
     _asked: dict[int | str, _Asked] = field(default_factory=dict)
@@ -145,7 +145,7 @@ class TaskBook:
                     f"task-augmented, but the server did not declare tasks.requests for {method}: "
                     "it must ignore the task and answer normally"
                 )
-            elif name is not None and self.tool_support.get(name, "forbidden") == "forbidden":
+            elif name is not None and self.tool_support.get(name) == "forbidden":
                 frame.note = f"task-augmented, but tool {name!r} does not support tasks (taskSupport forbidden)"
 
     # --- what the server answers ------------------------------------------------------------
@@ -205,7 +205,8 @@ class TaskBook:
             return None
         declared = augmentable(server_capabilities, asked.method)
         if not self._looks_created(result):
-            if declared and (asked.name is None or self.tool_support.get(asked.name, "forbidden") != "forbidden"):
+            support = self.tool_support.get(asked.name) if asked.name is not None else "optional"
+            if declared and support in ("optional", "required"):
                 frame.flag(
                     "task-ignored",
                     "warning",
@@ -350,10 +351,7 @@ class TaskBook:
                 continue
             execution = tool.get("execution")
             support = execution.get("taskSupport") if isinstance(execution, dict) else None
-            if isinstance(support, str):
-                self.tool_support[tool["name"]] = support
-            else:
-                self.tool_support.pop(tool["name"], None)
+            self.tool_support[tool["name"]] = support if isinstance(support, str) else "forbidden"
 
     def _observe(self, data: Any, frame: Frame, at: str, *, created: bool = False) -> Task | None:
         """Take in a task's state as the server reports it; flag a status that may not follow."""
