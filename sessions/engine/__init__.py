@@ -39,6 +39,9 @@ from ._options import (
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
+from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
+from ._tasks import TASK_METHODS, TaskBook
+from ._tasks import augmentable as task_augmentable
 from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._transport import FrameSink, Transport
 
@@ -49,6 +52,8 @@ __all__ = [
     "LISTEN_ACKNOWLEDGED",
     "MODERN_VERSIONS",
     "SUBSCRIPTION_ID",
+    "TASK_METHODS",
+    "TASK_STATUS_NOTIFICATION",
     "ClientCapabilities",
     "ClientOptions",
     "ClientSession",
@@ -74,6 +79,7 @@ __all__ = [
     "StdioTarget",
     "Target",
     "Task",
+    "TaskBook",
     "TaskChanged",
     "Transport",
     "TransportError",
@@ -83,6 +89,7 @@ __all__ = [
     "error_name",
     "make_transport",
     "mask_headers",
+    "task_augmentable",
 ]
 
 

@@ -15,6 +15,7 @@ a schema cannot express.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -328,6 +329,28 @@ class TaskBook:
     def progress_of(self, token: Any) -> str | None:
         """The task whose request carried this progress token (valid for the task's whole life)."""
         return self.progress_tokens.get(token) if isinstance(token, int | str) else None
+
+    def replay(self, frames: Iterable[Frame], server_capabilities: dict[str, Any]) -> None:
+        """Rebuild the books from recorded frames, in order (a stored session's tasks); the verdicts
+        and notes this would make go on copies and are dropped: the recording has its own."""
+        for frame in frames:
+            try:
+                message = json.loads(frame.raw) if frame.kind == "message" else None
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            copy = Frame("message", frame.direction, seq=frame.seq, message=message, note="")
+            copy.rpc_kind, copy.method, copy.rpc_id = frame.rpc_kind, frame.method, message.get("id")
+            params = message.get("params")
+            if frame.direction == "out" and frame.rpc_kind == "request":
+                self.sent(copy, server_capabilities)
+            elif frame.direction == "in" and frame.rpc_kind in ("result", "error") and frame.method:
+                if isinstance(copy.rpc_id, int | str):
+                    self.answered(copy.rpc_id, frame.method, message, copy, "", server_capabilities)
+            elif frame.direction == "in" and frame.method == STATUS_NOTIFICATION and isinstance(params, dict):
+                self.notified(params, copy, "")
+            self.drain(frame.seq)
 
     def drain(self, frame_seq: int) -> list[TaskChanged]:
         """The task changes the last frame made, numbered with that frame, for the session to publish."""
