@@ -29,7 +29,9 @@ def codes(frame: Frame) -> list[str]:
     return [v.code for v in frame.verdicts]
 
 
-def task(task_id: str = "t1", status: str = "working", at: str = "2025-11-25T10:00:00Z", **fields: Any) -> dict:
+def task(
+    task_id: str = "t1", status: str = "working", at: str = "2025-11-25T10:00:00Z", **fields: Any
+) -> dict:
     return {
         "taskId": task_id,
         "status": status,
@@ -64,7 +66,9 @@ async def call(session: ClientSession, server: ScriptedTransport, method: str, p
 
 async def created(session: ClientSession, server: ScriptedTransport, **fields: Any) -> Frame:
     """A task-augmented tools/call answered with a CreateTaskResult."""
-    sent = await call(session, server, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}})
+    sent = await call(
+        session, server, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}}
+    )
     return server.answer(sent, {"task": task(**fields)})
 
 
@@ -74,9 +78,13 @@ async def created(session: ClientSession, server: ScriptedTransport, **fields: A
 async def test_a_create_task_result_answers_a_task_augmented_call_without_a_verdict() -> None:
     async with connected() as (session, server, _):
         log = Recorder(session)
-        sent = await call(session, server, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}})
+        sent = await call(
+            session, server, "tools/call", {"name": "research", "arguments": {}, "task": {"ttl": 60000}}
+        )
         reply = server.answer(sent, {"task": task()})
-        plain = server.answer(await call(session, server, "tools/call", {"name": "echo"}), {"task": task("t2")})
+        plain = server.answer(
+            await call(session, server, "tools/call", {"name": "echo"}), {"task": task("t2")}
+        )
         assert reply.verdicts == []  # was: schema error, "content: Field required"
         assert reply.note == "task t1 created (working)"
         known = session.tasks["t1"]
@@ -120,7 +128,9 @@ async def test_a_tool_that_requires_a_task_must_refuse_a_plain_call() -> None:
         listed = await call(session, server, "tools/list")
         required = {**RESEARCH, "execution": {"taskSupport": "required"}}
         server.answer(listed, {"tools": [required]})
-        answered = server.answer(await call(session, server, "tools/call", {"name": "research"}), {"content": []})
+        answered = server.answer(
+            await call(session, server, "tools/call", {"name": "research"}), {"content": []}
+        )
         refused = server.answer(
             await call(session, server, "tools/call", {"name": "research"}),
             None,
@@ -141,7 +151,10 @@ async def test_a_task_augmented_call_answered_plainly_by_a_declaring_server_is_f
         refused = server.answer(forbidden, None, error={"code": -32601, "message": "no tasks here"})
     assert flagged(plain, "task-ignored") == ["warning"]
     assert sent.frame.note is None and unlisted.frame.note is None
-    assert forbidden.frame.note == "task-augmented, but tool 'research' does not support tasks (taskSupport forbidden)"
+    assert (
+        forbidden.frame.note
+        == "task-augmented, but tool 'research' does not support tasks (taskSupport forbidden)"
+    )
     assert refused.verdicts == []
 
 
@@ -184,7 +197,9 @@ async def test_an_older_snapshot_is_not_a_transition() -> None:
         await created(session, server)
         server.server_sends(status(status="completed", at="2025-11-25T10:00:05Z"))
         # A tasks/get answered before the task completed, delivered after the notification.
-        stale = server.answer(await call(session, server, "tasks/get", {"taskId": "t1"}), task(at="2025-11-25T10:00:03Z"))
+        stale = server.answer(
+            await call(session, server, "tasks/get", {"taskId": "t1"}), task(at="2025-11-25T10:00:03Z")
+        )
         assert session.tasks["t1"].status == "completed"
     assert stale.verdicts == [] and "older state" in (stale.note or "")
 
@@ -264,7 +279,9 @@ async def test_tasks_cancel_must_cancel_and_must_refuse_a_terminal_task() -> Non
 
 async def test_tasks_list_adds_every_task_and_its_schema_is_checked() -> None:
     async with connected() as (session, server, _):
-        listed = server.answer(await call(session, server, "tasks/list"), {"tasks": [task(), task("t2", "completed")]})
+        listed = server.answer(
+            await call(session, server, "tasks/list"), {"tasks": [task(), task("t2", "completed")]}
+        )
         broken = server.answer(await call(session, server, "tasks/list"), {"tasks": [{"taskId": 3}]})
         assert {t: k.status for t, k in session.tasks.items()} == {"t1": "working", "t2": "completed"}
     assert listed.verdicts == []
@@ -282,10 +299,18 @@ async def test_progress_on_a_tasks_token_stays_valid_after_the_create_task_resul
         reply = await created(session, server)
         token = session.tasks["t1"].request_id
         progress = server.server_sends(
-            {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1}}
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1},
+            }
         )
         stray = server.server_sends(
-            {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 99, "progress": 1}}
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": 99, "progress": 1},
+            }
         )
     assert reply.verdicts == [] and progress.verdicts == []
     assert flagged(stray, "unknown-progress-token") == ["error"]
@@ -305,14 +330,18 @@ async def test_call_tool_as_a_task_then_wait_and_fetch_its_result() -> None:
         server.answer(await server.next_sent("tasks/get"), task())
         await clock.wait_until(lambda armed: clock.now() + 0.5 in armed)
         clock.advance(0.5)  # the task's pollInterval
-        server.answer(await server.next_sent("tasks/get"), task(status="completed", at="2025-11-25T10:00:02Z"))
+        server.answer(
+            await server.next_sent("tasks/get"), task(status="completed", at="2025-11-25T10:00:02Z")
+        )
         assert (await waiting).status == "completed"
         fetching = asyncio.ensure_future(session.task_result("t1"))
         result = {"content": [], "_meta": {RELATED: {"taskId": "t1"}}}
         server.answer(await server.next_sent("tasks/result"), result)
         assert await fetching == result
         cancelling = asyncio.ensure_future(session.cancel_task("t1"))
-        server.answer(await server.next_sent("tasks/cancel"), None, error={"code": -32602, "message": "terminal"})
+        server.answer(
+            await server.next_sent("tasks/cancel"), None, error={"code": -32602, "message": "terminal"}
+        )
         with pytest.raises(McpError):
             await cancelling
 
@@ -323,7 +352,9 @@ async def test_call_tool_as_a_task_then_wait_and_fetch_its_result() -> None:
 async def test_task_requests_from_the_server_need_the_clients_tasks_capability() -> None:
     async with connected() as (session, server, _):
         log = Recorder(session)
-        asked = server.server_sends({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": "x"}})
+        asked = server.server_sends(
+            {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": "x"}}
+        )
         answer = await server.next_sent()
         sampling = server.server_sends(
             {
@@ -377,7 +408,9 @@ async def test_server_everything_runs_a_task_to_its_result_without_a_false_verdi
         assert "Research Report: tides" in result["content"][0]["text"]
         assert session.tasks[task_id].result == result
         # A second task, cancelled; cancelling it again is refused as the spec says.
-        second = (await session.call_tool("simulate-research-query", {"topic": "x"}, task={}))["task"]["taskId"]
+        second = (await session.call_tool("simulate-research-query", {"topic": "x"}, task={}))["task"][
+            "taskId"
+        ]
         assert (await session.cancel_task(second))["status"] == "cancelled"
         with pytest.raises(McpError) as refused:
             await session.cancel_task(second)

@@ -11,8 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.web import live_runtime, logged_in_client, make_user, session_communicator, start_session, stdio_config
-from support.web import wait_until
+from support.web import (
+    live_runtime,
+    logged_in_client,
+    make_user,
+    session_communicator,
+    start_session,
+    stdio_config,
+    wait_until,
+)
 from test_cli import assert_one_error_line, result_of, run_cli, target
 
 from inspector.cli.arguments import UsageError, parse_args
@@ -43,8 +50,17 @@ def test_the_cli_runs_a_tool_as_a_task_and_prints_its_result(everything_stdio: d
     record = tmp_path / "frames.jsonl"
     result = result_of(
         run_cli(
-            *target(everything_stdio), "--method", "tools/call", "--tool-name", "simulate-research-query",
-            "--tool-arg", "topic=tides", "--task", "60000", "--record", str(record),
+            *target(everything_stdio),
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "simulate-research-query",
+            "--tool-arg",
+            "topic=tides",
+            "--task",
+            "60000",
+            "--record",
+            str(record),
         )  # fmt: skip
     )
     assert "Research Report: tides" in result["content"][0]["text"]
@@ -63,10 +79,15 @@ def test_the_cli_runs_a_tool_as_a_task_and_prints_its_result(everything_stdio: d
 
 @pytest.mark.slow
 def test_the_cli_lists_gets_and_cancels_tasks(everything_stdio: dict) -> None:
-    assert result_of(run_cli(*target(everything_stdio), "--method", "tasks/list")) == {"tasks": [], "_meta": {}}
+    assert result_of(run_cli(*target(everything_stdio), "--method", "tasks/list")) == {
+        "tasks": [],
+        "_meta": {},
+    }
     # A new stdio server knows no task: the server refuses, as the spec says, with -32602.
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
-        line = assert_one_error_line(run_cli(*target(everything_stdio), "--method", method, "--task-id", "t0"), 1)
+        line = assert_one_error_line(
+            run_cli(*target(everything_stdio), "--method", method, "--task-id", "t0"), 1
+        )
         assert f"{method} failed" in line and "-32602" in line
 
 
@@ -85,7 +106,9 @@ async def _listed(everything_stdio: dict) -> tuple[Any, Any, Any, str]:
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_result(everything_stdio: dict) -> None:
+async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_result(
+    everything_stdio: dict,
+) -> None:
     async with live_runtime():
         alice, session, client, base = await _listed(everything_stdio)
         form = (await client.get(base + "tools/form", {"name": "simulate-research-query"})).content.decode()
@@ -100,7 +123,13 @@ async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_resul
 
         bad = await client.post(
             base + "tools/call",
-            {"name": "simulate-research-query", "mode": "form", "arg.topic": "x", "as_task": "1", "task_ttl": "soon"},
+            {
+                "name": "simulate-research-query",
+                "mode": "form",
+                "arg.topic": "x",
+                "as_task": "1",
+                "task_ttl": "soon",
+            },
         )
         assert bad.status_code == 422 and "whole number of milliseconds" in bad.content.decode()
         card = await client.post(
@@ -110,7 +139,9 @@ async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_resul
         )  # fmt: skip
         html = card.content.decode()
         assert card.status_code == 200 and "Task created: <code>" in html
-        sent = await TimelineFrame.objects.filter(session=session, method="tools/call", direction="out").alast()
+        sent = await TimelineFrame.objects.filter(
+            session=session, method="tools/call", direction="out"
+        ).alast()
         assert sent is not None and json.loads(bytes(sent.raw))["params"]["task"] == {"ttl": 60000}
         task_id = html.split("Task created: <code>")[1].split("</code>")[0]
 
@@ -119,16 +150,24 @@ async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_resul
         async with asyncio.timeout(30):
             while f'data-task-id="{task_id}" data-status="completed"' not in seen:
                 seen += await communicator.receive_from(timeout=30)
-        assert 'id="task-list" class="task-list" aria-label="Tasks" aria-live="polite" hx-swap-oob="true"' in seen
+        assert (
+            'id="task-list" class="task-list" aria-label="Tasks" aria-live="polite" hx-swap-oob="true"'
+            in seen
+        )
         await communicator.disconnect()
 
         panel = (await client.get(base + "panel/tasks")).content.decode()
         assert f'data-task-id="{task_id}" data-status="completed"' in panel
         assert "<code>simulate-research-query</code>" in panel and "Fetch result</button>" in panel
         result = await client.post(base + "tasks/result", {"task_id": task_id})
-        assert result.status_code == 200 and "Research Report: &lt;b&gt;tides&lt;/b&gt;" in result.content.decode()
+        assert (
+            result.status_code == 200
+            and "Research Report: &lt;b&gt;tides&lt;/b&gt;" in result.content.decode()
+        )
         await wait_until(
-            lambda: TimelineFrame.objects.filter(session=session, method="tasks/result", direction="in").exists(),
+            lambda: TimelineFrame.objects.filter(
+                session=session, method="tasks/result", direction="in"
+            ).exists(),
             what="stored tasks/result",
         )
         panel = (await client.get(base + "panel/tasks")).content.decode()
@@ -137,7 +176,8 @@ async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_resul
 
         # A second task, cancelled from the panel; tasks/list lists both.
         card = await client.post(
-            base + "tools/call", {"name": "simulate-research-query", "mode": "form", "arg.topic": "y", "as_task": "1"}
+            base + "tools/call",
+            {"name": "simulate-research-query", "mode": "form", "arg.topic": "y", "as_task": "1"},
         )
         second = card.content.decode().split("Task created: <code>")[1].split("</code>")[0]
         cancelled = await client.post(base + "tasks/cancel", {"task_id": second})

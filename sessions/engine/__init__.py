@@ -39,10 +39,10 @@ from ._options import (
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
+from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
 from ._tasks import TASK_METHODS, TaskBook
 from ._tasks import augmentable as task_augmentable
-from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._transport import FrameSink, Transport
 
 __all__ = [

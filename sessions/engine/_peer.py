@@ -12,8 +12,8 @@ from typing import Any
 
 from ._frames import Frame
 from ._listen import Listens
-from ._tasks import TaskBook
 from ._protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION
+from ._tasks import TaskBook
 
 __all__ = ["PeerState"]
 

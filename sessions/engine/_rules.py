@@ -174,7 +174,9 @@ def check_response(
         frame.pair_seq = outgoing.frame_seq
         frame.method = outgoing.method
         frame.latency_ms = round((frame.mono - outgoing.sent_mono) * 1000, 3)
-    definition = peer.tasks.answered(request_id, outgoing.method, message, frame, at, peer.server_capabilities)
+    definition = peer.tasks.answered(
+        request_id, outgoing.method, message, frame, at, peer.server_capabilities
+    )
     if is_error:
         error = message["error"] if isinstance(message["error"], dict) else {}
         code = error.get("code")

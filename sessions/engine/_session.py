@@ -475,7 +475,7 @@ class ClientSession:
         return await self.request("tasks/cancel", {"taskId": task_id})
 
     async def wait_task(self, task_id: str, statuses: tuple[str, ...] = ()) -> Task:
-        """Poll tasks/get at the task's pollInterval until it ends or needs input (or reaches ``statuses``)."""
+        """Poll tasks/get at the task's pollInterval until it ends or needs input (or ``statuses``)."""
         return await _tasks.wait_for_status(self, task_id, statuses or (*_tasks.TERMINAL, "input_required"))
 
     async def _learn_tools_first(self) -> None:

@@ -147,7 +147,9 @@ class TaskBook:
                     "it must ignore the task and answer normally"
                 )
             elif name is not None and self.tool_support.get(name) == "forbidden":
-                frame.note = f"task-augmented, but tool {name!r} does not support tasks (taskSupport forbidden)"
+                frame.note = (
+                    f"task-augmented, but tool {name!r} does not support tasks (taskSupport forbidden)"
+                )
 
     # --- what the server answers ------------------------------------------------------------
 
@@ -289,7 +291,7 @@ class TaskBook:
         unknown = asked.method != "tasks/list" and task is None
         refused_terminal = asked.method == "tasks/cancel" and task is not None and task.terminal
         if (unknown or refused_terminal) and code != -32602:
-            why = "a task this session never saw" if unknown else f"a task already {task.status}"  # type: ignore[union-attr]
+            why = "a task this session never saw" if task is None else f"a task already {task.status}"
             frame.flag(
                 "task-error",
                 "warning",
@@ -385,7 +387,9 @@ class TaskBook:
             return None  # the schema verdict says what is wrong
         task = self.known.get(task_id)
         if created and status != "working" and (task is None or task.status == status):
-            frame.flag("task-status", "warning", f"{at}task {task_id!r} was created {status}; tasks begin working")
+            frame.flag(
+                "task-status", "warning", f"{at}task {task_id!r} was created {status}; tasks begin working"
+            )
         if task is None:
             task = self.known[task_id] = Task(task_id, status)
             self._take(task, data)

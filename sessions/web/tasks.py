@@ -35,10 +35,11 @@ def task_capabilities(session: McpSession) -> dict[str, bool]:
     caps = session.server_capabilities if isinstance(session.server_capabilities, dict) else {}
     tasks = caps.get("tasks")
     declared = isinstance(tasks, dict)
+    operations = tasks if isinstance(tasks, dict) else {}
     return {
         "tasks": declared,
-        "list": declared and "list" in tasks,  # type: ignore[operator]
-        "cancel": declared and "cancel" in tasks,  # type: ignore[operator]
+        "list": "list" in operations,
+        "cancel": "cancel" in operations,
         "tools_call": task_augmentable(caps, "tools/call"),
     }
 
@@ -52,7 +53,11 @@ def task_rows(session: McpSession) -> list[dict[str, Any]]:
     )
     created = list(
         TimelineFrame.objects.filter(
-            session=session, method="tools/call", direction="in", rpc_kind="result", preview__contains=_CREATED
+            session=session,
+            method="tools/call",
+            direction="in",
+            rpc_kind="result",
+            preview__contains=_CREATED,
         ).order_by("-seq")[:TASK_SCAN]
     )
     asked = [c.pair_seq for c in created if c.pair_seq is not None]
@@ -82,14 +87,23 @@ def touches(rows: list[dict[str, Any]]) -> bool:
         method = row.get("method")
         if method in _METHODS:
             return True
-        if method == "tools/call" and row.get("direction") == "in" and _CREATED in str(row.get("preview") or ""):
+        if (
+            method == "tools/call"
+            and row.get("direction") == "in"
+            and _CREATED in str(row.get("preview") or "")
+        ):
             return True
     return False
 
 
 def render_list(session: McpSession) -> str:
     """The task list, to swap out of band into an open Tasks panel."""
-    context = {"session": session, "tasks": task_rows(session), "task_caps": task_capabilities(session), "oob": True}
+    context = {
+        "session": session,
+        "tasks": task_rows(session),
+        "task_caps": task_capabilities(session),
+        "oob": True,
+    }
     return render_to_string("sessions/tasks/_list.html", context)
 
 
