@@ -27,7 +27,8 @@ __all__ = ["panel_context", "render_list", "task_action", "task_capabilities", "
 TASK_SCAN = 2000
 ACTIONS = {"get": "tasks/get", "result": "tasks/result", "cancel": "tasks/cancel"}
 _METHODS = (*sorted(TASK_METHODS), TASK_STATUS_NOTIFICATION)
-_CREATED = '"task"'  # in a tools/call answer's preview: a CreateTaskResult (it is short)
+# The engine notes the frame of a CreateTaskResult "task <id> created (<status>)": a stored column.
+_CREATED = "task "
 
 
 def task_capabilities(session: McpSession) -> dict[str, bool]:
@@ -57,7 +58,7 @@ def task_rows(session: McpSession) -> list[dict[str, Any]]:
             method="tools/call",
             direction="in",
             rpc_kind="result",
-            preview__contains=_CREATED,
+            note__startswith=_CREATED,
         ).order_by("-seq")[:TASK_SCAN]
     )
     asked = [c.pair_seq for c in created if c.pair_seq is not None]
@@ -90,7 +91,7 @@ def touches(rows: list[dict[str, Any]]) -> bool:
         if (
             method == "tools/call"
             and row.get("direction") == "in"
-            and _CREATED in str(row.get("preview") or "")
+            and str(row.get("note") or "").startswith(_CREATED)
         ):
             return True
     return False
