@@ -40,7 +40,12 @@ async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
         return await _list_all(session, method, list_key)
     if method == "tools/call":
         assert inv.tool_name is not None
+        if inv.task is not None:
+            return await _run_task(session, inv.tool_name, inv.tool_args, inv.task)
         return await session.call_tool(inv.tool_name, inv.tool_args)
+    if method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        assert inv.task_id is not None
+        return await session.request(method, {"taskId": inv.task_id}, progress=False)
     if method == "resources/read":
         assert inv.uri is not None
         return await session.read_resource(inv.uri)
@@ -51,6 +56,19 @@ async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
         assert inv.log_level is not None
         return await session.set_logging_level(inv.log_level)
     return await session.request("ping", progress=False)
+
+
+async def _run_task(
+    session: ClientSession, name: str, arguments: dict[str, Any], task: dict[str, Any]
+) -> dict[str, Any]:
+    """tools/call as a task: poll it (at its pollInterval) until it ends or needs input, then
+    tasks/result, which returns the tool's result (input requests arrive meanwhile)."""
+    created = await session.call_tool(name, arguments, task=task)
+    task_id = created.get("task", {}).get("taskId") if isinstance(created.get("task"), dict) else None
+    if not isinstance(task_id, str):
+        return created  # the server ran it as a plain call
+    await session.wait_task(task_id)
+    return await session.task_result(task_id)
 
 
 async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, Any]:

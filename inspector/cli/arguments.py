@@ -36,12 +36,17 @@ METHODS: dict[str, tuple[str | None, str | None]] = {
     "prompts/get": ("prompt_name", None),
     "logging/setLevel": ("log_level", None),
     "ping": (None, None),
+    "tasks/list": (None, "tasks"),
+    "tasks/get": ("task_id", None),
+    "tasks/result": ("task_id", None),
+    "tasks/cancel": ("task_id", None),
 }
 REQUIRED_OPTION = {
     "tool_name": "--tool-name",
     "uri": "--uri",
     "prompt_name": "--prompt-name",
     "log_level": "--log-level",
+    "task_id": "--task-id",
 }
 
 
@@ -65,6 +70,9 @@ class Invocation:
     prompt_name: str | None = None
     prompt_args: dict[str, str] = field(default_factory=dict)
     log_level: str | None = None
+    task_id: str | None = None
+    task: dict[str, Any] | None = None
+    """``--task``: run tools/call as a task (``{"ttl": ms}`` or ``{}``), wait for it, print its result."""
     protocol_version: str = DEFAULT_PROTOCOL_VERSION
     timeout: float = DEFAULT_TIMEOUT
     record: str | None = None
@@ -114,6 +122,15 @@ def _build_parser() -> argparse.ArgumentParser:
         help="prompt argument (repeatable)",
     )
     parser.add_argument("--log-level", choices=LOG_LEVELS, help="level for logging/setLevel")
+    parser.add_argument("--task-id", help="task id (tasks/get, tasks/result, tasks/cancel)")
+    parser.add_argument(
+        "--task",
+        nargs="?",
+        const="",
+        metavar="TTL_MS",
+        help="tools/call as a task (2025-11-25), optionally asking to keep it TTL_MS milliseconds: "
+        "wait for it to end and print its result",
+    )
     parser.add_argument(
         "--transport",
         choices=TRANSPORTS,
@@ -199,6 +216,19 @@ def _parse_header(text: str) -> tuple[str, str]:
     return name, value
 
 
+def _task_option(value: str | None, method: str) -> dict[str, Any] | None:
+    """``--task`` → the request's ``task`` field (``--task 60000``: ``{"ttl": 60000}``)."""
+    if value is None:
+        return None
+    if method != "tools/call":
+        raise UsageError("--task goes with --method tools/call")
+    if not value:
+        return {}
+    if not value.isdigit():
+        raise UsageError(f"invalid --task {value!r}: give the time to live in milliseconds, or nothing")
+    return {"ttl": int(value)}
+
+
 def parse_args(argv: Sequence[str]) -> Invocation:
     """Turn the command line into an Invocation; raise UsageError (or CliError for config files)."""
     args = list(argv)
@@ -231,6 +261,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     needed = METHODS[opts.method][0] if steps is None else None
     if needed is not None and not getattr(opts, needed):
         raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
+    task = _task_option(opts.task, opts.method)
     if not opts.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if opts.server and not opts.config:
@@ -274,6 +305,8 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         prompt_name=opts.prompt_name,
         prompt_args=prompt_args,
         log_level=opts.log_level,
+        task_id=opts.task_id,
+        task=task,
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
         record=opts.record,

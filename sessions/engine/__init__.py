@@ -25,7 +25,7 @@ from ._errors import (
     VersionNegotiationFailed,
     error_name,
 )
-from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
+from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Task, TaskChanged, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._options import (
@@ -40,6 +40,9 @@ from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
 from ._targets import HttpTarget, StdioTarget, Target, mask_headers
+from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
+from ._tasks import TASK_METHODS, TaskBook
+from ._tasks import augmentable as task_augmentable
 from ._transport import FrameSink, Transport
 
 __all__ = [
@@ -49,6 +52,8 @@ __all__ = [
     "LISTEN_ACKNOWLEDGED",
     "MODERN_VERSIONS",
     "SUBSCRIPTION_ID",
+    "TASK_METHODS",
+    "TASK_STATUS_NOTIFICATION",
     "ClientCapabilities",
     "ClientOptions",
     "ClientSession",
@@ -73,6 +78,9 @@ __all__ = [
     "SessionExpired",
     "StdioTarget",
     "Target",
+    "Task",
+    "TaskBook",
+    "TaskChanged",
     "Transport",
     "TransportError",
     "Verdict",
@@ -81,6 +89,7 @@ __all__ = [
     "error_name",
     "make_transport",
     "mask_headers",
+    "task_augmentable",
 ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = [
@@ -15,6 +15,9 @@ __all__ = [
     "PendingResolved",
     "Progress",
     "Severity",
+    "TERMINAL",
+    "Task",
+    "TaskChanged",
     "Verdict",
 ]
 
@@ -130,4 +133,52 @@ class PendingResolved:
     detail: str = ""
 
 
-Event = Frame | Progress | PendingRequest | PendingResolved
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+"""Task statuses that never change (2025-11-25 tasks)."""
+
+
+@dataclass(slots=True)
+class Task:
+    """What the session knows of one task: its last reported state, what created it, its result."""
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+    created_at: str | None = None
+    last_updated_at: str | None = None
+    ttl: int | None = None
+    poll_interval: int | None = None
+    method: str | None = None
+    """The task-augmented request that created it (``tools/call`` …), when this session sent it."""
+    name: str | None = None
+    """The tool's name, for a ``tools/call`` task."""
+    request_id: int | str | None = None
+    result: dict[str, Any] | None = None
+    """What ``tasks/result`` returned (``None`` until then)."""
+    error: dict[str, Any] | None = None
+    """The JSON-RPC error ``tasks/result`` returned instead."""
+    frame_seq: int = 0
+    """The frame that last changed it."""
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(slots=True)
+class TaskChanged:
+    """A task was first seen, changed status (or status message), or its result arrived."""
+
+    task: Task
+    """The task as it is now (a copy)."""
+    previous: str | None
+    """Its status before (``None``: first seen)."""
+    frame_seq: int
+    """The frame that reported it."""
+    reason: Literal["created", "status", "result"] = "status"
+
+
+Event = Frame | Progress | PendingRequest | PendingResolved | TaskChanged

@@ -13,6 +13,7 @@ from typing import Any
 from ._frames import Frame
 from ._listen import Listens
 from ._protocol import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION
+from ._tasks import TaskBook
 
 __all__ = ["PeerState"]
 
@@ -47,6 +48,8 @@ class PeerState:
     tool_headers: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)
     """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
     tools_learned: bool = False
+    tasks: TaskBook = field(default_factory=TaskBook)
+    """2025-11-25 tasks: every task seen, the client's task requests in flight, the tools' task support."""
 
     def enter(self, state: str, note: str = "") -> Frame:
         """Move to ``state``; return the state frame that records why."""

@@ -26,6 +26,7 @@ from ._protocol import (
     STATELESS_400_CODES,
 )
 from ._requests import Outgoing, RequestTable
+from ._tasks import STATUS_NOTIFICATION
 
 __all__ = [
     "Answered",
@@ -173,6 +174,9 @@ def check_response(
         frame.pair_seq = outgoing.frame_seq
         frame.method = outgoing.method
         frame.latency_ms = round((frame.mono - outgoing.sent_mono) * 1000, 3)
+    definition = peer.tasks.answered(
+        request_id, outgoing.method, message, frame, at, peer.server_capabilities
+    )
     if is_error:
         error = message["error"] if isinstance(message["error"], dict) else {}
         code = error.get("code")
@@ -187,15 +191,22 @@ def check_response(
         check_stateless_result(outgoing.method, result, frame, at)
     if outgoing.method == "tools/list" and peer.mode == "stateless":
         learn_tool_headers(result, frame, at, peer)
-    check_result_schema(outgoing.method, result, frame, peer)
+    check_result_schema(outgoing.method, result, frame, peer, definition)
     return Answered(outgoing, result=result if isinstance(result, dict) else {"result": result})
 
 
-def check_result_schema(method: str, result: Any, frame: Frame, peer: PeerState) -> None:
-    """Hold a result to the negotiated revision's schema (or, while negotiating, the offered one)."""
+def check_result_schema(
+    method: str, result: Any, frame: Frame, peer: PeerState, definition: str | None = None
+) -> None:
+    """Hold a result to the negotiated revision's schema (or, while negotiating, the offered one);
+    ``definition`` names the published schema's type when it is not the method's own result
+    (a ``CreateTaskResult`` answers a task-augmented request)."""
     if not peer.validate:
         return
-    if peer.protocol_version:
+    if definition is not None and peer.protocol_version:
+        what = f"{method} result"
+        frame.verdicts.extend(_schema().check_definition(definition, peer.protocol_version, result, what))
+    elif peer.protocol_version:
         frame.verdicts.extend(_schema().check_result(method, peer.protocol_version, result))
     elif method == "server/discover":
         probed = peer.stamp_version or LATEST_MODERN_VERSION
@@ -334,6 +345,7 @@ def check_request(
         params = None
     if peer.validate and peer.protocol_version:
         frame.verdicts.extend(_schema().check_server_request(method, peer.protocol_version, params))
+    peer.tasks.server_request(method, params or {}, frame, at, peer.client_capabilities)
     return ServerRequest(request_id, method, params or {})
 
 
@@ -362,7 +374,13 @@ def check_notification(
         )
     if peer.mode == "stateless" and (method in _listen.LISTEN_METHODS or method == _listen.ACKNOWLEDGED):
         peer.listens.check(method, params, frame, at)
+    if method == STATUS_NOTIFICATION:
+        peer.tasks.notified(params, frame, at)
     if method == "notifications/progress":
+        task_id = peer.tasks.progress_of(params.get("progressToken"))
+        if task_id is not None and params.get("progressToken") not in requests.progress:
+            frame.note = f"progress of task {task_id} (its request's token lives as long as the task)"
+            return None
         return check_progress(params, frame, at, requests)
     if method == "notifications/cancelled":
         request_id = params.get("requestId")

@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from types import EllipsisType
 from typing import Any
 
-from . import _listen, _negotiation, _rules, _xheaders
+from . import _listen, _negotiation, _rules, _tasks, _xheaders
 from ._clock import Clock, LoopClock, wait_first
 from ._errors import ConnectionClosed, EngineError, RequestTimeout, SessionExpired
-from ._frames import Event, Frame, Progress
+from ._frames import Event, Frame, Progress, Task
 from ._input_required import InputRequiredDriver
 from ._listen import Listens, ListenStream
 from ._options import ClientOptions
@@ -165,6 +165,7 @@ class ClientSession:
             _rules.describe_outgoing(frame)
             if frame.rpc_kind == "request":
                 self._requests.sent(frame)
+                self.peer.tasks.sent(frame, self.peer.server_capabilities)
             elif frame.rpc_kind in ("result", "error"):
                 self._serving.answered(frame)
         elif frame.kind == "exit":
@@ -176,6 +177,8 @@ class ClientSession:
         # Verdicts first, then the frame is published, then what it asks for is done.
         outcomes = _rules.check_frame(frame, self.peer, self._requests)
         self.record(frame)
+        for event in self.peer.tasks.drain(frame.seq):
+            self._publish(event)
         for outcome in outcomes:
             self._carry_out(outcome, frame.seq)
 
@@ -438,9 +441,42 @@ class ClientSession:
         return await self.list_page("tools/list", cursor)
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, **options: Any
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        task: dict[str, Any] | None = None,
+        **options: Any,
     ) -> dict[str, Any]:
-        return await self.request("tools/call", {"name": name, "arguments": arguments or {}}, **options)
+        """Call a tool; with ``task={"ttl": ms}`` (or ``{}``) as a task: the result is a CreateTaskResult."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if task is not None:
+            params["task"] = task
+        return await self.request("tools/call", params, **options)
+
+    # --- tasks (2025-11-25, see _tasks) ---------------------------------------------------
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """Every task the session has seen (created, listed, notified), by id, as last reported."""
+        return self.peer.tasks.known
+
+    async def get_task(self, task_id: str) -> dict[str, Any]:
+        return await self.request("tasks/get", {"taskId": task_id})
+
+    async def task_result(self, task_id: str, **options: Any) -> dict[str, Any]:
+        """tasks/result: blocks until the task ends; returns the underlying request's result."""
+        return await self.request("tasks/result", {"taskId": task_id}, **options)
+
+    async def list_tasks(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self.list_page("tasks/list", cursor)
+
+    async def cancel_task(self, task_id: str) -> dict[str, Any]:
+        return await self.request("tasks/cancel", {"taskId": task_id})
+
+    async def wait_task(self, task_id: str, statuses: tuple[str, ...] = ()) -> Task:
+        """Poll tasks/get at the task's pollInterval until it ends or needs input (or ``statuses``)."""
+        return await _tasks.wait_for_status(self, task_id, statuses or (*_tasks.TERMINAL, "input_required"))
 
     async def _learn_tools_first(self) -> None:
         """Stateless HTTP: list the tools once before the first call, to learn their Mcp-Param headers."""

@@ -21,7 +21,7 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import live
+from sessions.web import live, tasks
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
@@ -173,6 +173,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     )
         for fragment in live.fragments(self.session, rows):
             await self.send(text_data=fragment)
+        if tasks.touches(rows):
+            await self.send(text_data=await database_sync_to_async(tasks.render_list)(self.session))
         self.after = max(self.after, event.last)
         await self._send("sessions/_frame_count.html", {"count": event.last})
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import conformance
-from sessions.web import logs, prompts, resources, roots, tools
+from sessions.web import logs, prompts, resources, roots, tasks, tools
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
 __all__ = ["PANELS", "list_items", "panel", "panel_context"]
@@ -35,6 +35,7 @@ PANELS: dict[str, PanelContext] = {
     "tools": tools.panel_context,
     "resources": resources.panel_context,
     "prompts": prompts.panel_context,
+    "tasks": tasks.panel_context,
     "logging": logs.panel_context,
     "roots": roots.panel_context,
     "conformance": _conformance,

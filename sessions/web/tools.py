@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector.http import AuthedRequest
+from sessions.engine import task_augmentable
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
@@ -89,6 +90,7 @@ def _form_context(
     schema = _dict(tool.get("inputSchema"))
     annotations = _dict(tool.get("annotations"))
     return {
+        "task_support": _task_support(session, tool),
         "session": session,
         "tool": tool,
         "hints": [(k, annotations[k]) for k in HINTS if k in annotations],
@@ -100,6 +102,27 @@ def _form_context(
         "mode": mode,
         "errors": errors or {},
     }
+
+
+def _task_support(session: McpSession, tool: dict[str, Any]) -> str | None:
+    """The tool's ``execution.taskSupport`` when the server declared task-augmented tools/call, else None."""
+    if not task_augmentable(_dict(session.server_capabilities), "tools/call"):
+        return None
+    support = _dict(tool.get("execution")).get("taskSupport")
+    return support if isinstance(support, str) else "forbidden"
+
+
+def _task_param(data: Any, errors: dict[str, str]) -> dict[str, Any] | None:
+    """The call's ``task`` field from the form's "run as task" box and time to live (2025-11-25 tasks)."""
+    if not data.get("as_task"):
+        return None
+    ttl = str(data.get("task_ttl") or "").strip()
+    if not ttl:
+        return {}
+    if not ttl.isdigit():
+        errors["task_ttl"] = "the time to live is a whole number of milliseconds"
+        return None
+    return {"ttl": int(ttl)}
 
 
 @require_POST
@@ -164,6 +187,7 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
         mode = "form"
         schema = _dict(tool.get("inputSchema"))
         arguments, errors = parse_submission(schema, request.POST)
+    task = _task_param(request.POST, errors)
     if errors:
         context = await sync_to_async(_form_context)(
             session,
@@ -177,4 +201,7 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
         response["HX-Retarget"] = "#tool-form"
         response["HX-Reswap"] = "outerHTML"
         return response
-    return await render_call(request, session, "tools/call", {"name": name, "arguments": arguments})
+    params: dict[str, Any] = {"name": name, "arguments": arguments}
+    if task is not None:
+        params["task"] = task
+    return await render_call(request, session, "tools/call", params)

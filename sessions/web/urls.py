@@ -16,6 +16,7 @@ from sessions.web import (
     roots,
     search,
     sessions,
+    tasks,
     timeline,
     tools,
 )
@@ -43,6 +44,8 @@ session_urls = [
     path("resources/subscribe", resources.subscribe, name="subscribe"),
     path("calls/<int:rpc_id>/contents/<int:index>", resources.resource_blob, name="resource_blob"),
     path("prompts/get", prompts.get_prompt, name="get_prompt"),
+    path("tasks/list", tasks.tasks_list, name="tasks_list"),
+    path("tasks/<str:action>", tasks.task_action, name="task_action"),
     path("complete", completion.complete, name="complete"),
     path("logging/level", logs.set_level, name="set_level"),
     path("ping", logs.ping, name="ping"),
