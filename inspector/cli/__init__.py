@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from inspector.cli.arguments import METHODS, STATELESS_VERSIONS, CliError, Invocation, UsageError, parse_args
 
 if TYPE_CHECKING:
-    from sessions.engine import ClientSession, Event, Frame, PendingRequest
+    from sessions.engine import ClientSession, Event, Frame
 
 __all__ = ["main"]
 
@@ -79,12 +79,6 @@ async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, 
     return result
 
 
-async def _refuse(request: PendingRequest) -> dict[str, Any]:
-    from sessions.engine import McpError
-
-    raise McpError(-32601, f"the inspector CLI cannot answer {request.method}")
-
-
 def _one_line(text: str, limit: int = 500) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -103,6 +97,7 @@ class _Failure(Exception):
 
 
 async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> dict[str, Any]:
+    from inspector.cli.answers import handlers
     from sessions.engine import (
         ClientCapabilities,
         ClientOptions,
@@ -116,9 +111,12 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     options = ClientOptions(
         protocol_version=inv.protocol_version,
         mode="stateless" if inv.protocol_version in STATELESS_VERSIONS else "handshake",
-        # Like the official CLI: a client that declares no capabilities.
+        # Like the official CLI, a client that declares no capabilities, unless told how to answer.
         capabilities=ClientCapabilities(
-            roots=False, sampling=False, elicitation_form=False, elicitation_url=False
+            roots=False,
+            sampling=inv.sampling is not None,
+            elicitation_form=inv.elicitation is not None,
+            elicitation_url=inv.elicitation is not None and inv.elicitation.url_mode,
         ),
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
         timeout=inv.timeout,
@@ -126,8 +124,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         validate=inv.record is not None or inv.collection is not None,
     )
     session = connect(inv.target, options)
-    for method in ("sampling/createMessage", "elicitation/create"):
-        session.handlers[method] = _refuse
+    session.handlers.update(handlers(inv.elicitation, inv.sampling))
 
     def watch(event: Event) -> None:
         if isinstance(event, Frame):
