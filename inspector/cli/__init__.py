@@ -40,6 +40,7 @@ async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
         return await _list_all(session, method, list_key)
     if method == "tools/call":
         assert inv.tool_name is not None
+        await _refuse_excluded_tool(session, inv.tool_name)
         return await session.call_tool(inv.tool_name, inv.tool_args)
     if method == "resources/read":
         assert inv.uri is not None
@@ -51,6 +52,27 @@ async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
         assert inv.log_level is not None
         return await session.set_logging_level(inv.log_level)
     return await session.request("ping", progress=False)
+
+
+async def _refuse_excluded_tool(session: ClientSession, name: str) -> None:
+    """Stateless HTTP: list the tools first (as the engine would, to learn their Mcp-Param headers),
+    and refuse to call one whose ``x-mcp-header`` annotations are invalid: clients must drop it."""
+    from sessions.engine import x_mcp_header_problem
+
+    if (
+        session.mode != "stateless"
+        or session.transport.name != "streamable-http"
+        or "tools" not in session.server_capabilities
+    ):
+        return
+    for tool in await session.list_all("tools/list", "tools", progress=False):
+        if isinstance(tool, dict) and tool.get("name") == name:
+            problem = x_mcp_header_problem(tool.get("inputSchema"))
+            if problem is not None:
+                raise _Failure(
+                    f"tools/call refused: tool {name!r} is invalid ({problem}); "
+                    "a client must not call a tool with an invalid x-mcp-header"
+                )
 
 
 async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from ._serving import ServerRequestHandler
 from ._session import ClientSession
 from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._transport import FrameSink, Transport
+from ._xheaders import problem as x_mcp_header_problem
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -81,6 +82,7 @@ __all__ = [
     "error_name",
     "make_transport",
     "mask_headers",
+    "x_mcp_header_problem",
 ]
 
 
