@@ -366,9 +366,11 @@ def _target_from_words(
         # One quoted word holding a whole command line ("python my_server.py"): split it as the
         # web form splits its command field. A path with spaces that exists is run as it is.
         try:
-            command, *rest = split_command(command) or [command]
+            split = split_command(command)
         except ValueError as exc:
             raise UsageError(f"TARGET {command!r}: {exc}") from None
+        if split:
+            command, rest = split[0], [*split[1:], *rest]
     if _is_url(command):
         if rest:
             raise UsageError(f"arguments cannot be passed to a URL target: {' '.join(rest)}")
