@@ -43,9 +43,7 @@ def test_the_scenario_list_is_every_client_scenario_but_auth(version: str) -> No
     assert set(SCENARIOS[version]) <= set(PLAYS)
 
 
-@pytest.mark.parametrize(
-    ("version", "scenario"), [(v, s) for v in sorted(SCENARIOS) for s in SCENARIOS[v]]
-)
+@pytest.mark.parametrize(("version", "scenario"), [(v, s) for v in sorted(SCENARIOS) for s in SCENARIOS[v]])
 def test_the_cli_passes_the_client_scenario(version: str, scenario: str, tmp_path: Path) -> None:
     run = _suite(version, "client", "--command", COMMAND, "--scenario", scenario, "-o", str(tmp_path))
     results = list(tmp_path.glob("*/checks.json"))
@@ -58,5 +56,7 @@ def test_the_cli_passes_the_client_scenario(version: str, scenario: str, tmp_pat
     client_log = (results[0].parent / "stderr.txt").read_text()[-2000:]
     assert not failed, f"{len(failed)} of {len(checks)} checks failed:\n{report}\nclient:\n{client_log}"
     # A scenario whose checks were all skipped (the client never did what it tests) proves nothing.
-    assert any(c["status"] == "SUCCESS" for c in checks), f"no check succeeded: {checks}\nclient:\n{client_log}"
+    assert any(c["status"] == "SUCCESS" for c in checks), (
+        f"no check succeeded: {checks}\nclient:\n{client_log}"
+    )
     assert "OVERALL: PASSED" in run.stderr, f"{run.stderr[-2000:]}\nclient:\n{client_log}"

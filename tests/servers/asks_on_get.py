@@ -26,8 +26,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 SESSION = "asks-on-get-1"
-TOOL = {"name": "answers", "description": "the client's answers to the GET stream's questions",
-        "inputSchema": {"type": "object"}}
+TOOL = {
+    "name": "answers",
+    "description": "the client's answers to the GET stream's questions",
+    "inputSchema": {"type": "object"},
+}
 QUESTIONS: list[dict[str, Any]] = [
     {
         "jsonrpc": "2.0",
@@ -49,7 +52,10 @@ QUESTIONS: list[dict[str, Any]] = [
         "jsonrpc": "2.0",
         "id": "ask-sample",
         "method": "sampling/createMessage",
-        "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi?"}}], "maxTokens": 5},
+        "params": {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "hi?"}}],
+            "maxTokens": 5,
+        },
     },
 ]
 answers: dict[str, Any] = {}

@@ -100,7 +100,12 @@ def request_metadata(cli: Cli, context: dict[str, Any]) -> None:
 
 
 def request_state(cli: Cli, context: dict[str, Any]) -> None:
-    for tool in ("test_mrtr_echo_state", "test_mrtr_no_state", "test_mrtr_unrelated", "test_mrtr_no_result_type"):
+    for tool in (
+        "test_mrtr_echo_state",
+        "test_mrtr_no_state",
+        "test_mrtr_unrelated",
+        "test_mrtr_no_result_type",
+    ):
         cli("--method", "tools/call", "--tool-name", tool, "--elicitation", "accept-defaults")
 
 
@@ -139,7 +144,9 @@ def not_mapped(cli: Cli, context: dict[str, Any]) -> None:
 PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
     "initialize": list_tools,
     "tools_call": call("add_numbers", a=5, b=3),
-    "elicitation-sep1034-client-defaults": call("test_client_elicitation_defaults", "--elicitation", "accept-defaults"),
+    "elicitation-sep1034-client-defaults": call(
+        "test_client_elicitation_defaults", "--elicitation", "accept-defaults"
+    ),
     "sse-retry": call("test_reconnection"),
     "request-metadata": request_metadata,
     "sep-2322-client-request-state": request_state,
