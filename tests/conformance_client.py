@@ -1,4 +1,4 @@
-"""The conformance suite's ``--command``: play one client scenario with the CLI (see support/conformance.py)."""
+"""The conformance suite's ``--command``: play one client scenario with the CLI (support/conformance.py)."""
 
 from __future__ import annotations
 

@@ -230,7 +230,7 @@ def test_config_naming_an_unknown_server_lists_the_available_ones(tmp_path: Path
     assert "'c' not found" in line and "a, b" in line
 
 
-# --- --record ---------------------------------------------------------------------------------------------
+# --- --record -----------------------------------------------------------------------------------------------
 
 
 def test_record_writes_every_frame_as_json_lines(tmp_path: Path, everything_stdio: dict) -> None:
@@ -413,7 +413,7 @@ async def test_list_methods_fetch_every_page() -> None:
     assert session.cursors == [None, "p2", "p3"]
 
 
-# --- collections ------------------------------------------------------------------------------------------
+# --- collections --------------------------------------------------------------------------------------------
 
 SDK = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_server.py"), "stdio"]
 
@@ -496,7 +496,7 @@ def test_a_bad_collection_file_is_one_clear_error(tmp_path: Path) -> None:
     assert "--junit goes with --collection" in line
 
 
-# --- a quoted command line as TARGET --------------------------------------------------------------------------
+# --- a quoted command line as TARGET ------------------------------------------------------------------------
 
 
 def test_a_quoted_command_line_as_target_is_split_like_the_web_form() -> None:
@@ -528,7 +528,7 @@ def test_a_command_line_with_an_unclosed_quote_is_a_usage_error() -> None:
     )
 
 
-# --- answering elicitation and sampling -----------------------------------------------------------------------
+# --- answering elicitation and sampling ---------------------------------------------------------------------
 
 
 def _reply_file(tmp_path: Path, reply: dict[str, Any]) -> str:
@@ -596,8 +596,8 @@ def test_input_required_rounds_are_answered_from_a_file_and_retried(tmp_path: Pa
 
 def test_an_input_required_round_without_a_policy_is_refused_and_not_retried() -> None:
     proc = run_cli(
-        *STATELESS, "--protocol-version", "2026-07-28", "--method", "tools/call", "--tool-name", "confirm_name",
-        "--tool-arg", "greeting=Hi",
+        *STATELESS, "--protocol-version", "2026-07-28", "--method", "tools/call",
+        "--tool-name", "confirm_name", "--tool-arg", "greeting=Hi",
     )  # fmt: skip
     assert "'elicitation' not declared" in assert_one_error_line(proc, 1)
 
@@ -665,7 +665,7 @@ def test_a_policy_declares_its_capability_and_opens_the_get_stream() -> None:
     assert plain.elicitation is None and plain.sampling is None
 
 
-# --- the defaults of accept-defaults ----------------------------------------------------------------------------
+# --- the defaults of accept-defaults ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 Each scenario runs ``conformance client --scenario X --command "python tests/conformance_client.py"``
 in both suite versions and passes when the suite would say PASSED: no check FAILURE, no WARNING
 (the suite's own verdict counts a warning as a failure), and the client exited cleanly unless the
-scenario allows an error exit; and at least one check succeeded (all SKIPPED proves nothing). The auth/* scenarios belong to the OAuth work and are left out.
+scenario allows an error exit; and at least one check succeeded (all SKIPPED proves nothing).
+The auth/* scenarios belong to the OAuth work and are left out.
 """
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def simplest_value(prop: Any) -> Any:
     if kind in ("integer", "number"):
         return _number(prop, kind == "integer")
     if kind == "string":
-        text = FORMAT_PLACEHOLDERS.get(prop.get("format"), "")
+        text = FORMAT_PLACEHOLDERS.get(str(prop.get("format")), "")
         shortest = prop.get("minLength")
         if isinstance(shortest, int) and len(text) < shortest:
             text = "x" * shortest

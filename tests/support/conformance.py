@@ -127,7 +127,7 @@ def invalid_tool_headers(cli: Cli, context: dict[str, Any]) -> None:
     # Try every listed tool: the CLI must call the valid one and refuse those with a bad x-mcp-header.
     for tool in cli("--method", "tools/list")["tools"]:
         schema = tool.get("inputSchema") or {}
-        arguments = {name: "x" for name in schema.get("required", [])}
+        arguments = dict.fromkeys(schema.get("required", []), "x")
         cli("--method", "tools/call", "--tool-name", tool["name"], "--tool-arg", *_args(arguments), ok=False)
 
 
