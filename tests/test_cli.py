@@ -715,3 +715,15 @@ def test_defaults_win_and_optional_properties_without_one_are_left_out() -> None
         "required": ["a", "c"],
     }
     assert answers.defaults_content(schema) == {"a": 7, "c": False}
+
+
+async def test_accept_defaults_refuses_url_mode_which_it_does_not_declare() -> None:
+    from sessions.engine import McpError, PendingRequest
+
+    elicit = answers.handlers(answers.Policy("accept-defaults"), None)["elicitation/create"]
+    url = PendingRequest("k", 1, "elicitation/create", {"mode": "url", "url": "https://x/", "message": "m"}, 1)
+    with pytest.raises(McpError) as refused:
+        await elicit(url)
+    assert refused.value.code == -32601
+    declined = answers.handlers(answers.Policy("decline"), None)["elicitation/create"]
+    assert await declined(url) == {"action": "decline"}

@@ -194,19 +194,23 @@ def _elicit(policy: Policy, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def handlers(elicitation: Policy | None, sampling: Policy | None) -> dict[str, ServerRequestHandler]:
-    """Engine handlers answering by the given policies; a method without a policy is refused."""
+    """Engine handlers answering by the given policies (without one, the capability is not declared
+    and the engine refuses the request itself)."""
     from sessions.engine import McpError
 
-    async def elicit(request: PendingRequest) -> dict[str, Any]:
-        if elicitation is None:
-            raise McpError(-32601, "the inspector CLI answers elicitation/create only with --elicitation")
-        return _elicit(elicitation, request.params)
+    answering: dict[str, ServerRequestHandler] = {}
+    if elicitation is not None:
 
-    async def sample(request: PendingRequest) -> dict[str, Any]:
-        if sampling is None:
-            raise McpError(-32601, "the inspector CLI answers sampling/createMessage only with --sampling")
-        if sampling.reply is None:
-            raise McpError(-1, "sampling rejected by --sampling reject")
-        return dict(sampling.reply)
+        async def elicit(request: PendingRequest) -> dict[str, Any]:
+            return _elicit(elicitation, request.params)
 
-    return {"elicitation/create": elicit, "sampling/createMessage": sample}
+        answering["elicitation/create"] = elicit
+    if sampling is not None:
+
+        async def sample(request: PendingRequest) -> dict[str, Any]:
+            if sampling.reply is None:
+                raise McpError(-1, "sampling rejected by --sampling reject")
+            return dict(sampling.reply)
+
+        answering["sampling/createMessage"] = sample
+    return answering
