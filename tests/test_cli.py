@@ -721,7 +721,8 @@ async def test_accept_defaults_refuses_url_mode_which_it_does_not_declare() -> N
     from sessions.engine import McpError, PendingRequest
 
     elicit = answers.handlers(answers.Policy("accept-defaults"), None)["elicitation/create"]
-    url = PendingRequest("k", 1, "elicitation/create", {"mode": "url", "url": "https://x/", "message": "m"}, 1)
+    params = {"mode": "url", "url": "https://x/", "message": "m"}
+    url = PendingRequest("k", 1, "elicitation/create", params, 1)
     with pytest.raises(McpError) as refused:
         await elicit(url)
     assert refused.value.code == -32601
