@@ -9,6 +9,7 @@ imports nothing from Django.
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from sessions.engine import (
@@ -35,6 +36,7 @@ __all__ = [
     "is_secret_name",
     "level_rank",
     "secret_env_names",
+    "split_command",
 ]
 
 DEFAULT_PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
@@ -66,6 +68,17 @@ def secret_env_names(env: dict[str, Any], marked: Any = ()) -> list[str]:
 def level_rank(level: Any) -> int:
     """A log level's place among the RFC 5424 levels (an unknown level counts as debug)."""
     return LOG_LEVELS.index(level) if level in LOG_LEVELS else 0
+
+
+def split_command(text: str) -> list[str]:
+    """Split a command line into words as a POSIX shell would (quotes, backslashes), without running one.
+
+    Raises ``ValueError`` saying what is wrong (an unclosed quote, say).
+    """
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ValueError(f"cannot split the command: {exc}") from None
 
 
 def build_target(config: dict[str, Any]) -> Target:

@@ -7,12 +7,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.processes import free_port, start_http_server
 
 from inspector import cli
+from inspector.cli import answers
 from sessions.engine import HttpTarget, StdioTarget
 
 REPO = Path(__file__).resolve().parent.parent
@@ -227,7 +230,7 @@ def test_config_naming_an_unknown_server_lists_the_available_ones(tmp_path: Path
     assert "'c' not found" in line and "a, b" in line
 
 
-# --- --record ---------------------------------------------------------------------------------------------
+# --- --record -----------------------------------------------------------------------------------------------
 
 
 def test_record_writes_every_frame_as_json_lines(tmp_path: Path, everything_stdio: dict) -> None:
@@ -410,7 +413,7 @@ async def test_list_methods_fetch_every_page() -> None:
     assert session.cursors == [None, "p2", "p3"]
 
 
-# --- collections ------------------------------------------------------------------------------------------
+# --- collections --------------------------------------------------------------------------------------------
 
 SDK = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_server.py"), "stdio"]
 
@@ -491,3 +494,237 @@ def test_a_bad_collection_file_is_one_clear_error(tmp_path: Path) -> None:
     assert "leave out --method" in line
     line = assert_one_error_line(run_cli(*SDK, "--method", "ping", "--junit", "x.xml"), 2)
     assert "--junit goes with --collection" in line
+
+
+# --- a quoted command line as TARGET ------------------------------------------------------------------------
+
+
+def test_a_quoted_command_line_as_target_is_split_like_the_web_form() -> None:
+    # The README's own example: mcp-inspector --cli "python my_server.py" --method tools/list
+    proc = run_cli(f"{sys.executable} {SDK[1]} stdio", "--method", "tools/list")
+    assert "add" in {tool["name"] for tool in result_of(proc)["tools"]}
+
+
+def test_a_quoted_command_line_keeps_its_quotes_and_the_words_after_it() -> None:
+    inv = cli.parse_args(["node 'my server.js' --port 3", "--verbose", "--method", "ping"])
+    assert isinstance(inv.target, StdioTarget)
+    assert (inv.target.command, list(inv.target.args)) == (
+        "node",
+        ["my server.js", "--port", "3", "--verbose"],
+    )
+
+
+def test_an_existing_path_with_spaces_is_run_as_it_is(tmp_path: Path) -> None:
+    program = tmp_path / "my server"
+    program.write_text("#!/bin/sh\n")
+    inv = cli.parse_args([str(program), "--method", "ping"])
+    assert isinstance(inv.target, StdioTarget)
+    assert (inv.target.command, list(inv.target.args)) == (str(program), [])
+
+
+def test_a_command_line_with_an_unclosed_quote_is_a_usage_error() -> None:
+    assert "cannot split the command" in assert_one_error_line(
+        run_cli("node 'server.js", "--method", "ping"), 2
+    )
+
+
+# --- answering elicitation and sampling ---------------------------------------------------------------------
+
+
+def _reply_file(tmp_path: Path, reply: dict[str, Any]) -> str:
+    path = tmp_path / "reply.json"
+    path.write_text(json.dumps(reply))
+    return f"@{path}"
+
+
+def _raw_elicitation(result: dict[str, Any]) -> dict[str, Any]:
+    """server-everything's trigger-elicitation-request reports the raw answer in its last content item."""
+    text = result["content"][-1]["text"]
+    return json.loads(text.split("Raw result:", 1)[1])
+
+
+def test_elicitation_accept_defaults_answers_with_the_schemas_defaults(everything_stdio: dict) -> None:
+    proc = run_cli(
+        *target(everything_stdio), "--method", "tools/call", "--tool-name", "trigger-elicitation-request",
+        "--elicitation", "accept-defaults",
+    )  # fmt: skip
+    answer = _raw_elicitation(result_of(proc))
+    assert answer["action"] == "accept"
+    content = answer["content"]
+    assert content["firstLine"] == "It was a dark and stormy night."
+    assert (content["integer"], content["number"], content["untitledMultipleSelectEnum"]) == (
+        42,
+        3.14,
+        ["Guitar"],
+    )
+    assert content["name"] == ""  # required, no default: the simplest string
+    assert "email" not in content  # optional, no default: left out
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_elicitation_decline_and_cancel_answer_with_that_action(everything_stdio: dict, action: str) -> None:
+    proc = run_cli(
+        *target(everything_stdio), "--method", "tools/call", "--tool-name", "trigger-elicitation-request",
+        "--elicitation", action,
+    )  # fmt: skip
+    assert _raw_elicitation(result_of(proc)) == {"action": action}
+
+
+def test_sampling_from_a_file_and_sampling_reject(everything_stdio: dict, tmp_path: Path) -> None:
+    reply = {"role": "assistant", "content": {"type": "text", "text": "from the file"}, "model": "file-model"}
+    call = [*target(everything_stdio), "--method", "tools/call", "--tool-name", "trigger-sampling-request"]
+    answered = result_of(
+        run_cli(*call, "--tool-arg", "prompt=hi", "--sampling", _reply_file(tmp_path, reply))
+    )
+    assert "from the file" in answered["content"][0]["text"]
+    rejected = result_of(run_cli(*call, "--tool-arg", "prompt=hi", "--sampling", "reject"))
+    assert rejected["isError"] is True
+    assert "-1" in rejected["content"][0]["text"]
+
+
+STATELESS = [sys.executable, str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"]
+
+
+def test_input_required_rounds_are_answered_from_a_file_and_retried(tmp_path: Path) -> None:
+    reply = _reply_file(tmp_path, {"action": "accept", "content": {"name": "Ada"}})
+    proc = run_cli(
+        *STATELESS, "--protocol-version", "2026-07-28", "--method", "tools/call", "--tool-name", "two_rounds",
+        "--elicitation", reply,
+    )  # fmt: skip
+    assert result_of(proc)["content"][0]["text"] == "Ada and Ada"
+
+
+def test_an_input_required_round_without_a_policy_is_refused_and_not_retried() -> None:
+    proc = run_cli(
+        *STATELESS, "--protocol-version", "2026-07-28", "--method", "tools/call",
+        "--tool-name", "confirm_name", "--tool-arg", "greeting=Hi",
+    )  # fmt: skip
+    assert "'elicitation' not declared" in assert_one_error_line(proc, 1)
+
+
+@pytest.fixture
+def asks_on_get() -> Iterator[str]:
+    """A server that sends elicitation/create and sampling/createMessage on the standalone GET stream."""
+    port = free_port()
+    argv = [sys.executable, str(Path(__file__).parent / "servers" / "asks_on_get.py"), str(port)]
+    with start_http_server(argv, port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def test_requests_on_the_standalone_get_stream_are_answered(asks_on_get: str, tmp_path: Path) -> None:
+    reply = {"role": "assistant", "content": {"type": "text", "text": "hello"}, "model": "m"}
+    proc = run_cli(
+        asks_on_get, "--method", "tools/call", "--tool-name", "answers",
+        "--elicitation", "accept-defaults", "--sampling", _reply_file(tmp_path, reply),
+    )  # fmt: skip
+    answers = json.loads(result_of(proc)["content"][0]["text"])
+    assert answers == {
+        "ask-elicit": {"action": "accept", "content": {"name": "Ada", "age": 18}},
+        "ask-sample": reply,
+    }
+
+
+@pytest.mark.parametrize(
+    ("option", "reply", "expected"),
+    [
+        ("--elicitation", None, "cannot read --elicitation file"),
+        ("--elicitation", "[1]", "must hold a JSON object"),
+        ("--elicitation", '{"action": "maybe"}', '"action" must be one of'),
+        ("--sampling", '{"role": "assistant"}', "needs content, model"),
+        ("--sampling", "{", "invalid JSON"),
+    ],
+)
+def test_a_bad_reply_file_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, reply: str | None, expected: str
+) -> None:
+    path = tmp_path / "reply.json"
+    if reply is not None:
+        path.write_text(reply)
+    assert cli.main(["node", "server.js", "--method", "ping", option, f"@{path}"]) == 1
+    assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--elicitation", "accept"), ("--sampling", "accept-defaults")]
+)
+def test_an_unknown_policy_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    assert cli.main(["node", "--method", "ping", option, value]) == 2
+    assert "must be one of" in capsys.readouterr().err
+
+
+def test_a_policy_declares_its_capability_and_opens_the_get_stream() -> None:
+    inv = cli.parse_args(
+        ["http://h/mcp", "--method", "ping", "--elicitation", "decline", "--sampling", "reject"]
+    )
+    assert isinstance(inv.target, HttpTarget) and inv.target.open_get_stream
+    assert inv.elicitation is not None and inv.elicitation.url_mode
+    plain = cli.parse_args(["http://h/mcp", "--method", "ping"])
+    assert isinstance(plain.target, HttpTarget) and not plain.target.open_get_stream
+    assert plain.elicitation is None and plain.sampling is None
+
+
+# --- the defaults of accept-defaults ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("prop", "value"),
+    [
+        ({"type": "string"}, ""),
+        ({"type": "string", "minLength": 3}, "xxx"),
+        ({"type": "string", "format": "email"}, "user@example.com"),
+        ({"type": "string", "format": "date"}, "1970-01-01"),
+        ({"type": "string", "enum": ["b", "a"]}, "b"),
+        ({"type": "string", "oneOf": [{"const": "h1", "title": "One"}]}, "h1"),
+        ({"type": "integer"}, 0),
+        ({"type": "integer", "minimum": 1.5}, 2),
+        ({"type": "number", "maximum": -2.5}, -2.5),
+        ({"type": "boolean"}, False),
+        ({"type": "array", "minItems": 1, "items": {"enum": ["x", "y"]}}, ["x"]),
+        ({"type": "array", "items": {"anyOf": [{"const": "f"}]}}, []),
+    ],
+)
+def test_a_required_property_without_a_default_gets_the_simplest_valid_value(prop: dict, value: Any) -> None:
+    assert answers.defaults_content({"type": "object", "properties": {"p": prop}, "required": ["p"]}) == {
+        "p": value
+    }
+
+
+@pytest.mark.parametrize(
+    "prop",
+    [
+        {"type": "integer", "minimum": 2, "maximum": 1},
+        {"type": "array", "minItems": 2, "items": {"enum": ["only"]}},
+        {"type": "string", "enum": []},
+        {"type": "object"},
+    ],
+)
+def test_a_required_property_no_value_can_satisfy_declines(prop: dict) -> None:
+    assert answers.defaults_content({"type": "object", "properties": {"p": prop}, "required": ["p"]}) is None
+
+
+def test_defaults_win_and_optional_properties_without_one_are_left_out() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "default": 7},
+            "b": {"type": "string"},
+            "c": {"type": "boolean"},
+        },
+        "required": ["a", "c"],
+    }
+    assert answers.defaults_content(schema) == {"a": 7, "c": False}
+
+
+async def test_accept_defaults_refuses_url_mode_which_it_does_not_declare() -> None:
+    from sessions.engine import McpError, PendingRequest
+
+    elicit = answers.handlers(answers.Policy("accept-defaults"), None)["elicitation/create"]
+    params = {"mode": "url", "url": "https://x/", "message": "m"}
+    url = PendingRequest("k", 1, "elicitation/create", params, 1)
+    with pytest.raises(McpError) as refused:
+        await elicit(url)
+    assert refused.value.code == -32601
+    declined = answers.handlers(answers.Policy("decline"), None)["elicitation/create"]
+    assert await declined(url) == {"action": "decline"}

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from inspector.cli.arguments import METHODS, STATELESS_VERSIONS, CliError, Invocation, UsageError, parse_args
 
 if TYPE_CHECKING:
-    from sessions.engine import ClientSession, Event, Frame, PendingRequest
+    from sessions.engine import ClientSession, Event, Frame
 
 __all__ = ["main"]
 
@@ -40,6 +40,7 @@ async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
         return await _list_all(session, method, list_key)
     if method == "tools/call":
         assert inv.tool_name is not None
+        await _refuse_excluded_tool(session, inv.tool_name)
         if inv.task is not None:
             return await _run_task(session, inv.tool_name, inv.tool_args, inv.task)
         return await session.call_tool(inv.tool_name, inv.tool_args)
@@ -71,6 +72,27 @@ async def _run_task(
     return await session.task_result(task_id)
 
 
+async def _refuse_excluded_tool(session: ClientSession, name: str) -> None:
+    """Stateless HTTP: list the tools first (as the engine would, to learn their Mcp-Param headers),
+    and refuse to call one whose ``x-mcp-header`` annotations are invalid: clients must drop it."""
+    from sessions.engine import x_mcp_header_problem
+
+    if (
+        session.mode != "stateless"
+        or session.transport.name != "streamable-http"
+        or "tools" not in session.server_capabilities
+    ):
+        return
+    for tool in await session.list_all("tools/list", "tools", progress=False):
+        if isinstance(tool, dict) and tool.get("name") == name:
+            problem = x_mcp_header_problem(tool.get("inputSchema"))
+            if problem is not None:
+                raise _Failure(
+                    f"tools/call refused: tool {name!r} is invalid ({problem}); "
+                    "a client must not call a tool with an invalid x-mcp-header"
+                )
+
+
 async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, Any]:
     """Fetch every page; return the first page's result with all items and no nextCursor."""
     from sessions.engine import EngineError
@@ -97,12 +119,6 @@ async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, 
     return result
 
 
-async def _refuse(request: PendingRequest) -> dict[str, Any]:
-    from sessions.engine import McpError
-
-    raise McpError(-32601, f"the inspector CLI cannot answer {request.method}")
-
-
 def _one_line(text: str, limit: int = 500) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -121,6 +137,7 @@ class _Failure(Exception):
 
 
 async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> dict[str, Any]:
+    from inspector.cli.answers import handlers
     from sessions.engine import (
         ClientCapabilities,
         ClientOptions,
@@ -134,9 +151,12 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     options = ClientOptions(
         protocol_version=inv.protocol_version,
         mode="stateless" if inv.protocol_version in STATELESS_VERSIONS else "handshake",
-        # Like the official CLI: a client that declares no capabilities.
+        # Like the official CLI, a client that declares no capabilities, unless told how to answer.
         capabilities=ClientCapabilities(
-            roots=False, sampling=False, elicitation_form=False, elicitation_url=False
+            roots=False,
+            sampling=inv.sampling is not None,
+            elicitation_form=inv.elicitation is not None,
+            elicitation_url=inv.elicitation is not None and inv.elicitation.url_mode,
         ),
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
         timeout=inv.timeout,
@@ -144,8 +164,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         validate=inv.record is not None or inv.collection is not None,
     )
     session = connect(inv.target, options)
-    for method in ("sampling/createMessage", "elicitation/create"):
-        session.handlers[method] = _refuse
+    session.handlers.update(handlers(inv.elicitation, inv.sampling))
 
     def watch(event: Event) -> None:
         if isinstance(event, Frame):

@@ -15,9 +15,11 @@ from sessions.servers import (
     LOG_LEVELS,
     STATELESS_VERSIONS,
     build_target,
+    split_command,
 )
 
 if TYPE_CHECKING:
+    from inspector.cli.answers import Policy
     from sessions.engine import Target
 
 __all__ = ["CliError", "Invocation", "UsageError", "parse_args"]
@@ -80,6 +82,10 @@ class Invocation:
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
     junit: str | None = None
     collection_name: str = "collection"
+    elicitation: Policy | None = None
+    """How to answer elicitation/create (``--elicitation``); ``None``: not declared, refused."""
+    sampling: Policy | None = None
+    """How to answer sampling/createMessage (``--sampling``); ``None``: not declared, refused."""
 
 
 # --- the command line -------------------------------------------------------------------------------------
@@ -191,6 +197,18 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run the saved requests of a collection file, checking their expectations (instead of --method)",
     )
     parser.add_argument("--junit", metavar="FILE", help="with --collection: also write a JUnit XML report")
+    parser.add_argument(
+        "--elicitation",
+        metavar="accept-defaults|decline|cancel|@FILE",
+        help="declare elicitation and answer every elicitation/create: accept with the schema's defaults, "
+        "decline, cancel, or reply with the JSON object in FILE",
+    )
+    parser.add_argument(
+        "--sampling",
+        metavar="reject|@FILE",
+        help="declare sampling and answer every sampling/createMessage: reject it, "
+        "or reply with the CreateMessageResult in FILE",
+    )
     return parser
 
 
@@ -288,6 +306,11 @@ def parse_args(argv: Sequence[str]) -> Invocation:
             words = [opts.server_url]
         target = _target_from_words(words, env, headers, transport, opts.timeout)
 
+    elicitation, sampling = _policies(opts)
+    if (elicitation or sampling) and hasattr(target, "open_get_stream"):
+        # A declared capability may be exercised by a request on the standalone GET stream too.
+        target.open_get_stream = True  # type: ignore[union-attr]
+
     if opts.insecure or opts.ca_file:
         if not hasattr(target, "verify_tls"):
             raise UsageError("--insecure and --ca-file apply to http(s) servers only")
@@ -313,7 +336,30 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         collection=steps,
         junit=opts.junit,
         collection_name=os.path.basename(opts.collection or "collection"),
+        elicitation=elicitation,
+        sampling=sampling,
     )
+
+
+def _policies(opts: argparse.Namespace) -> tuple[Policy | None, Policy | None]:
+    from inspector.cli.answers import (
+        ELICITATION_POLICIES,
+        SAMPLING_POLICIES,
+        PolicyError,
+        ReplyFileError,
+        read_policy,
+    )
+
+    try:
+        elicitation = (
+            read_policy(opts.elicitation, "--elicitation", ELICITATION_POLICIES) if opts.elicitation else None
+        )
+        sampling = read_policy(opts.sampling, "--sampling", SAMPLING_POLICIES) if opts.sampling else None
+    except ReplyFileError as exc:
+        raise CliError(str(exc)) from None
+    except PolicyError as exc:
+        raise UsageError(str(exc)) from None
+    return elicitation, sampling
 
 
 def _is_url(text: str) -> bool:
@@ -349,6 +395,15 @@ def _target_from_words(
     if not words:
         raise UsageError("a target is required: a command to run, an http(s) URL, or --config FILE")
     command, *rest = words
+    if not _is_url(command) and any(c.isspace() for c in command) and not os.path.exists(command):
+        # One quoted word holding a whole command line ("python my_server.py"): split it as the
+        # web form splits its command field. A path with spaces that exists is run as it is.
+        try:
+            split = split_command(command)
+        except ValueError as exc:
+            raise UsageError(f"TARGET {command!r}: {exc}") from None
+        if split:
+            command, rest = split[0], [*split[1:], *rest]
     if _is_url(command):
         if rest:
             raise UsageError(f"arguments cannot be passed to a URL target: {' '.join(rest)}")

@@ -44,6 +44,7 @@ from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
 from ._tasks import TASK_METHODS, TaskBook
 from ._tasks import augmentable as task_augmentable
 from ._transport import FrameSink, Transport
+from ._xheaders import problem as x_mcp_header_problem
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -90,6 +91,7 @@ __all__ = [
     "make_transport",
     "mask_headers",
     "task_augmentable",
+    "x_mcp_header_problem",
 ]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from sessions.servers import (
     STATELESS_VERSIONS,
     TRANSPORTS,
     secret_env_names,
+    split_command,
 )
 
 __all__ = ["ConnectForm", "ImportForm"]
@@ -146,9 +146,9 @@ class ConnectForm(forms.Form):
             return data
         if data["transport"] == "stdio":
             try:
-                words = shlex.split(data.get("command", ""))
+                words = split_command(data.get("command", ""))
             except ValueError as exc:
-                raise forms.ValidationError({"command": f"cannot split the command: {exc}"}) from None
+                raise forms.ValidationError({"command": str(exc)}) from None
             if not words:
                 raise forms.ValidationError({"command": "a stdio server needs a command"})
             data["command_words"] = words

@@ -1,0 +1,177 @@
+"""The official MCP conformance suite's client scenarios, played by the real CLI.
+
+``@modelcontextprotocol/conformance`` (npm, installed in tests/servers/node_modules as
+``conformance-0.1`` and ``conformance-0.2``) starts a scenario's server and runs
+``--command ... URL`` with the scenario's name in ``MCP_CONFORMANCE_SCENARIO``, the revision in
+``MCP_CONFORMANCE_PROTOCOL_VERSION`` (0.2 only) and any data the scenario hands the client in
+``MCP_CONFORMANCE_CONTEXT`` (JSON). ``tests/conformance_client.py`` is that command: it looks the
+scenario up in ``PLAYS`` below, which says only which CLI options to run it with, and runs
+``python -m inspector --cli URL ...`` once per step. Nothing in the product knows the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["PLAYS", "SCENARIOS", "SUITES", "Cli", "play"]
+
+TESTS = Path(__file__).resolve().parent.parent
+REPO = TESTS.parent
+MODULES = TESTS / "servers" / "node_modules"
+SUITES = {version: MODULES / f"conformance-{version}" / "dist" / "index.js" for version in ("0.1", "0.2")}
+
+# Every client scenario of each version but the auth/* ones (the OAuth work owns those), as
+# `conformance client list` prints them; test_conformance.py checks the lists against it.
+SCENARIOS = {
+    "0.1": ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"],
+    "0.2": [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+        "request-metadata",
+        "sep-2322-client-request-state",
+        "http-standard-headers",
+        "http-custom-headers",
+        "http-invalid-tool-headers",
+        "json-schema-ref-no-deref",
+        "json-schema-2020-12-preservation",
+        "sep-2640-client-no-prefetch",
+        "sep-2640-client-verify-digest",
+        "sep-2640-client-verify-size",
+        "sep-2640-client-verify-frontmatter",
+    ],
+}
+
+
+class CliFailed(Exception):
+    """A CLI step exited non-zero when it was expected to succeed."""
+
+
+class Cli:
+    """Runs ``python -m inspector --cli URL [--protocol-version V] ARGS`` and returns the printed JSON."""
+
+    def __init__(self, url: str, version: str | None) -> None:
+        self.url = url
+        self.version = version
+
+    def __call__(self, *args: str, ok: bool = True) -> Any:
+        argv = [sys.executable, "-m", "inspector", "--cli", self.url, "--timeout", "20"]
+        if self.version:
+            argv += ["--protocol-version", self.version]
+        proc = subprocess.run([*argv, *args], cwd=REPO, capture_output=True, text=True, timeout=25)
+        sys.stderr.write(f"$ mcp-inspector --cli {self.url} {' '.join(args)}\n-> exit {proc.returncode}\n")
+        sys.stderr.write(proc.stderr)
+        if proc.returncode != 0:
+            if ok:
+                raise CliFailed(f"{' '.join(args)}: exit {proc.returncode}: {proc.stderr.strip()}")
+            return proc
+        return json.loads(proc.stdout)
+
+
+def _args(arguments: dict[str, Any]) -> list[str]:
+    """``--tool-arg`` pairs, each value written as JSON so that its type survives."""
+    return [f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items()]
+
+
+def call(tool: str, *options: str, **arguments: Any) -> Callable[[Cli, dict[str, Any]], None]:
+    """A play of one tools/call."""
+
+    def run(cli: Cli, context: dict[str, Any]) -> None:
+        pairs = ["--tool-arg", *_args(arguments)] if arguments else []
+        cli("--method", "tools/call", "--tool-name", tool, *pairs, *options)
+
+    return run
+
+
+def list_tools(cli: Cli, context: dict[str, Any]) -> None:
+    cli("--method", "tools/list")
+
+
+def request_metadata(cli: Cli, context: dict[str, Any]) -> None:
+    # Declaring sampling and elicitation lets the scenario check their shape in _meta.
+    cli("--method", "tools/list", "--elicitation", "decline", "--sampling", "reject")
+
+
+def request_state(cli: Cli, context: dict[str, Any]) -> None:
+    for tool in (
+        "test_mrtr_echo_state",
+        "test_mrtr_no_state",
+        "test_mrtr_unrelated",
+        "test_mrtr_no_result_type",
+    ):
+        cli("--method", "tools/call", "--tool-name", tool, "--elicitation", "accept-defaults")
+
+
+def standard_headers(cli: Cli, context: dict[str, Any]) -> None:
+    cli("--method", "tools/list")
+    cli("--method", "tools/call", "--tool-name", "my-hyphenated-tool")
+    cli("--method", "resources/list")
+    cli("--method", "resources/read", "--uri", "file:///path/to/file%20name.txt")
+    cli("--method", "prompts/list")
+    cli("--method", "prompts/get", "--prompt-name", "test_prompt")
+
+
+def custom_headers(cli: Cli, context: dict[str, Any]) -> None:
+    for tool_call in context["toolCalls"]:
+        call(tool_call["name"], **tool_call["arguments"])(cli, context)
+
+
+def invalid_tool_headers(cli: Cli, context: dict[str, Any]) -> None:
+    # Try every listed tool: the CLI must call the valid one and refuse those with a bad x-mcp-header.
+    for tool in cli("--method", "tools/list")["tools"]:
+        schema = tool.get("inputSchema") or {}
+        arguments = dict.fromkeys(schema.get("required", []), "x")
+        cli("--method", "tools/call", "--tool-name", tool["name"], "--tool-arg", *_args(arguments), ok=False)
+
+
+def schema_preservation(cli: Cli, context: dict[str, Any]) -> None:
+    tools = {tool["name"]: tool for tool in cli("--method", "tools/list")["tools"]}
+    schema = tools["json_schema_2020_12_tool"]["inputSchema"]
+    call("json_schema_echo", schema=schema)(cli, context)
+
+
+def not_mapped(cli: Cli, context: dict[str, Any]) -> None:
+    raise CliFailed("the skills extension has no CLI option yet")
+
+
+PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
+    "initialize": list_tools,
+    "tools_call": call("add_numbers", a=5, b=3),
+    "elicitation-sep1034-client-defaults": call(
+        "test_client_elicitation_defaults", "--elicitation", "accept-defaults"
+    ),
+    "sse-retry": call("test_reconnection"),
+    "request-metadata": request_metadata,
+    "sep-2322-client-request-state": request_state,
+    "http-standard-headers": standard_headers,
+    "http-custom-headers": custom_headers,
+    "http-invalid-tool-headers": invalid_tool_headers,
+    "json-schema-ref-no-deref": list_tools,
+    "json-schema-2020-12-preservation": schema_preservation,
+    "sep-2640-client-no-prefetch": not_mapped,
+    "sep-2640-client-verify-digest": not_mapped,
+    "sep-2640-client-verify-size": not_mapped,
+    "sep-2640-client-verify-frontmatter": not_mapped,
+}
+
+
+def play(argv: list[str]) -> int:
+    """The ``--command`` entry point: play the scenario named in the environment against ``argv[-1]``."""
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    if scenario not in PLAYS:
+        sys.stderr.write(f"no play for scenario {scenario!r}\n")
+        return 2
+    try:
+        PLAYS[scenario](Cli(argv[-1], os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION")), context)
+    except CliFailed as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    return 0
