@@ -24,6 +24,8 @@ from sessions.engine import (
     Frame,
     HttpTarget,
     McpError,
+    PendingRequest,
+    RequestTimeout,
     SessionExpired,
     TransportError,
 )
@@ -250,16 +252,61 @@ async def test_a_request_for_an_undeclared_capability_is_flagged_and_refused() -
             {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {"messages": []}}
         )
         refusal = await server.next_sent()
-        url_mode = server.server_sends(
-            {"jsonrpc": "2.0", "id": 2, "method": "elicitation/create", "params": {"mode": "url"}}
-        )  # flagged, yet put to the person (the capability itself was declared)
         roots = server.server_sends({"jsonrpc": "2.0", "id": 3, "method": "roots/list"})
         answer = await server.next_sent()
     assert flagged(sampling, "undeclared-capability") == ["error"]
     assert refusal.message["error"]["code"] == -32601
-    assert flagged(url_mode, "undeclared-capability") == ["error"]  # only form mode was declared
     assert flagged(roots, "undeclared-capability") == []
     assert answer.message == {"jsonrpc": "2.0", "id": 3, "result": {"roots": []}}
+
+
+def elicitation(request_id: int, **params: Any) -> dict[str, Any]:
+    params = {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "declared", "asked", "code"),
+    [
+        ("2025-11-25", {"elicitation_form": True}, {"mode": "url", "url": "https://x.test/"}, -32602),
+        ("2025-11-25", {"elicitation_url": True, "elicitation_form": False}, {}, -32602),  # form by default
+        ("2025-06-18", {"elicitation_form": True}, {"mode": "url", "url": "https://x.test/"}, -32602),
+        ("2025-11-25", {"elicitation_form": False}, {}, -32601),  # no elicitation at all
+        ("2025-03-26", {"elicitation_form": True}, {}, -32601),  # the revision has no elicitation
+    ],
+)
+async def test_an_elicitation_in_a_mode_the_client_did_not_declare_is_refused_at_once(
+    protocol: str, declared: dict[str, bool], asked: dict[str, Any], code: int
+) -> None:
+    clock = ManualClock()
+    capabilities = ClientCapabilities(**{"elicitation_form": False, "elicitation_url": False, **declared})
+    client = options(protocol_version=protocol, capabilities=capabilities, clock=clock, timeout=10)
+    async with connected(client, protocolVersion=protocol) as (session, server):
+        recorder = Recorder(session)
+        call = await session.start_request("tools/call", {"name": "ask", "arguments": {}})
+        await server.next_sent("tools/call")
+        request = server.server_sends(elicitation(7, **asked))
+        refusal = await server.next_sent()
+        # Nobody is asked, so no clock stands still: the call times out on time.
+        clock.advance(10)
+        with pytest.raises(RequestTimeout):
+            await call
+    assert flagged(request, "undeclared-capability") == ["error"]
+    assert refusal.message["id"] == 7 and refusal.message["error"]["code"] == code
+    assert refusal.frame.pair_seq == request.seq
+    assert session.waiting == [] and not [e for e in recorder.events if isinstance(e, PendingRequest)]
+
+
+async def test_an_elicitation_in_a_declared_mode_waits_for_a_person() -> None:
+    both = ClientCapabilities(elicitation_form=True, elicitation_url=True)
+    async with connected(options(capabilities=both)) as (session, server):
+        recorder = Recorder(session)
+        request = server.server_sends(elicitation(7, mode="url", url="https://x.test/", elicitationId="e"))
+        pending = await recorder.pending("elicitation/create")
+        session.respond(pending.key, {"action": "decline"})
+        answer = await server.next_sent()
+    assert flagged(request, "undeclared-capability") == []
+    assert answer.message == {"jsonrpc": "2.0", "id": 7, "result": {"action": "decline"}}
 
 
 async def test_server_traffic_before_initialized_is_flagged_before_initialized() -> None:

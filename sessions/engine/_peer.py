@@ -47,6 +47,8 @@ class PeerState:
     tool_headers: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)
     """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
     tools_learned: bool = False
+    output_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per tool, the ``outputSchema`` of its latest listing (its calls' structuredContent is held to it)."""
 
     def enter(self, state: str, note: str = "") -> Frame:
         """Move to ``state``; return the state frame that records why."""
