@@ -28,6 +28,8 @@ from ._errors import (
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
+from ._outputs import MATCHES as OUTPUT_MATCHES
+from ._outputs import OUTPUT_CODES
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -48,6 +50,8 @@ __all__ = [
     "LATEST_MODERN_VERSION",
     "LISTEN_ACKNOWLEDGED",
     "MODERN_VERSIONS",
+    "OUTPUT_CODES",
+    "OUTPUT_MATCHES",
     "SUBSCRIPTION_ID",
     "ClientCapabilities",
     "ClientOptions",
