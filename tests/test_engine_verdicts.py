@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -140,3 +141,37 @@ async def test_a_32022_listing_the_version_asked_for_is_probed_once_more_over_st
     async with session:
         assert session.mode == "handshake" and session.state == "ready"
     assert len(log.messages("out", "server/discover")) == 2
+
+
+@pytest.mark.slow
+def test_the_clis_recording_carries_the_output_schema_verdict(tmp_path: Path) -> None:
+    record = tmp_path / "frames.jsonl"
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "bad_shapes.py"), "outputs"]
+    # The schema comes from a tools/list: a recording CLI lists the tools before it calls one.
+    call = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "add",
+        "--tool-arg",
+        "shape=wrong",
+        "--record",
+        str(record),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspector", "--cli", *server, *call],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    frames = [json.loads(line) for line in record.read_text().splitlines()]
+    results = [f for f in frames if f["method"] == "tools/call" and f["direction"] == "in"]
+    assert [v["code"] for f in results for v in f["verdicts"]] == ["output-schema"]
+    assert [f["method"] for f in frames if f["direction"] == "out" and f["kind"] == "message"] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/call",
+    ]

@@ -28,8 +28,6 @@ from ._errors import (
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
-from ._outputs import MATCHES as OUTPUT_MATCHES
-from ._outputs import OUTPUT_CODES
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -38,6 +36,8 @@ from ._options import (
     ClientCapabilities,
     ClientOptions,
 )
+from ._outputs import MATCHES as OUTPUT_MATCHES
+from ._outputs import OUTPUT_CODES
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession

@@ -187,6 +187,7 @@ def check_response(
     if peer.mode == "stateless" or outgoing.method == "server/discover":
         check_stateless_result(outgoing.method, result, frame, at)
     if outgoing.method == "tools/list":
+        peer.tools_learned = True
         _outputs.learn(result, peer.output_schemas)
         if peer.mode == "stateless":
             learn_tool_headers(result, frame, at, peer)
@@ -282,7 +283,6 @@ def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> N
 
 def learn_tool_headers(result: Any, frame: Frame, at: str, peer: PeerState) -> None:
     """Note which arguments of each listed tool go into Mcp-Param-* headers; flag bad annotations."""
-    peer.tools_learned = True
     tools = result.get("tools") if isinstance(result, dict) else None
     for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
