@@ -995,3 +995,23 @@ async def test_a_32022_retry_is_bounded_and_auto_then_falls_back_to_initialize()
         await initializing
         assert session.mode == "handshake" and session.state == "ready"
         assert [s.method for s in server.sent].count("server/discover") == 2
+
+
+async def test_an_input_request_in_an_undeclared_mode_is_flagged_and_ends_the_call_at_once() -> None:
+    form_only = ClientCapabilities(elicitation_form=True, elicitation_url=False)
+    async with connected(stateless(capabilities=form_only)) as (session, server):
+        recorder = Recorder(session)
+        handle = await session.start_request("tools/call", {"name": "t", "arguments": {}})
+        url = elicitation(0, mode="url", url="https://x.test/", elicitationId="e")
+        asked = server.answer(
+            await server.next_sent("tools/call"),
+            {
+                "resultType": "input_required",
+                "inputRequests": {"sign-in": {k: url[k] for k in ("method", "params")}},
+            },
+        )
+        with pytest.raises(McpError) as refused:
+            await handle
+    assert flagged(asked, "undeclared-capability") == ["error"]
+    assert refused.value.code == -32602
+    assert not [e for e in recorder.events if isinstance(e, PendingRequest)]

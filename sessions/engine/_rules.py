@@ -185,7 +185,7 @@ def check_response(
         )
     result = message["result"]
     if peer.mode == "stateless" or outgoing.method == "server/discover":
-        check_stateless_result(outgoing.method, result, frame, at)
+        check_stateless_result(outgoing.method, result, frame, at, peer.client_capabilities)
     if outgoing.method == "tools/list":
         peer.tools_learned = True
         _outputs.learn(result, peer.output_schemas)
@@ -246,7 +246,9 @@ def check_error_code(error: dict[str, Any], frame: Frame, at: str) -> None:
             frame.note = f"{name} ({code}); the server supports {', '.join(map(str, supported))}"
 
 
-def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> None:
+def check_stateless_result(
+    method: str, result: Any, frame: Frame, at: str, client_capabilities: dict[str, Any]
+) -> None:
     """Rules for results in the stateless revision: resultType, the serverInfo stamp, input_required."""
     if not isinstance(result, dict):
         return
@@ -273,6 +275,16 @@ def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> N
     if requests is None and result.get("requestState") is None:
         frame.flag("input-required", "error", f"{at}input_required needs inputRequests or requestState")
     if isinstance(requests, dict):
+        for key, item in requests.items():
+            if isinstance(item, dict) and isinstance(item.get("method"), str):
+                params = item.get("params")
+                refused = refusal(
+                    item["method"], params if isinstance(params, dict) else {}, client_capabilities
+                )
+                if refused is not None:
+                    frame.flag(
+                        "undeclared-capability", "error", f"{at}input request {key!r}: {refused.message}"
+                    )
         asked = ", ".join(
             f"{key}: {item.get('method') if isinstance(item, dict) else '?'}"
             for key, item in requests.items()
