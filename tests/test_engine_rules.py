@@ -24,6 +24,8 @@ from sessions.engine import (
     Frame,
     HttpTarget,
     McpError,
+    PendingRequest,
+    RequestTimeout,
     SessionExpired,
     TransportError,
 )
@@ -34,6 +36,7 @@ from sessions.engine.testing import (
     Recorder,
     ScriptedTransport,
     Sent,
+    discover_result,
     initialize_result,
     mock_http,
 )
@@ -250,16 +253,61 @@ async def test_a_request_for_an_undeclared_capability_is_flagged_and_refused() -
             {"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {"messages": []}}
         )
         refusal = await server.next_sent()
-        url_mode = server.server_sends(
-            {"jsonrpc": "2.0", "id": 2, "method": "elicitation/create", "params": {"mode": "url"}}
-        )  # flagged, yet put to the person (the capability itself was declared)
         roots = server.server_sends({"jsonrpc": "2.0", "id": 3, "method": "roots/list"})
         answer = await server.next_sent()
     assert flagged(sampling, "undeclared-capability") == ["error"]
     assert refusal.message["error"]["code"] == -32601
-    assert flagged(url_mode, "undeclared-capability") == ["error"]  # only form mode was declared
     assert flagged(roots, "undeclared-capability") == []
     assert answer.message == {"jsonrpc": "2.0", "id": 3, "result": {"roots": []}}
+
+
+def elicitation(request_id: int, **params: Any) -> dict[str, Any]:
+    params = {"message": "Your name?", "requestedSchema": {"type": "object", "properties": {}}, **params}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "elicitation/create", "params": params}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "declared", "asked", "code"),
+    [
+        ("2025-11-25", {"elicitation_form": True}, {"mode": "url", "url": "https://x.test/"}, -32602),
+        ("2025-11-25", {"elicitation_url": True, "elicitation_form": False}, {}, -32602),  # form by default
+        ("2025-06-18", {"elicitation_form": True}, {"mode": "url", "url": "https://x.test/"}, -32602),
+        ("2025-11-25", {"elicitation_form": False}, {}, -32601),  # no elicitation at all
+        ("2025-03-26", {"elicitation_form": True}, {}, -32601),  # the revision has no elicitation
+    ],
+)
+async def test_an_elicitation_in_a_mode_the_client_did_not_declare_is_refused_at_once(
+    protocol: str, declared: dict[str, bool], asked: dict[str, Any], code: int
+) -> None:
+    clock = ManualClock()
+    capabilities = ClientCapabilities(**{"elicitation_form": False, "elicitation_url": False, **declared})
+    client = options(protocol_version=protocol, capabilities=capabilities, clock=clock, timeout=10)
+    async with connected(client, protocolVersion=protocol) as (session, server):
+        recorder = Recorder(session)
+        call = await session.start_request("tools/call", {"name": "ask", "arguments": {}})
+        await server.next_sent("tools/call")
+        request = server.server_sends(elicitation(7, **asked))
+        refusal = await server.next_sent()
+        # Nobody is asked, so no clock stands still: the call times out on time.
+        clock.advance(10)
+        with pytest.raises(RequestTimeout):
+            await call
+    assert flagged(request, "undeclared-capability") == ["error"]
+    assert refusal.message["id"] == 7 and refusal.message["error"]["code"] == code
+    assert refusal.frame.pair_seq == request.seq
+    assert session.waiting == [] and not [e for e in recorder.events if isinstance(e, PendingRequest)]
+
+
+async def test_an_elicitation_in_a_declared_mode_waits_for_a_person() -> None:
+    both = ClientCapabilities(elicitation_form=True, elicitation_url=True)
+    async with connected(options(capabilities=both)) as (session, server):
+        recorder = Recorder(session)
+        request = server.server_sends(elicitation(7, mode="url", url="https://x.test/", elicitationId="e"))
+        pending = await recorder.pending("elicitation/create")
+        session.respond(pending.key, {"action": "decline"})
+        answer = await server.next_sent()
+    assert flagged(request, "undeclared-capability") == []
+    assert answer.message == {"jsonrpc": "2.0", "id": 7, "result": {"action": "decline"}}
 
 
 async def test_server_traffic_before_initialized_is_flagged_before_initialized() -> None:
@@ -605,23 +653,43 @@ def rpc_method(request: httpx.Request) -> str | None:
     return json.loads(request.content).get("method") if request.method == "POST" else None
 
 
+class Stored(Recorder):
+    """A recorder that also keeps each frame as it was when published: what the runtime stores."""
+
+    def __init__(self, session: ClientSession) -> None:
+        super().__init__(session)
+        self.stored: dict[int, dict[str, Any]] = {}
+
+    def _add(self, event: Any) -> None:
+        if isinstance(event, Frame):
+            self.stored[event.seq] = event.to_dict()
+        super()._add(event)
+
+    def as_stored(self, frame: Frame) -> Frame:
+        """``frame``, after checking that nothing was added to it after it was published."""
+        assert self.stored[frame.seq] == frame.to_dict(), "changed after it was published (and stored)"
+        return frame
+
+
 def http_session(
     handler: Callable[[httpx.Request], httpx.Response], *, get_stream: bool = False
-) -> tuple[ClientSession, Recorder]:
+) -> tuple[ClientSession, Stored]:
     target = HttpTarget(URL, transport="http", open_get_stream=get_stream)
     transport = StreamableHttpTransport(target, client_factory=mock_http(handler))
     session = ClientSession(transport, options())
-    return session, Recorder(session)
+    return session, Stored(session)
 
 
-async def reply_head(recorder: Recorder, what: Callable[[Frame], bool]) -> Frame:
-    """The HTTP response head to the first request frame ``what`` picks (a message or a GET)."""
+async def reply_head(recorder: Stored, what: Callable[[Frame], bool]) -> Frame:
+    """The HTTP response head to the first request frame ``what`` picks (a message or a GET), as the
+    runtime's recorder stores it: verdicts, notes and body must be there when it is published."""
     out = await recorder.frame(lambda f: f.direction == "out" and what(f))
-    return await recorder.frame(
+    head = await recorder.frame(
         lambda f: (
             f.kind == "http" and f.direction == "in" and f.transport["http"].get("request_seq") == out.seq
         )
     )
+    return recorder.as_stored(head)
 
 
 def is_method(method: str) -> Callable[[Frame], bool]:
@@ -739,15 +807,15 @@ async def test_a_legacy_endpoint_on_another_origin_is_flagged_endpoint_origin_an
 
         return handler
 
-    def endpoint_frame(recorder: Recorder) -> Frame:
+    def endpoint_frame(recorder: Stored) -> Frame:
         (frame,) = [f for f in recorder.frames if f.transport.get("http", {}).get("event") == "endpoint"]
-        return frame
+        return recorder.as_stored(frame)
 
     target = HttpTarget(URL, transport="sse")
     elsewhere = ClientSession(
         LegacySseTransport(target, client_factory=mock_http(legacy("http://evil.test/m")))
     )
-    recorder = Recorder(elsewhere)
+    recorder = Stored(elsewhere)
     with pytest.raises(TransportError, match="another origin"):
         await elsewhere.open()
     await elsewhere.aclose()
@@ -755,10 +823,195 @@ async def test_a_legacy_endpoint_on_another_origin_is_flagged_endpoint_origin_an
 
     here = LegacySseTransport(target, client_factory=mock_http(legacy("/messages?session=1")))
     same_origin = ClientSession(here)
-    recorder = Recorder(same_origin)
+    recorder = Stored(same_origin)
     await same_origin.open()
     await same_origin.aclose()
     accepted = endpoint_frame(recorder)
     assert flagged(refused, "endpoint-origin") == ["error"]
     assert flagged(accepted, "endpoint-origin") == []
     assert here.endpoint == "http://mcp.test/messages?session=1"
+
+
+# --- tools' output schemas ----------------------------------------------------------------
+
+OUTPUT_SCHEMA = {"type": "object", "properties": {"result": {"type": "number"}}, "required": ["result"]}
+
+
+def tool(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "inputSchema": {"type": "object"}, **fields}
+
+
+async def call_result(
+    session: ClientSession, server: ScriptedTransport, name: str, result: dict[str, Any], **params: Any
+) -> Frame:
+    """Call tool ``name`` and answer it with ``result``; return the result's frame."""
+    sent = await call(session, server, "tools/call", {"name": name, "arguments": {}, **params})
+    return server.answer(sent, result)
+
+
+async def test_structured_content_that_breaks_the_output_schema_is_flagged_output_schema() -> None:
+    async with connected() as (session, server):
+        listing = await call(session, server, "tools/list")
+        server.answer(listing, {"tools": [tool("add", outputSchema=OUTPUT_SCHEMA), tool("plain")]})
+        text = [{"type": "text", "text": "5"}]
+        good = await call_result(
+            session, server, "add", {"content": text, "structuredContent": {"result": 5}}
+        )
+        bad = await call_result(
+            session, server, "add", {"content": text, "structuredContent": {"result": "5"}}
+        )
+        failed = await call_result(
+            session, server, "add", {"content": text, "isError": True, "structuredContent": {"oops": 1}}
+        )
+        unschemed = await call_result(
+            session, server, "plain", {"content": text, "structuredContent": {"x": 1}}
+        )
+    assert (
+        flagged(good, "output-schema") == []
+        and good.note == "structuredContent matches the tool's outputSchema"
+    )
+    assert flagged(bad, "output-schema") == ["error"]
+    assert "at result: '5' is not of type 'number'" in bad.verdicts[0].message
+    assert failed.verdicts == []  # an error result is not the tool's output
+    assert unschemed.verdicts == [] and unschemed.note is None
+
+
+async def test_a_result_without_structured_content_is_flagged_structured_content() -> None:
+    async with connected() as (session, server):
+        server.answer(
+            await call(session, server, "tools/list"), {"tools": [tool("add", outputSchema=OUTPUT_SCHEMA)]}
+        )
+        text = [{"type": "text", "text": "5"}]
+        missing = await call_result(session, server, "add", {"content": text})
+        failed = await call_result(session, server, "add", {"content": text, "isError": True})
+        # A task-augmented call is answered with a CreateTaskResult: no structuredContent expected.
+        task = {"taskId": "t1", "status": "working", "createdAt": "2025-01-01T00:00:00Z", "ttl": 1000}
+        tasked = await call_result(session, server, "add", {"task": task}, task={"ttl": 1000})
+        # A new listing replaces the tool's schema: this one declares none.
+        server.answer(await call(session, server, "tools/list"), {"tools": [tool("add")]})
+        relisted = await call_result(session, server, "add", {"content": text})
+    assert flagged(missing, "structured-content") == ["error"]
+    assert failed.verdicts == [] and tasked.verdicts == [] and relisted.verdicts == []
+
+
+async def test_an_output_schema_that_is_no_json_schema_is_flagged_output_schema() -> None:
+    async with connected() as (session, server):
+        broken = tool("add", outputSchema={"type": "object", "properties": {"result": {"type": 5}}})
+        server.answer(await call(session, server, "tools/list"), {"tools": [broken]})
+        frame = await call_result(session, server, "add", {"content": [], "structuredContent": {"result": 1}})
+    assert flagged(frame, "output-schema") == ["error"]
+    assert "not a valid JSON Schema" in frame.verdicts[0].message
+
+
+# --- notifications the server's capabilities do not allow ----------------------------------
+
+
+async def test_notifications_beyond_the_servers_capabilities_are_flagged_undeclared_notification() -> None:
+    changes = [f"notifications/{kind}/list_changed" for kind in ("tools", "prompts", "resources")]
+    updated = notification("notifications/resources/updated", uri="file:///a")
+    async with connected(capabilities={"tools": {}, "prompts": {}, "resources": {}}) as (_, server):
+        undeclared = [server.server_sends(LOG), server.server_sends(updated)]
+        undeclared += [server.server_sends(notification(method)) for method in changes]
+    everything = {
+        "logging": {},
+        "tools": {"listChanged": True},
+        "prompts": {"listChanged": True},
+        "resources": {"listChanged": True, "subscribe": True},
+    }
+    async with connected(capabilities=everything) as (_, server):
+        declared = [server.server_sends(LOG), server.server_sends(updated)]
+        declared += [server.server_sends(notification(method)) for method in changes]
+    assert [flagged(frame, "undeclared-notification") for frame in undeclared] == [["warning"]] * 5
+    assert "did not declare the 'logging' capability" in undeclared[0].verdicts[0].message
+    assert "did not declare resources.subscribe" in undeclared[1].verdicts[0].message
+    assert [frame.verdicts for frame in declared] == [[]] * 5
+
+
+# --- races the protocol allows are info, not errors ----------------------------------------
+
+
+async def test_progress_after_our_cancel_is_late_progress_info_like_a_late_response() -> None:
+    async with connected() as (session, server):
+        handle = await session.start_request("tools/call", {"name": "slow", "arguments": {}})
+        sent = await server.next_sent("tools/call")
+        await handle.cancel()
+        await server.next_sent("notifications/cancelled")
+        crossed = server.server_sends(progress(sent.params["_meta"]["progressToken"], 1))
+        late = server.answer(sent, {"content": []})
+        after = server.server_sends(progress(sent.params["_meta"]["progressToken"], 2))
+    assert crossed.verdicts == [v for v in crossed.verdicts if v.code == "late-progress"]
+    assert flagged(crossed, "late-progress") == flagged(late, "late-response") == ["info"]
+    assert crossed.note == "late progress on a request that was cancelled"
+    # After the response, progress is no race: the request is over.
+    assert flagged(after, "unknown-progress-token") == ["error"]
+
+
+# --- -32022: the server's own list of versions -------------------------------------------------
+
+
+def unsupported(*supported: str) -> dict[str, Any]:
+    data = {"supported": list(supported), "requested": STATELESS}
+    return {"code": -32022, "message": "Unsupported protocol version", "data": data}
+
+
+@contextlib.asynccontextmanager
+async def discovering(client: ClientOptions) -> AsyncIterator[tuple[ClientSession, ScriptedTransport, Any]]:
+    """A session whose initialize (in ``client``'s mode) runs as a task while the test answers it."""
+    server = ScriptedTransport()
+    session = ClientSession(server, client)
+    await session.open()
+    initializing = asyncio.create_task(session.initialize())
+    try:
+        yield session, server, initializing
+    finally:
+        initializing.cancel()
+        await asyncio.gather(initializing, return_exceptions=True)
+        await session.aclose()
+
+
+async def test_a_32022_that_lists_the_version_asked_for_is_retried_once() -> None:
+    async with discovering(stateless()) as (session, server, initializing):
+        first = await server.next_sent("server/discover")
+        server.answer(first, error=unsupported(STATELESS), http={"status": 400})
+        second = await server.next_sent("server/discover")
+        server.answer(second, discover_result())
+        await initializing
+        assert session.state == "ready" and session.protocol_version == STATELESS
+    assert second.params["_meta"]["io.modelcontextprotocol/protocolVersion"] == STATELESS
+
+
+async def test_a_32022_retry_is_bounded_and_auto_then_falls_back_to_initialize() -> None:
+    async with discovering(stateless()) as (session, server, initializing):
+        for _ in range(2):
+            server.answer(await server.next_sent("server/discover"), error=unsupported(STATELESS))
+        with pytest.raises(McpError) as refused:
+            await initializing
+        assert refused.value.code == -32022 and session.state == "failed"
+        assert [s.method for s in server.sent].count("server/discover") == 2
+    async with discovering(options(mode="auto")) as (session, server, initializing):
+        for _ in range(2):
+            server.answer(await server.next_sent("server/discover"), error=unsupported(STATELESS))
+        server.answer(await server.next_sent("initialize"), initialize_result())
+        await initializing
+        assert session.mode == "handshake" and session.state == "ready"
+        assert [s.method for s in server.sent].count("server/discover") == 2
+
+
+async def test_an_input_request_in_an_undeclared_mode_is_flagged_and_ends_the_call_at_once() -> None:
+    form_only = ClientCapabilities(elicitation_form=True, elicitation_url=False)
+    async with connected(stateless(capabilities=form_only)) as (session, server):
+        recorder = Recorder(session)
+        handle = await session.start_request("tools/call", {"name": "t", "arguments": {}})
+        url = elicitation(0, mode="url", url="https://x.test/", elicitationId="e")
+        asked = server.answer(
+            await server.next_sent("tools/call"),
+            {
+                "resultType": "input_required",
+                "inputRequests": {"sign-in": {k: url[k] for k in ("method", "params")}},
+            },
+        )
+        with pytest.raises(McpError) as refused:
+            await handle
+    assert flagged(asked, "undeclared-capability") == ["error"]
+    assert refused.value.code == -32602
+    assert not [e for e in recorder.events if isinstance(e, PendingRequest)]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.engine import EventLog
 
-from sessions.engine import ClientCapabilities, ClientOptions, McpError, StdioTarget, connect
+from sessions.engine import ClientCapabilities, ClientOptions, McpError, PendingRequest, StdioTarget, connect
 from sessions.engine._sse import SseDecoder
 
 SERVER = StdioTarget(sys.executable, [str(Path(__file__).parent / "servers" / "bad_shapes.py")])
@@ -80,3 +83,95 @@ def test_sse_decoder_keeps_invalid_utf8_bytes_and_skips_empty_events() -> None:
     assert decoder.feed(b"\n\n") == []
     [event] = decoder.feed(b"data: \xff\xfe\n\n")
     assert event.data == b"\xff\xfe"
+
+
+def bad(server: str, mode: str) -> StdioTarget:
+    return StdioTarget(sys.executable, [str(Path(__file__).parent / "servers" / server), mode])
+
+
+@pytest.mark.slow
+async def test_an_elicitation_in_an_undeclared_mode_is_answered_32602_at_once_and_the_call_ends() -> None:
+    form_only = ClientCapabilities(elicitation_form=True, elicitation_url=False)
+    session = connect(bad("bad_shapes.py", "elicit"), ClientOptions(capabilities=form_only, validate=False))
+    log = EventLog(session)
+    async with session, asyncio.timeout(15):
+        result = await session.call_tool("ask")
+    error = json.loads(result["content"][0]["text"])
+    assert error["code"] == -32602 and "elicitation mode 'url' was not declared" in error["message"]
+    [asked] = log.messages("in", "elicitation/create")
+    assert [v.code for v in asked.verdicts] == ["undeclared-capability"]
+    assert not [e for e in log.events if isinstance(e, PendingRequest)]
+
+
+@pytest.mark.slow
+async def test_output_schemas_and_undeclared_notifications_are_judged_without_schema_validation() -> None:
+    # validate=False: what the CLI does without --record; these rules need no mcp-types.
+    session = connect(bad("bad_shapes.py", "outputs"), ClientOptions(validate=False))
+    log = EventLog(session)
+    async with session:
+        await session.list_tools()
+        for shape in ("right", "wrong", "missing"):
+            await session.call_tool("add", {"shape": shape})
+    right, wrong, missing = [[v.code for v in f.verdicts] for f in log.messages("in", "tools/call")]
+    assert (right, wrong, missing) == ([], ["output-schema"], ["structured-content"])
+    notices = log.messages("in", "notifications/message") + log.messages(
+        "in", "notifications/tools/list_changed"
+    )
+    assert {v.code for f in notices for v in f.verdicts} == {"undeclared-notification"}
+
+
+@pytest.mark.slow
+async def test_a_32022_listing_the_version_asked_for_is_probed_once_more_over_stdio() -> None:
+    stateless = ClientOptions(protocol_version="2026-07-28")
+    session = connect(bad("bad_version.py", "relist-once"), stateless)
+    log = EventLog(session)
+    async with session:
+        assert session.mode == "stateless" and session.protocol_version == "2026-07-28"
+    assert len(log.messages("out", "server/discover")) == 2
+
+    session = connect(bad("bad_version.py", "relist"), stateless)
+    log = EventLog(session)
+    with pytest.raises(McpError) as refused:
+        async with session:
+            pass
+    assert refused.value.code == -32022 and len(log.messages("out", "server/discover")) == 2
+
+    session = connect(bad("bad_version.py", "relist"), ClientOptions(mode="auto"))
+    log = EventLog(session)
+    async with session:
+        assert session.mode == "handshake" and session.state == "ready"
+    assert len(log.messages("out", "server/discover")) == 2
+
+
+@pytest.mark.slow
+def test_the_clis_recording_carries_the_output_schema_verdict(tmp_path: Path) -> None:
+    record = tmp_path / "frames.jsonl"
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "bad_shapes.py"), "outputs"]
+    # The schema comes from a tools/list: a recording CLI lists the tools before it calls one.
+    call = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "add",
+        "--tool-arg",
+        "shape=wrong",
+        "--record",
+        str(record),
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspector", "--cli", *server, *call],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    frames = [json.loads(line) for line in record.read_text().splitlines()]
+    results = [f for f in frames if f["method"] == "tools/call" and f["direction"] == "in"]
+    assert [v["code"] for f in results for v in f["verdicts"]] == ["output-schema"]
+    assert [f["method"] for f in frames if f["direction"] == "out" and f["kind"] == "message"] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+        "tools/call",
+    ]

@@ -274,6 +274,24 @@ async def test_a_url_elicitation_with_a_javascript_url_cannot_be_opened_or_accep
         assert "declined" in await tool_text(call)
 
 
+async def test_an_elicitation_in_an_undeclared_mode_is_refused_at_once_and_nothing_waits() -> None:
+    bad_shapes = Path(__file__).parent / "servers" / "bad_shapes.py"
+    form_only = {"elicitation_form": True, "elicitation_url": False, "review_roots": False}
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(sys.executable, [str(bad_shapes), "elicit"], capabilities=form_only)
+        )
+        client = await logged_in_client(alice)
+        text = await tool_text(call_tool(session, "ask"))
+        page = await page_of(client, session)
+        [asked] = await frames_of(session, method="elicitation/create", direction="in")
+    assert json.loads(text)["code"] == -32602
+    assert not await PendingReview.objects.filter(session=session).aexists()
+    assert 'data-count="0"' in page
+    assert [v["code"] for v in asked.verdicts] == ["undeclared-capability"]
+
+
 # --- roots -------------------------------------------------------------------------------------------------
 
 

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
-from support.web import live_runtime, logged_in_client, make_user, start_session, stdio_config, wait_until
+from support.web import (
+    frames_of,
+    live_runtime,
+    logged_in_client,
+    make_user,
+    start_session,
+    stdio_config,
+    wait_until,
+)
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.listings import latest_result
@@ -110,3 +121,34 @@ async def test_form_errors_raw_json_and_escaping(everything_stdio: dict) -> None
         assert (
             status == 200 and "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
         )
+
+
+async def test_the_call_card_shows_the_engines_output_schema_verdicts() -> None:
+    server = [sys.executable, str(Path(__file__).parent / "servers" / "bad_shapes.py"), "outputs"]
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, stdio_config(server[0], server[1:]))
+        client = await logged_in_client(alice)
+        base = f"/s/{session.public_id}/"
+        assert (await client.post(base + "tools/list", {"page": "first"})).status_code == 200
+        await wait_until(lambda: latest_result(session, "tools/list"), what="stored tools/list")
+
+        cards = {}
+        for shape in ("right", "wrong", "missing"):
+            raw = json.dumps({"shape": shape})
+            response = await client.post(base + "tools/call", {"name": "add", "mode": "raw", "raw": raw})
+            assert response.status_code == 200
+            cards[shape] = response.content.decode()
+        results = await frames_of(session, method="tools/call", direction="in")
+    assert "matches outputSchema" in cards["right"]
+    assert (
+        "does not match the tool&#x27;s outputSchema at result: &#x27;five&#x27; is not of type"
+        in cards["wrong"]
+    )
+    assert "declares an outputSchema but the result has no structuredContent" in cards["missing"]
+    # The same verdicts are stored with the frames, where the Conformance tab counts them.
+    assert [[v["code"] for v in frame.verdicts] for frame in results] == [
+        [],
+        ["output-schema"],
+        ["structured-content"],
+    ]

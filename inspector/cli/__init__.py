@@ -162,6 +162,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         timeout=inv.timeout,
         max_total_timeout=max(600.0, inv.timeout),
         validate=inv.record is not None or inv.collection is not None,
+        # A recording holds tool results to their output schemas: list the tools before a call.
+        learn_tools=inv.record is not None or inv.collection is not None,
     )
     session = connect(inv.target, options)
     session.handlers.update(handlers(inv.elicitation, inv.sampling))

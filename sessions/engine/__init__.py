@@ -36,6 +36,8 @@ from ._options import (
     ClientCapabilities,
     ClientOptions,
 )
+from ._outputs import MATCHES as OUTPUT_MATCHES
+from ._outputs import OUTPUT_CODES
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
@@ -52,6 +54,8 @@ __all__ = [
     "LATEST_MODERN_VERSION",
     "LISTEN_ACKNOWLEDGED",
     "MODERN_VERSIONS",
+    "OUTPUT_CODES",
+    "OUTPUT_MATCHES",
     "SUBSCRIPTION_ID",
     "TASK_METHODS",
     "TASK_STATUS_NOTIFICATION",

@@ -90,6 +90,40 @@ def default_client(target: HttpTarget) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
 
 
+def _judge_head(
+    head: Frame,
+    response: httpx.Response,
+    ctype: str,
+    ids: list[int | str],
+    *,
+    initialize: bool,
+    expired: bool,
+) -> Frame:
+    """Attach the Streamable HTTP rules' verdicts (and the expiry note) to a POST reply's head,
+    before it is recorded: the recorder stores a frame as it is when it is recorded."""
+    status = response.status_code
+    session_id = response.headers.get("mcp-session-id")
+    if initialize and status == 200 and session_id is not None and not _SESSION_ID.fullmatch(session_id):
+        head.flag("session-id-chars", "error", "Mcp-Session-Id must be visible ASCII (0x21-0x7E)")
+    if status == 202 and ids:
+        head.flag(
+            "accepted-request",
+            "error",
+            "a request was answered 202 Accepted; 202 is for notifications and responses",
+        )
+    if expired:
+        if status == 400:
+            head.flag("expiry-status", "warning", "an unknown session was answered 400; the spec says 404")
+        head.note = "the server no longer knows this session"
+    if status < 400 and status != 202 and not ids:
+        head.flag(
+            "expected-202", "warning", f"a notification or response was answered {status}; the spec says 202"
+        )
+    if status < 400 and status != 202 and ids and ctype not in (_SSE, _JSON):
+        head.flag("content-type", "error", f"a request was answered with Content-Type {ctype or 'none'!r}")
+    return head
+
+
 class _HttpBase:
     name = "http"
 
@@ -126,15 +160,16 @@ class _HttpBase:
     def set_protocol_version(self, version: str) -> None:
         self.protocol_version = version
 
-    def _record_head(self, response: httpx.Response, request_seq: int, **extra: Any) -> Frame:
+    def _head(self, response: httpx.Response, request_seq: int) -> Frame:
+        """A response head's frame, not yet recorded: a frame is stored as it is when it is recorded,
+        so its body, verdicts and note are settled first, then ``self.sink.record(head)``."""
         details = {
             "status": response.status_code,
             "reason": response.reason_phrase,
             "headers": mask_headers(dict(response.headers)),
             "request_seq": request_seq,
-            **extra,
         }
-        return self.sink.record(Frame("http", "in", transport={"http": details}))
+        return Frame("http", "in", transport={"http": details})
 
     def _record_request(self, method: str, url: str, headers: dict[str, str], note: str) -> Frame:
         details = {"method": method, "url": url, "headers": mask_headers(headers)}
@@ -318,36 +353,30 @@ class StreamableHttpTransport(_HttpBase):
     ) -> None:
         status = response.status_code
         ctype = _content_type(response)
-        head = self._record_head(response, seq)
+        head = self._head(response, seq)
+        # An error's body belongs to its head: read it before the head is recorded.
+        try:
+            body = await response.aread() if status >= 400 else b""
+        except httpx.HTTPError:
+            self.sink.record(head)  # the status line came, the body did not
+            raise
+        head.raw = body
+        expired = (
+            self.session_id is not None
+            and not initialize
+            and (status == 404 or (status == 400 and b"session" in body.lower()))
+        )
+        self.sink.record(_judge_head(head, response, ctype, ids, initialize=initialize, expired=expired))
         if initialize and self.auto and 400 <= status < 500 and status not in (401, 403):
-            await response.aread()
             legacy = LegacySseTransport(self.target, client_factory=self.client_factory)
             raise FallbackToLegacy(status, legacy)
-        if initialize and status == 200:
-            session_id = response.headers.get("mcp-session-id")
-            if session_id is not None:
-                if not _SESSION_ID.fullmatch(session_id):
-                    head.flag("session-id-chars", "error", "Mcp-Session-Id must be visible ASCII (0x21-0x7E)")
-                self.session_id = session_id
+        if initialize and status == 200 and "mcp-session-id" in response.headers:
+            self.session_id = response.headers["mcp-session-id"]
         if status == 202:
             await response.aread()
-            if ids:
-                head.flag(
-                    "accepted-request",
-                    "error",
-                    "a request was answered 202 Accepted; 202 is for notifications and responses",
-                )
             return
         if status >= 400:
-            body = await response.aread()
-            head.raw = body
-            expired = status == 404 or (status == 400 and b"session" in body.lower())
-            if self.session_id and expired and not initialize:
-                if status == 400:
-                    head.flag(
-                        "expiry-status", "warning", "an unknown session was answered 400; the spec says 404"
-                    )
-                head.note = "the server no longer knows this session"
+            if expired:
                 self.sink.connection_lost(
                     SessionExpired(
                         f"the server ended the HTTP session (HTTP {status}); re-initialize to continue"
@@ -363,11 +392,6 @@ class StreamableHttpTransport(_HttpBase):
             return
         if not ids:
             body = await response.aread()
-            head.flag(
-                "expected-202",
-                "warning",
-                f"a notification or response was answered {status}; the spec says 202",
-            )
             if body.strip():
                 self.sink.receive(
                     Frame("message", "in", body, transport={"http": {"status": status, "request_seq": seq}})
@@ -377,10 +401,6 @@ class StreamableHttpTransport(_HttpBase):
             await self._read_stream(response, f"POST #{seq}", ids)
             return
         body = await response.aread()
-        if ctype != _JSON:
-            head.flag(
-                "content-type", "error", f"a request was answered with Content-Type {ctype or 'none'!r}"
-            )
         self.sink.receive(
             Frame(
                 "message",
@@ -437,11 +457,13 @@ class StreamableHttpTransport(_HttpBase):
         except httpx.HTTPError as exc:
             self._record_failure("resuming failed", exc)
             return None
-        head = self._record_head(response, out.seq)
+        head = self._head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
             head.raw = await response.aread()
+            self.sink.record(head)
             await response.aclose()
             return None
+        self.sink.record(head)
         return response
 
     async def _listen(self) -> None:
@@ -462,9 +484,10 @@ class StreamableHttpTransport(_HttpBase):
                 await asyncio.sleep(self.retry_ms / 1000)
                 continue
             try:
-                head = self._record_head(response, out.seq)
+                head = self._head(response, out.seq)
                 if response.status_code == 405:
                     head.note = "the server offers no standalone stream"
+                    self.sink.record(head)
                     return
                 if response.status_code != 200 or _content_type(response) != _SSE:
                     head.raw = await response.aread()
@@ -473,7 +496,9 @@ class StreamableHttpTransport(_HttpBase):
                         "warning",
                         "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
                     )
+                    self.sink.record(head)
                     return
+                self.sink.record(head)
                 with contextlib.suppress(httpx.HTTPError):
                     async for chunk in response.aiter_bytes():
                         attempts = 0
@@ -500,9 +525,10 @@ class StreamableHttpTransport(_HttpBase):
             out = self._record_request("DELETE", self.target.url, headers, "end the HTTP session")
             try:
                 response = await asyncio.wait_for(self.client.delete(self.target.url, headers=headers), 5)
-                head = self._record_head(response, out.seq)
+                head = self._head(response, out.seq)
                 if response.status_code == 405:
                     head.note = "the server does not let clients end sessions (405 is allowed)"
+                self.sink.record(head)
             except (TimeoutError, httpx.HTTPError) as exc:
                 self._record_failure("DELETE failed", exc)
         await self._close_client()
@@ -533,12 +559,14 @@ class LegacySseTransport(_HttpBase):
         except httpx.HTTPError as exc:
             await self._client.aclose()
             raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
-        head = self._record_head(response, out.seq)
+        head = self._head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
             head.raw = await response.aread()
+            self.sink.record(head)
             await response.aclose()
             await self._client.aclose()
             raise HttpStatusError(response.status_code, head.raw)
+        self.sink.record(head)
         self._response = response
         self._endpoint_ready = asyncio.get_running_loop().create_future()
         self._spawn(self._read(response))
@@ -577,17 +605,19 @@ class LegacySseTransport(_HttpBase):
     def _take_endpoint(self, event: SseEvent) -> None:
         assert self._endpoint_ready is not None
         details = {"http": {"stream": "GET", "event": "endpoint", "event_id": event.id}}
-        frame = self.sink.record(Frame("http", "in", event.data, transport=details, note="endpoint event"))
+        frame = Frame("http", "in", event.data, transport=details, note="endpoint event")
         endpoint = urljoin(self.target.url, event.data.decode("utf-8", errors="replace").strip())
         base, given = urlsplit(self.target.url), urlsplit(endpoint)
         if (base.scheme, base.netloc) != (given.scheme, given.netloc):
             # Posting elsewhere would send our messages (and credentials) to another origin.
             frame.flag("endpoint-origin", "error", f"endpoint {endpoint!r} is on another origin; refused")
+            self.sink.record(frame)
             self._endpoint_ready.set_exception(
                 TransportError(f"the endpoint event names another origin: {endpoint}")
             )
             return
         frame.note = f"endpoint {endpoint}"
+        self.sink.record(frame)
         self._endpoint_ready.set_result(endpoint)
 
     async def send(self, raw: bytes, message: Any) -> Frame:
@@ -612,8 +642,9 @@ class LegacySseTransport(_HttpBase):
             self._record_failure("POST failed", exc)
             self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {why(exc)}"))
             return
-        head = self._record_head(response, seq)
+        head = self._head(response, seq)
         head.raw = response.content
+        self.sink.record(head)
         if response.status_code >= 300:
             self.sink.requests_failed(ids, HttpStatusError(response.status_code, response.content))
 

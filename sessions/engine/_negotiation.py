@@ -88,7 +88,7 @@ async def discover(conn: Connection, *, timeout: float | None | EllipsisType = .
 
     Fills ``protocol_version``, ``server_info`` (the result's ``_meta`` serverInfo),
     ``server_capabilities`` and ``instructions``; a -32022 answer naming a revision we speak is
-    probed once more at that revision.
+    probed once more at that revision, even the one just asked for (never more than once).
     """
     peer, capabilities = conn.peer, conn.options.capabilities
     version = conn.options.modern_version()
@@ -102,9 +102,16 @@ async def discover(conn: Connection, *, timeout: float | None | EllipsisType = .
         except McpError as exc:
             supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
             mutual = [v for v in MODERN_VERSIONS if isinstance(supported, list) and v in supported]
-            if exc.code == -32022 and mutual and mutual[-1] != version and attempt == 0:
-                version = mutual[-1]
+            if exc.code == -32022 and mutual and attempt == 0:
+                asked, version = version, mutual[-1]
                 peer.client_capabilities = capabilities.to_wire(version)
+                again = "again" if version == asked else f"at {version}"
+                _enter(
+                    conn,
+                    "discovering",
+                    f"server/discover {again}: the server refused {asked} (-32022) "
+                    f"but lists {', '.join(map(str, supported or []))} as supported",
+                )
                 continue
             peer.stamp_version = None
             raise

@@ -89,6 +89,9 @@ class ClientOptions:
     """Seconds ``auto`` waits for the server/discover probe before falling back to initialize."""
     input_required_max_rounds: int = 10
     """Stateless mode: how many input-required retries one request may take before giving up."""
+    learn_tools: bool = False
+    """List the tools before the first tools/call of a session that has not listed them, to learn
+    their output schemas, which call results are held to (the CLI sets it when it records)."""
     listen: bool = False
     """Stateless mode: open a subscriptions/listen stream for list changes right after discovery."""
     clock: Clock | None = None

@@ -45,6 +45,7 @@ class Outgoing:
         "reply_seq",
         "sent_mono",
         "timer",
+        "tool",
         "total_deadline",
     )
 
@@ -62,6 +63,8 @@ class Outgoing:
         self.last_progress: float | None = None
         self.on_progress: Callable[[Progress], None] | None = None
         self.reply_seq: int | None = None
+        self.tool: str | None = None
+        """The tool a tools/call names, whose output schema its result is held to (None otherwise)."""
 
 
 Abandon = Callable[[Outgoing, EngineError, str], Awaitable[None]]
@@ -175,6 +178,10 @@ class RequestTable:
         self.next_id = request_id + 1
         outgoing = Outgoing(request_id, method, asyncio.get_running_loop().create_future())
         outgoing.on_progress = options.on_progress
+        if method == "tools/call" and isinstance(params, dict) and "task" not in params:
+            # A task-augmented call is answered with a CreateTaskResult, which has no structuredContent.
+            name = params.get("name")
+            outgoing.tool = name if isinstance(name, str) else None
         if note:
             self.notes[request_id] = note
         wants_progress = options.progress

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from . import _listen, _xheaders
+from . import _listen, _outputs, _xheaders
 from ._errors import McpError, error_name
 from ._frames import Frame, Progress
 from ._options import HANDSHAKE_VERSIONS, LATEST_MODERN_VERSION
@@ -36,6 +36,7 @@ __all__ = [
     "ServerRequest",
     "check_frame",
     "describe_outgoing",
+    "refusal",
 ]
 
 
@@ -188,10 +189,15 @@ def check_response(
         )
     result = message["result"]
     if peer.mode == "stateless" or outgoing.method == "server/discover":
-        check_stateless_result(outgoing.method, result, frame, at)
-    if outgoing.method == "tools/list" and peer.mode == "stateless":
-        learn_tool_headers(result, frame, at, peer)
+        check_stateless_result(outgoing.method, result, frame, at, peer.client_capabilities)
+    if outgoing.method == "tools/list":
+        peer.tools_learned = True
+        _outputs.learn(result, peer.output_schemas)
+        if peer.mode == "stateless":
+            learn_tool_headers(result, frame, at, peer)
     check_result_schema(outgoing.method, result, frame, peer, definition)
+    if outgoing.tool is not None and isinstance(result, dict):
+        _outputs.check(result, peer.output_schemas.get(outgoing.tool), frame, at)
     return Answered(outgoing, result=result if isinstance(result, dict) else {"result": result})
 
 
@@ -251,7 +257,9 @@ def check_error_code(error: dict[str, Any], frame: Frame, at: str) -> None:
             frame.note = f"{name} ({code}); the server supports {', '.join(map(str, supported))}"
 
 
-def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> None:
+def check_stateless_result(
+    method: str, result: Any, frame: Frame, at: str, client_capabilities: dict[str, Any]
+) -> None:
     """Rules for results in the stateless revision: resultType, the serverInfo stamp, input_required."""
     if not isinstance(result, dict):
         return
@@ -278,6 +286,16 @@ def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> N
     if requests is None and result.get("requestState") is None:
         frame.flag("input-required", "error", f"{at}input_required needs inputRequests or requestState")
     if isinstance(requests, dict):
+        for key, item in requests.items():
+            if isinstance(item, dict) and isinstance(item.get("method"), str):
+                params = item.get("params")
+                refused = refusal(
+                    item["method"], params if isinstance(params, dict) else {}, client_capabilities
+                )
+                if refused is not None:
+                    frame.flag(
+                        "undeclared-capability", "error", f"{at}input request {key!r}: {refused.message}"
+                    )
         asked = ", ".join(
             f"{key}: {item.get('method') if isinstance(item, dict) else '?'}"
             for key, item in requests.items()
@@ -288,7 +306,6 @@ def check_stateless_result(method: str, result: Any, frame: Frame, at: str) -> N
 
 def learn_tool_headers(result: Any, frame: Frame, at: str, peer: PeerState) -> None:
     """Note which arguments of each listed tool go into Mcp-Param-* headers; flag bad annotations."""
-    peer.tools_learned = True
     tools = result.get("tools") if isinstance(result, dict) else None
     for tool in tools if isinstance(tools, list) else []:
         if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
@@ -325,28 +342,78 @@ def check_request(
     if request_id in peer.server_ids:
         frame.flag("id-reuse", "error", f"{at}the server reused request id {request_id!r}")
     peer.server_ids.add(request_id)
-    capability = CAPABILITY_OF.get(method)
-    if capability and capability not in peer.client_capabilities:
-        frame.flag(
-            "undeclared-capability",
-            "error",
-            f"{at}{method} needs the client capability {capability!r}, which this client did not declare",
-        )
-    if method == "elicitation/create":
-        mode = (message.get("params") or {}).get("mode", "form")
-        modes = peer.client_capabilities.get("elicitation")
-        if isinstance(modes, dict) and modes and mode not in modes:
-            frame.flag("undeclared-capability", "error", f"{at}elicitation mode {mode!r} was not declared")
-    if not peer.initialized_sent and method not in EARLY_SERVER_METHODS:
-        frame.flag("before-initialized", "error", f"{at}{method} sent before the client's initialized")
     params = message.get("params")
     if params is not None and not isinstance(params, dict):
         frame.flag("invalid-params", "error", f"{at}params must be an object")
         params = None
+    refused = refusal(method, params or {}, peer.client_capabilities)
+    if refused is not None:
+        frame.flag("undeclared-capability", "error", f"{at}{refused.message}; answered {refused.code}")
+    if not peer.initialized_sent and method not in EARLY_SERVER_METHODS:
+        frame.flag("before-initialized", "error", f"{at}{method} sent before the client's initialized")
     if peer.validate and peer.protocol_version:
         frame.verdicts.extend(_schema().check_server_request(method, peer.protocol_version, params))
     peer.tasks.server_request(method, params or {}, frame, at, peer.client_capabilities)
     return ServerRequest(request_id, method, params or {})
+
+
+def refusal(method: str, params: dict[str, Any], client_capabilities: dict[str, Any]) -> McpError | None:
+    """The error a server→client request gets at once because the client never declared what it needs.
+
+    A capability the client did not declare: -32601 (method not found). An elicitation in a mode it
+    did not declare (``elicitation: {}`` declares form only): -32602 (invalid params), as the spec says.
+    """
+    capability = CAPABILITY_OF.get(method)
+    if capability and capability not in client_capabilities:
+        return McpError(
+            -32601, f"{method} needs the client capability {capability!r}, which this client did not declare"
+        )
+    if method == "elicitation/create":
+        mode = params.get("mode", "form")
+        declared = client_capabilities.get("elicitation")
+        modes = list(declared) if isinstance(declared, dict) and declared else ["form"]
+        if mode not in modes:
+            return McpError(
+                -32602,
+                f"elicitation mode {mode!r} was not declared (this client declared {', '.join(modes)})",
+            )
+    return None
+
+
+# Notifications a server may send only with a capability: (capability, its flag, or None for any).
+NOTIFICATION_CAPABILITY = {
+    "notifications/message": ("logging", None),
+    "notifications/tools/list_changed": ("tools", "listChanged"),
+    "notifications/prompts/list_changed": ("prompts", "listChanged"),
+    "notifications/resources/list_changed": ("resources", "listChanged"),
+    "notifications/resources/updated": ("resources", "subscribe"),
+}
+
+
+def check_capability(method: str, frame: Frame, at: str, peer: PeerState) -> None:
+    """A notification the server's declared capabilities do not allow (once they are known).
+
+    Stateless list changes and updates ride subscriptions/listen and have their own rules there.
+    """
+    needed = NOTIFICATION_CAPABILITY.get(method)
+    if needed is None or peer.protocol_version is None:
+        return
+    if peer.mode == "stateless" and method != "notifications/message":
+        return
+    capability, flag = needed
+    declared = peer.server_capabilities.get(capability)
+    if not isinstance(declared, dict):
+        frame.flag(
+            "undeclared-notification",
+            "warning",
+            f"{at}{method} although the server did not declare the {capability!r} capability",
+        )
+    elif flag is not None and declared.get(flag) is not True:
+        frame.flag(
+            "undeclared-notification",
+            "warning",
+            f"{at}{method} although the server did not declare {capability}.{flag}",
+        )
 
 
 def check_notification(
@@ -366,6 +433,7 @@ def check_notification(
         frame.verdicts.extend(
             _schema().check_server_notification(method, peer.protocol_version, params or None)
         )
+    check_capability(method, frame, at, peer)
     if method == "notifications/message" and peer.mode == "stateless" and peer.log_level is None:
         frame.flag(
             "unrequested-log",
@@ -398,6 +466,11 @@ def check_progress(
     token = params.get("progressToken")
     progress = params.get("progress")
     outgoing = requests.progress.get(token) if isinstance(token, int | str) else None
+    if outgoing is None and isinstance(token, int | str) and token in requests.abandoned:
+        # Our cancellation crossed the server's progress: a race the protocol allows, like a late response.
+        frame.note = f"late progress on a request that was {requests.abandoned[token]}"
+        frame.flag("late-progress", "info", f"{at}progress arrived after the request was given up")
+        return None
     if outgoing is None:
         frame.flag("unknown-progress-token", "error", f"{at}progress for unknown or finished token {token!r}")
         return None

@@ -11,8 +11,9 @@ from ._errors import EngineError, McpError
 from ._frames import Event, Frame, PendingRequest, PendingResolved
 from ._options import ClientOptions
 from ._peer import PeerState
-from ._protocol import CAPABILITY_OF, HUMAN_METHODS
+from ._protocol import HUMAN_METHODS
 from ._requests import RequestTable
+from ._rules import refusal
 
 __all__ = ["ServerRequestHandler", "ServerRequests"]
 
@@ -100,12 +101,13 @@ class ServerRequests:
         Used for JSON-RPC requests from the server and for the requests embedded in a stateless
         input_required result alike. Raises ``McpError`` to refuse.
         """
+        refused = refusal(method, params, self._peer.client_capabilities)
+        if refused is not None:
+            # A capability (or an elicitation mode) this client did not declare: flagged, and refused at
+            # once, before any handler or person sees it.
+            raise refused
         pending = PendingRequest(f"{request_id!r}@{frame_seq}", request_id, method, params, frame_seq)
         handler = self._session.handlers.get(method)
-        capability = CAPABILITY_OF.get(method)
-        if capability and capability not in self._peer.client_capabilities:
-            # A request for a capability this client did not declare: it is flagged, and refused.
-            raise McpError(-32601, f"Method not found: {method} (capability {capability!r} not declared)")
         if handler is not None:
             return await handler(pending)
         if method == "roots/list" and not self._session.options.review_roots:

@@ -247,7 +247,7 @@ class ClientSession:
         the request retried with the answers; the handle resolves with the final result.
         """
         options = RequestOptions(timeout, max_total_timeout, progress, on_progress)
-        if method == "tools/call" and not self.peer.tools_learned and self.mode == "stateless":
+        if method == "tools/call" and not self.peer.tools_learned:
             await self._learn_tools_first()
         outgoing = await self._send_leg(method, params, options)
         handle = RequestHandle(outgoing, self._abandon)
@@ -479,19 +479,19 @@ class ClientSession:
         return await _tasks.wait_for_status(self, task_id, statuses or (*_tasks.TERMINAL, "input_required"))
 
     async def _learn_tools_first(self) -> None:
-        """Stateless HTTP: list the tools once before the first call, to learn their Mcp-Param headers."""
+        """List the tools once before the first call: stateless HTTP, to learn their Mcp-Param headers;
+        with ``learn_tools``, to learn their output schemas."""
         self.peer.tools_learned = True
-        if self.transport.name != "streamable-http" or "tools" not in self.server_capabilities:
+        headers = self.mode == "stateless" and self.transport.name == "streamable-http"
+        if not (headers or self.options.learn_tools) or "tools" not in self.server_capabilities:
             return
-        self.record(
-            Frame(
-                "state",
-                "local",
-                transport={"state": "learn-tools"},
-                note="stateless HTTP: listing the tools before the first call, to learn which arguments "
-                "a call mirrors into Mcp-Param-* headers",
-            )
+        why = (
+            "stateless HTTP: listing the tools before the first call, to learn which arguments "
+            "a call mirrors into Mcp-Param-* headers"
+            if headers
+            else "listing the tools before the first call, to learn the output schemas its result is held to"
         )
+        self.record(Frame("state", "local", transport={"state": "learn-tools"}, note=why))
         with contextlib.suppress(EngineError):
             await self.list_all("tools/list", "tools", progress=False)
 

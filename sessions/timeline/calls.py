@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
+from sessions.engine import OUTPUT_CODES, OUTPUT_MATCHES
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
-from sessions.timeline.listings import latest_result
 
 __all__ = ["call_context", "output_verdict", "recent_calls"]
 
@@ -96,7 +94,10 @@ def call_context(
     params = sent.get("params") or {}
     verdict = None
     if method == "tools/call" and outcome and isinstance(outcome.get("result"), dict):
-        verdict = output_verdict(session, str(params.get("name", "")), outcome["result"])
+        if response is not None:
+            verdict = output_verdict(response.verdicts, response.note)
+        else:
+            verdict = output_verdict(outcome.get("verdicts") or [], outcome.get("note"))
     return {
         "output_verdict": verdict,
         "session": session,
@@ -126,26 +127,12 @@ def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
     return [call_context(session, json.loads(f.rpc_id)) for f in frames]
 
 
-def output_verdict(session: McpSession, tool_name: str, result: dict[str, Any]) -> dict[str, Any] | None:
-    """Check structuredContent against the tool's outputSchema (from the newest tools/list)."""
-    listing = latest_result(session, "tools/list") or {}
-    tool = next(
-        (t for t in listing.get("tools") or [] if isinstance(t, dict) and t.get("name") == tool_name), None
-    )
-    schema = tool.get("outputSchema") if tool else None
-    structured = result.get("structuredContent")
-    if schema is None:
-        return None if structured is None else {"ok": True, "message": "no outputSchema to check against"}
-    if structured is None:
-        if result.get("isError"):
-            return None
-        return {"ok": False, "message": "the tool declares an outputSchema but sent no structuredContent"}
-
-    try:
-        jsonschema.validate(structured, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "(root)"
-        return {"ok": False, "message": f"does not match outputSchema at {where}: {exc.message}"}
-    except jsonschema.SchemaError as exc:
-        return {"ok": False, "message": f"the tool's outputSchema is not a valid JSON Schema: {exc.message}"}
-    return {"ok": True, "message": "matches outputSchema"}
+def output_verdict(verdicts: list[Any], note: str | None) -> dict[str, Any] | None:
+    """What the engine judged of a tools/call result against the tool's outputSchema (the verdicts
+    and note of the result's frame); None when it had no schema to hold the result to."""
+    for verdict in verdicts:
+        if isinstance(verdict, dict) and verdict.get("code") in OUTPUT_CODES:
+            return {"ok": False, "message": str(verdict.get("message", ""))}
+    if note == OUTPUT_MATCHES:
+        return {"ok": True, "message": "matches outputSchema"}
+    return None
