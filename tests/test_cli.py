@@ -599,7 +599,7 @@ def test_an_input_required_round_without_a_policy_is_refused_and_not_retried() -
         *STATELESS, "--protocol-version", "2026-07-28", "--method", "tools/call",
         "--tool-name", "confirm_name", "--tool-arg", "greeting=Hi",
     )  # fmt: skip
-    assert "'elicitation' not declared" in assert_one_error_line(proc, 1)
+    assert "'elicitation', which this client did not declare" in assert_one_error_line(proc, 1)
 
 
 @pytest.fixture

@@ -68,7 +68,8 @@ def test_the_cli_runs_a_tool_as_a_task_and_prints_its_result(everything_stdio: d
     frames = [json.loads(line) for line in record.read_text().splitlines()]
     sent = [f["method"] for f in frames if f["kind"] == "message" and f["direction"] == "out"]
     assert sent[:2] == ["initialize", "notifications/initialized"]
-    assert sent[2] == "tools/call" and sent[-1] == "tasks/result" and "tasks/get" in sent
+    # --record lists the tools first, to hold the result to the tool's outputSchema.
+    assert sent[2:4] == ["tools/list", "tools/call"] and sent[-1] == "tasks/result" and "tasks/get" in sent
     call = next(f for f in frames if f["direction"] == "out" and f["method"] == "tools/call")
     assert json.loads(call["raw"])["params"]["task"] == {"ttl": 60000}
     created = next(f for f in frames if f["direction"] == "in" and f["method"] == "tools/call")
