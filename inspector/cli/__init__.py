@@ -125,6 +125,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         max_total_timeout=max(600.0, inv.timeout),
         validate=inv.record is not None or inv.collection is not None,
     )
+    if inv.max_reconnects is not None:
+        options.max_reconnects = inv.max_reconnects
     session = connect(inv.target, options)
     for method in ("sampling/createMessage", "elicitation/create"):
         session.handlers[method] = _refuse

@@ -67,6 +67,8 @@ class Invocation:
     log_level: str | None = None
     protocol_version: str = DEFAULT_PROTOCOL_VERSION
     timeout: float = DEFAULT_TIMEOUT
+    max_reconnects: int | None = None
+    """``--max-reconnects``: how often a dropped SSE reply stream is resumed (``None``: the engine's default)."""
     record: str | None = None
     collection: list[Any] | None = None
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
@@ -154,6 +156,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help=f"request timeout, which also bounds connecting (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
+        "--max-reconnects",
+        type=int,
+        metavar="N",
+        help="how many times in a row a dropped SSE reply stream is resumed, honouring the server's "
+        "retry: and sending Last-Event-ID (default 3; 0: never)",
+    )
+    parser.add_argument(
         "--insecure",
         action="store_true",
         help="do not verify the server's TLS certificate (a self-signed one, say)",
@@ -231,6 +240,8 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     needed = METHODS[opts.method][0] if steps is None else None
     if needed is not None and not getattr(opts, needed):
         raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
+    if opts.max_reconnects is not None and opts.max_reconnects < 0:
+        raise UsageError("--max-reconnects must be 0 or more")
     if not opts.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if opts.server and not opts.config:
@@ -276,6 +287,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         log_level=opts.log_level,
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
+        max_reconnects=opts.max_reconnects,
         record=opts.record,
         collection=steps,
         junit=opts.junit,
@@ -304,7 +316,6 @@ def _http_target(url: str, headers: dict[str, str], transport: str | None, timeo
         verify_tls=not url.startswith("http://"),
         # One call and out: no standalone GET stream for server-initiated messages.
         open_get_stream=False,
-        max_reconnects=0,
     )
 
 
