@@ -68,7 +68,7 @@ class Invocation:
     protocol_version: str = DEFAULT_PROTOCOL_VERSION
     timeout: float = DEFAULT_TIMEOUT
     max_reconnects: int | None = None
-    """``--max-reconnects``: how often a dropped SSE reply stream is resumed (``None``: the engine's default)."""
+    """``--max-reconnects``: resumptions of a dropped SSE reply stream (``None``: the engine default)."""
     record: str | None = None
     collection: list[Any] | None = None
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""

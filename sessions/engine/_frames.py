@@ -105,12 +105,12 @@ class Frame:
         }
 
 
-def head_of(parts: list[bytes]) -> bytes:
-    """The first ``HEAD_BYTES`` of the concatenated ``parts``, without joining them all."""
+def head_of(parts: list[bytes], size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of the concatenated ``parts``, without joining them all."""
     head = b""
     for part in parts:
-        head += part[: HEAD_BYTES - len(head)]
-        if len(head) >= HEAD_BYTES:
+        head += part[: size - len(head)]
+        if len(head) >= size:
             break
     return head
 

@@ -441,30 +441,29 @@ class StreamableHttpTransport(_HttpBase):
         """
         decoder = self._decoder()
         attempts = 0
-        resumed_name = f"{stream} (resumed)"
-        try:
-            while True:
-                if await self._pump(response, decoder, stream):
-                    attempts = 0  # the stream moved on: a new run of reconnections
-                waiting = [i for i in ids if self.sink.is_pending(i)]
-                if not waiting or self._closing:
-                    return
-                last_id = decoder.last_event_id
-                if last_id is None or attempts >= self.sink.options.max_reconnects:
-                    cause = "with no event id to resume from" if last_id is None else "too often"
-                    self.sink.requests_failed(
-                        waiting, TransportError(f"the reply stream ended {cause} before the response")
-                    )
-                    return
-                attempts += 1
-                await self._wait_to_reconnect(decoder, attempts)
-                resumed = await self._resume(last_id, stream)
-                if resumed is None:
-                    continue
-                await response.aclose()
-                response, stream = resumed, resumed_name
-        finally:
-            await response.aclose()
+        current: httpx.Response | None = response
+        name = stream
+        while True:
+            if current is not None:
+                try:
+                    if await self._pump(current, decoder, name):
+                        attempts = 0  # the stream moved on: a new run of reconnections
+                finally:
+                    await current.aclose()
+            waiting = [i for i in ids if self.sink.is_pending(i)]
+            if not waiting or self._closing:
+                return
+            last_id = decoder.last_event_id
+            if last_id is None or attempts >= self.sink.options.max_reconnects:
+                cause = "with no event id to resume from" if last_id is None else "too often"
+                self.sink.requests_failed(
+                    waiting, TransportError(f"the reply stream ended {cause} before the response")
+                )
+                return
+            attempts += 1
+            await self._wait_to_reconnect(decoder, attempts)
+            current = await self._resume(last_id, stream)
+            name = f"{stream} (resumed)"
 
     async def _resume(self, last_event_id: str, stream: str) -> httpx.Response | None:
         headers = self._headers(accept=_SSE)

@@ -90,7 +90,7 @@ class SseDecoder:
         self._pieces.append(piece)
         self._size += len(piece)
         if self._size > self.limit:
-            event = self._too_long(head_of(self._pieces))
+            event = self._too_long(head_of(self._pieces, HEAD_BYTES + 8))  # room for "data: "
             if event is not None:
                 events.append(event)
             self._pieces, self._size, self._skipping = [], 0, True
@@ -102,7 +102,7 @@ class SseDecoder:
         line = b"".join((*self._pieces, last)) if self._pieces else last
         self._pieces, self._size = [], 0
         if len(line) > self.limit:
-            return self._too_long(line[:HEAD_BYTES])
+            return self._too_long(line[: HEAD_BYTES + 8])
         return self._line(line)
 
     def _too_long(self, head: bytes) -> SseEvent | None:
