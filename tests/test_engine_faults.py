@@ -119,8 +119,9 @@ async def test_a_flood_of_100000_notifications_is_recorded_completely(bad_stdio:
     assert notes[-1].message["params"]["data"]["i"] == 99_999
 
 
-async def test_a_50_mb_message_arrives_whole(bad_stdio: BadStdio) -> None:
-    session = connect(stdio(bad_stdio("big")), ClientOptions(validate=False, timeout=60))
+async def test_a_50_mb_message_arrives_whole_under_a_raised_limit(bad_stdio: BadStdio) -> None:
+    options = ClientOptions(validate=False, timeout=60, max_message_bytes=64 * 1024 * 1024)
+    session = connect(stdio(bad_stdio("big")), options)
     log = EventLog(session)
     async with session:
         result = await session.call_tool("t", {"size": 50 * 1024 * 1024})

@@ -165,6 +165,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         # A recording holds tool results to their output schemas: list the tools before a call.
         learn_tools=inv.record is not None or inv.collection is not None,
     )
+    if inv.max_reconnects is not None:
+        options.max_reconnects = inv.max_reconnects
     session = connect(inv.target, options)
     session.handlers.update(handlers(inv.elicitation, inv.sampling))
 

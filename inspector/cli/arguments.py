@@ -77,6 +77,8 @@ class Invocation:
     """``--task``: run tools/call as a task (``{"ttl": ms}`` or ``{}``), wait for it, print its result."""
     protocol_version: str = DEFAULT_PROTOCOL_VERSION
     timeout: float = DEFAULT_TIMEOUT
+    max_reconnects: int | None = None
+    """``--max-reconnects``: resumptions of a dropped SSE reply stream (``None``: the engine default)."""
     record: str | None = None
     collection: list[Any] | None = None
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
@@ -175,6 +177,13 @@ def _build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT,
         metavar="SECONDS",
         help=f"request timeout, which also bounds connecting (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-reconnects",
+        type=int,
+        metavar="N",
+        help="how many times in a row a dropped SSE reply stream is resumed, honouring the server's "
+        "retry: and sending Last-Event-ID (default 3; 0: never)",
     )
     parser.add_argument(
         "--insecure",
@@ -280,6 +289,8 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     if needed is not None and not getattr(opts, needed):
         raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
     task = _task_option(opts.task, opts.method)
+    if opts.max_reconnects is not None and opts.max_reconnects < 0:
+        raise UsageError("--max-reconnects must be 0 or more")
     if not opts.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if opts.server and not opts.config:
@@ -332,6 +343,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         task=task,
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
+        max_reconnects=opts.max_reconnects,
         record=opts.record,
         collection=steps,
         junit=opts.junit,
@@ -383,7 +395,6 @@ def _http_target(url: str, headers: dict[str, str], transport: str | None, timeo
         verify_tls=not url.startswith("http://"),
         # One call and out: no standalone GET stream for server-initiated messages.
         open_get_stream=False,
-        max_reconnects=0,
     )
 
 

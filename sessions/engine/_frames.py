@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = [
+    "HEAD_BYTES",
     "Direction",
     "Event",
     "Frame",
@@ -19,11 +20,16 @@ __all__ = [
     "Task",
     "TaskChanged",
     "Verdict",
+    "head_of",
+    "too_large",
 ]
 
 Direction = Literal["out", "in", "local"]
 FrameKind = Literal["message", "stderr", "http", "state", "exit"]
 Severity = Literal["error", "warning", "info"]
+
+HEAD_BYTES = 4096
+"""How much of an oversized message is kept (see ``too_large``)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,6 +106,35 @@ class Frame:
             "latency_ms": self.latency_ms,
             "note": self.note,
         }
+
+
+def head_of(parts: list[bytes], size: int = HEAD_BYTES) -> bytes:
+    """The first ``size`` bytes of the concatenated ``parts``, without joining them all."""
+    head = b""
+    for part in parts:
+        head += part[: size - len(head)]
+        if len(head) >= size:
+            break
+    return head
+
+
+def too_large(head: bytes, limit: int, **transport: Any) -> Frame:
+    """The frame for an incoming message over ``limit`` bytes: its first bytes, flagged, not parsed."""
+    frame = Frame(
+        "message",
+        "in",
+        head[:HEAD_BYTES],
+        transport=transport,
+        rpc_kind="invalid",
+        parse_error=f"larger than {limit} bytes: not parsed",
+    )
+    frame.flag(
+        "message-too-large",
+        "error",
+        f"the message is larger than the {limit}-byte limit (max_message_bytes): "
+        f"its first {len(frame.raw)} bytes are kept and the rest was skipped",
+    )
+    return frame
 
 
 @dataclass(slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import re
 import ssl
@@ -13,8 +12,9 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from ._clock import sleep
 from ._errors import ConnectionClosed, FallbackToLegacy, HttpStatusError, SessionExpired, TransportError
-from ._frames import Frame
+from ._frames import Frame, head_of, too_large
 from ._options import MODERN_VERSIONS
 from ._protocol import META_PROTOCOL_VERSION
 from ._sse import SseDecoder, SseEvent
@@ -33,6 +33,7 @@ __all__ = [
 _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 _JSON = "application/json"
 _SSE = "text/event-stream"
+_MAX_RECONNECT_DELAY = 30.0
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
@@ -200,11 +201,63 @@ class _HttpBase:
         details = {"http": {"status": status, "stream": stream, "event": event.event, "event_id": event.id}}
         if event.retry is not None:
             details["http"]["retry"] = event.retry
+        if event.oversized:
+            self.sink.record(too_large(event.data, self.sink.options.max_message_bytes, **details))
+            return
         if event.event != "message" or not event.data.strip():
             note = f"SSE event {event.event!r}" if event.event != "message" else "SSE event without data"
             self.sink.record(Frame("http", "in", event.data, transport=details, note=note))
             return
         self.sink.receive(Frame("message", "in", event.data, transport=details))
+
+    def _message_in(self, body: bytes, whole: bool, details: dict[str, Any]) -> None:
+        """Deliver a body that should be a JSON-RPC message, or record its head when it is too large."""
+        if whole:
+            self.sink.receive(Frame("message", "in", body, transport={"http": details}))
+        else:
+            self.sink.record(too_large(body, self.sink.options.max_message_bytes, http=details))
+
+    async def _body(self, response: httpx.Response, head: Frame | None = None) -> tuple[bytes, bool]:
+        """Read a body up to ``max_message_bytes``: ``(body, True)``, or ``(its first bytes, False)``.
+
+        A larger body is not read further (closing the response drops the rest); ``head``, the
+        response's frame, is flagged ``message-too-large`` then.
+        """
+        limit = self.sink.options.max_message_bytes
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            parts.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                if head is not None:
+                    head.flag("message-too-large", "error", f"the body is larger than the {limit}-byte limit")
+                return head_of(parts), False
+        return b"".join(parts), True
+
+    def _decoder(self) -> SseDecoder:
+        return SseDecoder(self.sink.options.max_message_bytes)
+
+    async def _pump(self, response: httpx.Response, decoder: SseDecoder, stream: str) -> int:
+        """Deliver the events of an SSE response as they arrive, until it ends or drops; count them."""
+        count = 0
+        try:
+            async for chunk in response.aiter_bytes():
+                for event in decoder.feed(chunk):
+                    count += 1
+                    self._deliver_event(event, stream, response.status_code)
+        except httpx.HTTPError as exc:
+            self._record_failure(f"{stream} stream dropped", exc)
+        decoder.restart()
+        return count
+
+    async def _wait_to_reconnect(self, decoder: SseDecoder, attempt: int) -> None:
+        """Wait the stream's ``retry:`` or, without one, a doubling delay (on the session's clock)."""
+        if decoder.retry is not None:
+            delay = decoder.retry / 1000
+        else:
+            delay = min(self.sink.options.reconnect_delay * 2 ** (attempt - 1), _MAX_RECONNECT_DELAY)
+        await sleep(self.sink.clock, delay)
 
     async def _close_client(self) -> None:
         for task in list(self._tasks):
@@ -225,7 +278,6 @@ class StreamableHttpTransport(_HttpBase):
         super().__init__(target, client_factory=client_factory)
         self.auto = auto
         self.session_id: str | None = None
-        self.retry_ms = target.default_retry_ms
         self.stateless = False
         # Stateless mode: each request's POST, so a cancellation can close its reply stream.
         self._posts: dict[int | str, asyncio.Task[None]] = {}
@@ -312,16 +364,17 @@ class StreamableHttpTransport(_HttpBase):
         frame = self.sink.record(Frame("message", "out", raw, message=message, transport={"http": details}))
         if self._closing:
             raise ConnectionClosed("the transport is closed")
-        if initialize:
-            # Awaited, not spawned: the session id and the transport choice depend on this answer.
-            await self._post(raw, headers, message, frame.seq, initialize=True)
-        else:
-            task: asyncio.Task[None] = asyncio.ensure_future(self._post(raw, headers, message, frame.seq))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            for request_id in request_ids_in(message):
-                self._posts[request_id] = task
-                task.add_done_callback(functools.partial(self._forget_post, request_id))
+        # Never awaited, not even initialize: a reply stream may stay open long after its response, and
+        # each message is delivered as it arrives. The session id (and the fallback to the legacy
+        # transport) come from the reply's head, which is handled before its body.
+        task: asyncio.Task[None] = asyncio.ensure_future(
+            self._post(raw, headers, message, frame.seq, initialize=initialize)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        for request_id in request_ids_in(message):
+            self._posts[request_id] = task
+            task.add_done_callback(functools.partial(self._forget_post, request_id))
         if method == "notifications/initialized" and self.target.open_get_stream:
             self._spawn(self._listen())
         return frame
@@ -334,11 +387,8 @@ class StreamableHttpTransport(_HttpBase):
             request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            error = TransportError(f"POST {self.target.url} failed: {why(exc)}")
             self._record_failure("POST failed", exc)
-            if initialize:
-                raise error from exc
-            self.sink.requests_failed(ids, error)
+            self.sink.requests_failed(ids, TransportError(f"POST {self.target.url} failed: {why(exc)}"))
             return
         try:
             await self._handle(response, ids, seq, initialize=initialize)
@@ -354,13 +404,16 @@ class StreamableHttpTransport(_HttpBase):
         status = response.status_code
         ctype = _content_type(response)
         head = self._head(response, seq)
-        # An error's body belongs to its head: read it before the head is recorded.
-        try:
-            body = await response.aread() if status >= 400 else b""
-        except httpx.HTTPError:
-            self.sink.record(head)  # the status line came, the body did not
-            raise
-        head.raw = body
+        # An error's (or a 202's) body belongs to its head: read it, bounded, before the head is
+        # recorded (a frame is stored as it is when it is recorded).
+        whole = True
+        if status >= 400 or status == 202:
+            try:
+                head.raw, whole = await self._body(response, head)
+            except httpx.HTTPError:
+                self.sink.record(head)  # the status line came, the body did not
+                raise
+        body = head.raw
         expired = (
             self.session_id is not None
             and not initialize
@@ -369,11 +422,11 @@ class StreamableHttpTransport(_HttpBase):
         self.sink.record(_judge_head(head, response, ctype, ids, initialize=initialize, expired=expired))
         if initialize and self.auto and 400 <= status < 500 and status not in (401, 403):
             legacy = LegacySseTransport(self.target, client_factory=self.client_factory)
-            raise FallbackToLegacy(status, legacy)
+            self.sink.requests_failed(ids, FallbackToLegacy(status, legacy))
+            return
         if initialize and status == 200 and "mcp-session-id" in response.headers:
             self.session_id = response.headers["mcp-session-id"]
         if status == 202:
-            await response.aread()
             return
         if status >= 400:
             if expired:
@@ -383,66 +436,56 @@ class StreamableHttpTransport(_HttpBase):
                     )
                 )
                 return
-            if ctype == _JSON and body.strip():
+            if ctype == _JSON and body.strip() and whole:
                 # A JSON-RPC error in the body answers the request; let the session read it.
-                self.sink.receive(
-                    Frame("message", "in", body, transport={"http": {"status": status, "request_seq": seq}})
-                )
+                self._message_in(body, whole, {"status": status, "request_seq": seq})
             self.sink.requests_failed(ids, HttpStatusError(status, body))
             return
         if not ids:
-            body = await response.aread()
+            body, whole = await self._body(response)
             if body.strip():
-                self.sink.receive(
-                    Frame("message", "in", body, transport={"http": {"status": status, "request_seq": seq}})
-                )
+                self._message_in(body, whole, {"status": status, "request_seq": seq})
             return
         if ctype == _SSE:
             await self._read_stream(response, f"POST #{seq}", ids)
             return
-        body = await response.aread()
-        self.sink.receive(
-            Frame(
-                "message",
-                "in",
-                body,
-                transport={"http": {"status": status, "content_type": ctype, "request_seq": seq}},
-            )
-        )
-        self.sink.requests_failed(ids, TransportError("the HTTP reply carried no response to this request"))
+        body, whole = await self._body(response)
+        self._message_in(body, whole, {"status": status, "content_type": ctype, "request_seq": seq})
+        limit = self.sink.options.max_message_bytes
+        missing = "no response to this request" if whole else f"a reply larger than {limit} bytes"
+        self.sink.requests_failed(ids, TransportError(f"the HTTP reply carried {missing}"))
 
     async def _read_stream(self, response: httpx.Response, stream: str, ids: list[int | str]) -> None:
-        """Read a POST's SSE reply; if it drops before every response came, resume with Last-Event-ID."""
-        decoder = SseDecoder()
-        status = response.status_code
+        """Read a POST's SSE reply, each message delivered as it arrives, to its end (however late).
+
+        If it ends (cleanly or not) before every response came, resume it as SEP-1699 says: GET with
+        ``Last-Event-ID`` after the stream's ``retry:``, at most ``max_reconnects`` times in a row.
+        """
+        decoder = self._decoder()
         attempts = 0
+        current: httpx.Response | None = response
+        name = stream
         while True:
-            try:
-                async for chunk in response.aiter_bytes():
-                    for event in decoder.feed(chunk):
-                        if event.retry is not None:
-                            self.retry_ms = event.retry
-                        self._deliver_event(event, stream, status)
-            except httpx.HTTPError as exc:
-                self._record_failure(f"{stream} stream dropped", exc)
+            if current is not None:
+                try:
+                    if await self._pump(current, decoder, name):
+                        attempts = 0  # the stream moved on: a new run of reconnections
+                finally:
+                    await current.aclose()
             waiting = [i for i in ids if self.sink.is_pending(i)]
             if not waiting or self._closing:
                 return
-            if decoder.last_event_id is None or attempts >= self.target.max_reconnects:
-                why = "with no event id to resume from" if decoder.last_event_id is None else "too often"
+            last_id = decoder.last_event_id
+            if last_id is None or attempts >= self.sink.options.max_reconnects:
+                cause = "with no event id to resume from" if last_id is None else "too often"
                 self.sink.requests_failed(
-                    waiting, TransportError(f"the reply stream ended {why} before the response")
+                    waiting, TransportError(f"the reply stream ended {cause} before the response")
                 )
                 return
             attempts += 1
-            await asyncio.sleep(self.retry_ms / 1000)
-            resumed = await self._resume(decoder.last_event_id, stream)
-            if resumed is None:
-                continue
-            await response.aclose()
-            response = resumed
-            status = response.status_code
-            stream = f"{stream} (resumed)"
+            await self._wait_to_reconnect(decoder, attempts)
+            current = await self._resume(last_id, stream)
+            name = f"{stream} (resumed)"
 
     async def _resume(self, last_event_id: str, stream: str) -> httpx.Response | None:
         headers = self._headers(accept=_SSE)
@@ -459,7 +502,7 @@ class StreamableHttpTransport(_HttpBase):
             return None
         head = self._head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
-            head.raw = await response.aread()
+            head.raw, _ = await self._body(response, head)
             self.sink.record(head)
             await response.aclose()
             return None
@@ -468,9 +511,17 @@ class StreamableHttpTransport(_HttpBase):
 
     async def _listen(self) -> None:
         """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops."""
-        decoder = SseDecoder()
-        attempts = 0
-        while not self._closing and attempts <= self.target.max_reconnects:
+        decoder = self._decoder()
+        limit = self.sink.options.max_reconnects
+        attempts = -1  # reconnections in a row that brought no event (-1: not connected yet)
+        while not self._closing:
+            attempts += 1
+            if attempts > limit:
+                note = f"gave up on the standalone SSE stream after {limit} reconnections in a row"
+                self.sink.record(Frame("state", "local", transport={"state": "get-stream-ended"}, note=note))
+                return
+            if attempts:
+                await self._wait_to_reconnect(decoder, attempts)
             headers = self._headers(accept=_SSE)
             if decoder.last_event_id is not None:
                 headers["Last-Event-ID"] = decoder.last_event_id
@@ -480,8 +531,6 @@ class StreamableHttpTransport(_HttpBase):
                 response = await self.client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 self._record_failure("standalone stream failed", exc)
-                attempts += 1
-                await asyncio.sleep(self.retry_ms / 1000)
                 continue
             try:
                 head = self._head(response, out.seq)
@@ -490,7 +539,7 @@ class StreamableHttpTransport(_HttpBase):
                     self.sink.record(head)
                     return
                 if response.status_code != 200 or _content_type(response) != _SSE:
-                    head.raw = await response.aread()
+                    head.raw, _ = await self._body(response, head)
                     head.flag(
                         "get-stream",
                         "warning",
@@ -499,19 +548,10 @@ class StreamableHttpTransport(_HttpBase):
                     self.sink.record(head)
                     return
                 self.sink.record(head)
-                with contextlib.suppress(httpx.HTTPError):
-                    async for chunk in response.aiter_bytes():
-                        attempts = 0
-                        for event in decoder.feed(chunk):
-                            if event.retry is not None:
-                                self.retry_ms = event.retry
-                            self._deliver_event(event, "GET", 200)
+                if await self._pump(response, decoder, "GET"):
+                    attempts = 0
             finally:
                 await response.aclose()
-            if self._closing:
-                return
-            attempts += 1
-            await asyncio.sleep(self.retry_ms / 1000)
 
     async def close(self) -> None:
         if self._closing:
@@ -561,7 +601,7 @@ class LegacySseTransport(_HttpBase):
             raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
         head = self._head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
-            head.raw = await response.aread()
+            head.raw, _ = await self._body(response, head)
             self.sink.record(head)
             await response.aclose()
             await self._client.aclose()
@@ -583,7 +623,7 @@ class LegacySseTransport(_HttpBase):
 
     async def _read(self, response: httpx.Response) -> None:
         assert self._endpoint_ready is not None
-        decoder = SseDecoder()
+        decoder = self._decoder()
         try:
             async for chunk in response.aiter_bytes():
                 for event in decoder.feed(chunk):
@@ -637,16 +677,22 @@ class LegacySseTransport(_HttpBase):
         assert self.endpoint is not None
         ids = request_ids_in(message)
         try:
-            response = await self.client.post(self.endpoint, content=raw, headers=headers)
+            request = self.client.build_request("POST", self.endpoint, content=raw, headers=headers)
+            response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
             self._record_failure("POST failed", exc)
             self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {why(exc)}"))
             return
-        head = self._head(response, seq)
-        head.raw = response.content
-        self.sink.record(head)
+        try:
+            head = self._head(response, seq)
+            head.raw, _ = await self._body(response, head)
+        except httpx.HTTPError as exc:
+            self._record_failure("reading the reply failed", exc)
+        finally:
+            self.sink.record(head)
+            await response.aclose()
         if response.status_code >= 300:
-            self.sink.requests_failed(ids, HttpStatusError(response.status_code, response.content))
+            self.sink.requests_failed(ids, HttpStatusError(response.status_code, head.raw))
 
     async def close(self) -> None:
         if self._closing:

@@ -95,8 +95,17 @@ class ClientOptions:
     listen: bool = False
     """Stateless mode: open a subscriptions/listen stream for list changes right after discovery."""
     clock: Clock | None = None
-    """What request timeouts are measured on; ``None``: the event loop's clock (tests pass a
-    ``testing.ManualClock`` to move time by hand)."""
+    """What request timeouts and reconnection delays are measured on; ``None``: the event loop's clock
+    (tests pass a ``testing.ManualClock`` to move time by hand)."""
+    max_message_bytes: int = 16 * 1024 * 1024
+    """The largest message the transports take in: a longer stdout line, SSE event or HTTP body is
+    recorded as its first 4 KiB, flagged ``message-too-large``, and the rest skipped."""
+    max_reconnects: int = 3
+    """Streamable HTTP: how many times in a row a dropped SSE stream is resumed (GET with
+    ``Last-Event-ID``) before its requests fail; a stream that delivers new events starts the count again."""
+    reconnect_delay: float = 1.0
+    """Seconds before the first reconnection when the server sent no ``retry:`` (doubling each time,
+    at most 30 s); a ``retry:`` is honoured as given."""
 
     def effective_mode(self) -> str:
         """The mode a session connects in: a stateless ``protocol_version`` implies ``stateless``."""

@@ -79,7 +79,13 @@ Outcome = Answered | ServerRequest | ServerCancelled | ProgressReported
 def check_frame(frame: Frame, peer: PeerState, requests: RequestTable) -> list[Outcome]:
     """Parse an incoming frame and attach its verdicts; return what the session should do."""
     try:
-        message = json.loads(frame.raw)
+        # Decoded strictly: json.loads(bytes) would let UTF-8-encoded surrogates (ED A0 80) through.
+        message = json.loads(frame.raw.decode("utf-8").removeprefix("\ufeff"))
+    except RecursionError:
+        frame.parse_error = "nested too deeply to parse"
+        frame.rpc_kind = "invalid"
+        frame.flag("too-deep", "error", "the message nests deeper than the parser allows; not parsed")
+        return []
     except UnicodeDecodeError as exc:
         frame.parse_error = f"invalid UTF-8 at byte {exc.start}"
         frame.rpc_kind = "invalid"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConnectionClosed, TransportError
-from ._frames import Frame
+from ._frames import Frame, head_of, too_large
 from ._transport import FrameSink
 
 __all__ = ["StdioTarget", "StdioTransport", "read_messages"]
@@ -34,23 +34,41 @@ class StdioTarget:
 
 
 async def read_messages(stream: asyncio.StreamReader, sink: FrameSink) -> None:
-    """Deliver each newline-delimited message on ``stream`` to ``sink``, until the stream ends."""
+    """Deliver each newline-delimited message on ``stream`` to ``sink``, until the stream ends.
+
+    A line longer than ``sink.options.max_message_bytes`` is not kept: its head is recorded, flagged
+    ``message-too-large``, as soon as the limit is passed, and the rest is skipped up to the next newline.
+    """
+    limit = sink.options.max_message_bytes
     # Chunks of a line still being received; joined once, so a 50 MB line is not copied per chunk.
     parts: list[bytes] = []
+    size = 0
+    skipping = False  # inside a line that went over the limit
     while True:
         chunk = await stream.read(_CHUNK)
         if not chunk:
             break
-        if b"\n" not in chunk:
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                continue
+            chunk, skipping = chunk[end + 1 :], False
+        if b"\n" in chunk:
             parts.append(chunk)
-            continue
-        parts.append(chunk)
-        *lines, tail = b"".join(parts).split(b"\n")
-        parts = [tail] if tail else []
-        for line in lines:
-            line = line.removesuffix(b"\r")
-            if line:
-                sink.receive(Frame("message", "in", line))
+            *lines, tail = b"".join(parts).split(b"\n")
+            parts, size = ([tail], len(tail)) if tail else ([], 0)
+            for line in lines:
+                line = line.removesuffix(b"\r")
+                if len(line) > limit:
+                    sink.record(too_large(line, limit))
+                elif line:
+                    sink.receive(Frame("message", "in", line))
+        elif chunk:
+            parts.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            sink.record(too_large(head_of(parts), limit))
+            parts, size, skipping = [], 0, True
     if parts:
         # An unterminated last line is still what the server wrote: record it.
         frame = Frame("message", "in", b"".join(parts))
@@ -124,7 +142,11 @@ class StdioTransport:
 
     async def _read_stdout(self) -> None:
         assert self.process is not None and self.process.stdout is not None and self._sink is not None
-        await read_messages(self.process.stdout, self._sink)
+        try:
+            await read_messages(self.process.stdout, self._sink)
+        except Exception as exc:  # a bug must not leave a "ready" session that hears nothing
+            self._sink.connection_lost(TransportError(f"reading the server's stdout failed: {exc!r}"))
+            raise
 
     async def _read_stderr(self) -> None:
         assert self.process is not None and self.process.stderr is not None and self._sink is not None

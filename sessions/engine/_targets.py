@@ -28,8 +28,6 @@ class HttpTarget:
     connect_timeout: float = 10.0
     open_get_stream: bool = True
     """Open the standalone GET stream for server-initiated messages after initialization."""
-    max_reconnects: int = 5
-    default_retry_ms: int = 1000
 
 
 Target = StdioTarget | HttpTarget

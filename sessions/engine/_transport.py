@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ._clock import Clock
 from ._frames import Frame
+from ._options import ClientOptions
 
 __all__ = ["FrameSink", "Transport", "request_ids_in"]
 
 
 class FrameSink(Protocol):
     """Where a transport delivers what it sees; implemented by the session."""
+
+    options: ClientOptions
+    """The session's options; transports read their limits there (``max_message_bytes``, reconnection)."""
+    clock: Clock
+    """What transports wait on between reconnections (a ``testing.ManualClock`` in tests)."""
 
     def record(self, frame: Frame) -> Frame:
         """Number and publish a frame that carries no message to interpret (out, http, stderr, exit)."""

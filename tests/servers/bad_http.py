@@ -23,13 +23,23 @@ cut-abort   like cut, but the connection is aborted after the first event (incom
             instead of the stream being ended cleanly.
 plain       no session id; every request answered with application/json; notifications -> 202;
             GET -> 405; DELETE -> 405.
+hold        like plain, but initialize is answered as SSE: the response 0.15 s after the POST, then the
+            stream is held open (45 s, or until the client goes away). ``GET /held`` answers
+            ``{"held": n}``, the streams still held, once n is 0 or after 10 s.
+big-json    like plain, but tools/call {"size": N} (default 20 MiB) is answered with a JSON body whose text
+            content is N bytes of "x".
+big-sse     like plain, but tools/call {"size": N, "line": L} (default 20 MiB, L = N) is answered as SSE:
+            an event of N bytes of "x" in ``data:`` lines of L bytes, then the response in its own
+            event (text "after big").
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import sys
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,13 +49,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-MODES = {"expire", "expire400", "cut", "cut-abort", "plain"}
+MODES = {"expire", "expire400", "cut", "cut-abort", "plain", "hold", "big-json", "big-sse"}
+STATELESS = {"plain", "hold", "big-json", "big-sse"}  # modes without sessions
 TOOL = {"name": "t", "description": "test tool", "inputSchema": {"type": "object"}}
 
 MODE = ""
 sessions: dict[str, int] = {}  # session id -> POSTs seen since initialize
 replays: dict[str, list[tuple[str, dict]]] = {}  # Last-Event-ID -> remaining (event id, message)
-counters = {"session": 0, "stream": 0}
+counters = {"session": 0, "stream": 0, "held": 0}
+MIB = 1024 * 1024
 
 
 class Abort(Exception):
@@ -110,10 +122,64 @@ def cut_stream(msg: dict) -> Response:
     return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
 
 
+def held_stream(msg: dict) -> Response:
+    """Answer after 0.15 s, then keep the stream open as a server may (the spec only says SHOULD close)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        counters["held"] += 1
+        try:
+            await asyncio.sleep(0.15)
+            yield sse("held-1", answer(msg))
+            await asyncio.sleep(45)
+        finally:
+            counters["held"] -= 1
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"cache-control": "no-cache"})
+
+
+async def held(request: Request) -> Response:
+    deadline = time.monotonic() + 10
+    while counters["held"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return JSONResponse({"held": counters["held"]})
+
+
+def big_reply(msg: dict) -> Response:
+    args = (msg.get("params") or {}).get("arguments") or {}
+    size = int(args.get("size", 20 * MIB))
+    if MODE == "big-json":
+        head = json.dumps({"jsonrpc": "2.0", "id": msg.get("id"), "result": {"content": [{"type": "text"}]}})
+        before, after = head[: -len("}]}}")] + ', "text": "', '"}]}}'
+
+        async def body() -> AsyncIterator[bytes]:
+            yield before.encode()
+            for start in range(0, size, MIB):
+                yield b"x" * min(MIB, size - start)
+            yield after.encode()
+
+        return StreamingResponse(body(), media_type="application/json")
+    line = int(args.get("line", size)) or size
+    final = {
+        "jsonrpc": "2.0",
+        "id": msg.get("id"),
+        "result": {"content": [{"type": "text", "text": "after big"}]},
+    }
+
+    async def events() -> AsyncIterator[bytes]:
+        for start in range(0, size, line):
+            yield b"data: "
+            for at in range(start, min(start + line, size), MIB):
+                yield b"x" * min(MIB, size - at, start + line - at)
+            yield b"\n"
+        yield b"\n" + sse("big-2", final)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 async def handle_get(request: Request) -> Response:
     last = request.headers.get("last-event-id")
     if MODE not in ("cut", "cut-abort") or last is None:
-        return Response(status_code=405, headers={"allow": "POST" if MODE == "plain" else "POST, DELETE"})
+        return Response(status_code=405, headers={"allow": "POST" if MODE in STATELESS else "POST, DELETE"})
     if request.headers.get("mcp-session-id") not in sessions:
         return Response(status_code=404)
     events = replays.get(last)
@@ -128,7 +194,7 @@ async def handle_get(request: Request) -> Response:
 
 
 async def handle_delete(request: Request) -> Response:
-    if MODE == "plain":
+    if MODE in STATELESS:
         return Response(status_code=405, headers={"allow": "POST"})
     sid = request.headers.get("mcp-session-id")
     if sid not in sessions:
@@ -147,7 +213,7 @@ async def handle_post(request: Request) -> Response:
     is_request = "method" in msg and "id" in msg
     headers: dict[str, str] = {}
 
-    if MODE != "plain":
+    if MODE not in STATELESS:
         sid = request.headers.get("mcp-session-id")
         if msg.get("method") == "initialize":
             counters["session"] += 1
@@ -170,6 +236,10 @@ async def handle_post(request: Request) -> Response:
         response = cut_stream(msg)
         response.headers.update(headers)
         return response
+    if MODE == "hold" and msg.get("method") == "initialize":
+        return held_stream(msg)
+    if MODE in ("big-json", "big-sse") and msg.get("method") == "tools/call":
+        return big_reply(msg)
     return JSONResponse(answer(msg), headers=headers)
 
 
@@ -198,7 +268,8 @@ def main() -> int:
         sys.stderr.write(f"usage: bad_http.py {{{'|'.join(sorted(MODES))}}} PORT\n")
         return 2
     MODE = sys.argv[1]
-    app = Starlette(routes=[Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"])])
+    routes = [Route("/mcp", endpoint, methods=["GET", "POST", "DELETE"]), Route("/held", held)]
+    app = Starlette(routes=routes)
     # cut-abort: silence uvicorn's "ASGI callable returned without completing response" error line.
     log_level = "critical" if MODE == "cut-abort" else "warning"
     port = int(sys.argv[2])

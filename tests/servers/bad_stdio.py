@@ -19,6 +19,10 @@ violations       tools/list: the response twice (same id), a response to unknown
                  unknown token -- in that order, each on its own line.
 stderr           writes several lines to stderr during initialize (before answering it).
 batch            tools/list: one JSON array holding the response and a notifications/message.
+endless-line     tools/call {"size": N} (default 64 MiB): N bytes of "x" with no newline, then a newline, then
+                 the result (text "after endless line").
+deep             tools/call {"depth": N} (default 100000): a notifications/message whose data is N nested
+                 arrays, then the result (text "after deep").
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ MODES = {
     "stderr",
     "batch",
     "withdraw",
+    "endless-line",
+    "deep",
 }
 TOOL = {"name": "t", "description": "test tool", "inputSchema": {"type": "object"}}
 FLOOD_LINE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"i":%d}}}\n'
@@ -140,6 +146,17 @@ def handle(mode: str, msg: dict) -> None:
             cancel = {"requestId": "ask-1", "reason": "no longer needed"}
             write(dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel}))
             write(dumps(result(msg_id, {"content": [{"type": "text", "text": "withdrawn"}]})))
+        elif mode == "endless-line":
+            size = int(args.get("size", 64 * 1024 * 1024))
+            for start in range(0, size, 1 << 20):
+                out.write(b"x" * min(1 << 20, size - start))
+            text = {"type": "text", "text": "after endless line"}
+            write(b"\n" + dumps(result(msg_id, {"content": [text]})))
+        elif mode == "deep":
+            depth = int(args.get("depth", 100_000))
+            data = b"[" * depth + b"]" * depth
+            note = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%s}}\n'
+            write(note % data + dumps(result(msg_id, {"content": [{"type": "text", "text": "after deep"}]})))
         elif mode == "big":
             size = int(args.get("size", 50 * 1024 * 1024))
             write(dumps(result(msg_id, {"content": [{"type": "text", "text": "x" * size}]})))
