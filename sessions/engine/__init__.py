@@ -36,6 +36,7 @@ from ._options import (
     ClientCapabilities,
     ClientOptions,
 )
+from ._processes import ServerProcess, kill_recorded, kill_tree
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
@@ -69,6 +70,7 @@ __all__ = [
     "RequestCancelled",
     "RequestHandle",
     "RequestTimeout",
+    "ServerProcess",
     "ServerRequestHandler",
     "SessionExpired",
     "StdioTarget",
@@ -79,6 +81,8 @@ __all__ = [
     "VersionNegotiationFailed",
     "connect",
     "error_name",
+    "kill_recorded",
+    "kill_tree",
     "make_transport",
     "mask_headers",
 ]
