@@ -125,7 +125,9 @@ async def test_a_server_that_exits_is_reported_even_while_its_setsid_child_holds
         await session.aclose()
 
 
-def test_kill_tree_never_touches_a_process_whose_pid_was_reused_or_another_hosts(leftovers: list[int]) -> None:
+def test_kill_tree_never_touches_a_process_whose_pid_was_reused_or_another_hosts(
+    leftovers: list[int],
+) -> None:
     sleeper = subprocess.Popen(["sleep", "60"], start_new_session=True)
     leftovers.append(sleeper.pid)
     real = ServerProcess.of(sleeper.pid, "no-such-marker")
