@@ -8,8 +8,8 @@ The text of a frame is its JSON decoded (keys and values, so ``\\n`` in a string
   so recording a flood costs nothing more; a trigger takes a deleted frame out of the index.
   Nothing to backfill: the first search indexes the frames that exist.
 - PostgreSQL: an expression GIN index over an immutable function that never fails (text that is
-  not UTF-8, a NUL, JSON that jsonb refuses, a vector over PostgreSQL's 1 MB limit all still index
-  what they can), built for the existing rows as the index is created.
+  not UTF-8, a NUL, JSON that jsonb refuses all still index what they can), built for the existing
+  rows as the index is created; frames over 100 KB are read past that by the search itself.
 """
 
 from __future__ import annotations
@@ -53,37 +53,31 @@ SQLITE_UNDO = [
     "DROP TABLE IF EXISTS mcp_sessions_frame_search",
 ]
 
+# PostgreSQL caps a tsvector at 1 MB and word positions at 16,383: a frame over BIG bytes has its
+# first BIG bytes indexed, and sessions/timeline/fulltext.py reads the rest of it (a partial index
+# lists those frames, few and far between).
+BIG = 100_000
 POSTGRES = [
-    r"""
+    rf"""
     CREATE FUNCTION mcp_frame_search_vector(raw bytea, note text) RETURNS tsvector
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
     DECLARE
         body text;
-        doc tsvector := ''::tsvector;
-        chunk integer := 0;
+        doc tsvector;
     BEGIN
         BEGIN
-            body := convert_from(raw, 'UTF8');
+            body := convert_from(substring(raw FROM 1 FOR {BIG}), 'UTF8');
         EXCEPTION WHEN others THEN
-            body := encode(raw, 'escape');  -- not UTF-8, or a NUL: its ASCII words stay findable
+            -- Not UTF-8 (or cut inside a character), or a NUL: its ASCII words stay findable.
+            body := encode(substring(raw FROM 1 FOR {BIG}), 'escape');
         END;
         BEGIN
             doc := jsonb_to_tsvector('simple', body::jsonb, '["string", "numeric", "boolean", "key"]');
         EXCEPTION WHEN others THEN
             BEGIN
-                doc := to_tsvector('simple', body);  -- not JSON, or JSON jsonb refuses
+                doc := to_tsvector('simple', body);  -- not JSON (or cut short), or JSON jsonb refuses
             EXCEPTION WHEN others THEN
-                -- Over the 1 MB a tsvector may hold: the words without their positions, by pieces,
-                -- as many as fit (a phrase is then found by its words).
-                doc := ''::tsvector;
-                BEGIN
-                    WHILE chunk * 200000 < length(body) LOOP
-                        doc := doc || strip(to_tsvector('simple', substr(body, chunk * 200000 + 1, 200000)));
-                        chunk := chunk + 1;
-                    END LOOP;
-                EXCEPTION WHEN others THEN
-                    NULL;
-                END;
+                doc := ''::tsvector;  -- over 1 MB: the reader of big frames finds its words
             END;
         END;
         RETURN doc || to_tsvector('simple', coalesce(note, ''));
@@ -91,8 +85,10 @@ POSTGRES = [
     $$
     """,
     f"CREATE INDEX frame_search ON {FRAMES} USING gin (mcp_frame_search_vector(raw, note))",
+    f"CREATE INDEX frame_big ON {FRAMES} (id) WHERE size > {BIG}",
 ]
 POSTGRES_UNDO = [
+    "DROP INDEX IF EXISTS frame_big",
     "DROP INDEX IF EXISTS frame_search",
     "DROP FUNCTION IF EXISTS mcp_frame_search_vector(bytea, text)",
 ]

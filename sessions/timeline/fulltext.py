@@ -15,6 +15,7 @@ __all__ = ["catch_up", "matches"]
 FRAMES = "mcp_sessions_timelineframe"
 INDEX = "mcp_sessions_frame_search"  # SQLite: FTS5, rowid = the frame's id
 TEXT = "mcp_sessions_frame_text"  # SQLite: the view of each frame's text
+BIG = 100_000  # PostgreSQL: the bytes of a frame its index holds (migration 0007)
 CHUNK = 2000  # frames indexed per write transaction, so the recorder never waits long
 
 
@@ -23,10 +24,14 @@ def matches(text: str, *, phrase: bool) -> Q:
     if connection.vendor == "postgresql":
         # A quoted tsquery literal: the parser splits it into lexemes as it split the frames.
         literal = "'" + text.replace("\\", " ").replace("'", "''") + "'" + ("" if phrase else ":*")
+        pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        # The index holds a frame's first BIG bytes; past them the frame's bytes are read, as ASCII
+        # (any case): a word with other characters is found there only by the index.
         return Q(
             RawSQL(
-                f'mcp_frame_search_vector("{FRAMES}"."raw", "{FRAMES}"."note") @@ to_tsquery(\'simple\', %s)',
-                [literal],
+                f'(mcp_frame_search_vector("{FRAMES}"."raw", "{FRAMES}"."note") @@ to_tsquery(\'simple\', %s)'
+                f' OR ("{FRAMES}"."size" > {BIG} AND encode("{FRAMES}"."raw", \'escape\') ILIKE %s))',
+                [literal, pattern],
                 output_field=BooleanField(),
             )
         )
