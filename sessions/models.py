@@ -138,6 +138,9 @@ class McpSession(models.Model):
     last_seq = models.BigIntegerField(default=0)
     roots = models.JSONField(default=list, blank=True)
     phases = models.JSONField(default=list, blank=True, help_text="lifecycle phases with their times")
+    server_process = models.JSONField(
+        default=dict, blank=True, help_text="the live stdio server, to kill its tree if the owner dies"
+    )
 
     class Meta:
         ordering = ["-created"]

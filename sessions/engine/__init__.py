@@ -38,6 +38,7 @@ from ._options import (
 )
 from ._outputs import MATCHES as OUTPUT_MATCHES
 from ._outputs import OUTPUT_CODES
+from ._processes import ServerProcess, kill_recorded, kill_tree
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
@@ -79,6 +80,7 @@ __all__ = [
     "RequestCancelled",
     "RequestHandle",
     "RequestTimeout",
+    "ServerProcess",
     "ServerRequestHandler",
     "SessionExpired",
     "StdioTarget",
@@ -92,6 +94,8 @@ __all__ = [
     "VersionNegotiationFailed",
     "connect",
     "error_name",
+    "kill_recorded",
+    "kill_tree",
     "make_transport",
     "mask_headers",
     "task_augmentable",

@@ -12,6 +12,7 @@ from typing import Any
 
 from ._errors import ConnectionClosed, TransportError
 from ._frames import Frame, head_of, too_large
+from ._processes import MARKER, ServerProcess, call_on_exit, die_with_parent, kill_tree, new_marker
 from ._transport import FrameSink
 
 __all__ = ["StdioTarget", "StdioTransport", "read_messages"]
@@ -84,16 +85,21 @@ class StdioTransport:
     def __init__(self, target: StdioTarget) -> None:
         self.target = target
         self.process: asyncio.subprocess.Process | None = None
+        self.server_process: ServerProcess | None = None
+        """The spawned server, named so that its whole tree can be found and killed, by others too."""
         self.returncode: int | None = None
         self._sink: FrameSink | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
+        self._gone: asyncio.Event | None = None
         self._exited = asyncio.Event()
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
         env = dict(os.environ) if self.target.inherit_env else {}
         env.update(self.target.env)
+        # Everything the server starts inherits the marker, even what leaves its session.
+        marker = env[MARKER] = new_marker()
         try:
             self.process = await asyncio.create_subprocess_exec(
                 self.target.command,
@@ -105,16 +111,26 @@ class StdioTransport:
                 cwd=self.target.cwd,
                 # Its own process group, so a shutdown reaches the grandchildren (npx, shells) too.
                 start_new_session=True,
+                # And it dies with us, even if we are killed with SIGKILL.
+                preexec_fn=die_with_parent(),
             )
         except OSError as exc:
             raise TransportError(f"cannot start {self.target.command!r}: {exc.strerror or exc}") from exc
+        self.server_process = ServerProcess.of(self.process.pid, marker)
+        gone = asyncio.Event()
+        if call_on_exit(self.process.pid, gone.set):
+            self._gone = gone
         sink.record(
             Frame(
                 "state",
                 "local",
                 transport={
                     "state": "spawned",
-                    "stdio": {"pid": self.process.pid, "command": self.target.command},
+                    "stdio": {
+                        "pid": self.process.pid,
+                        "command": self.target.command,
+                        "process": self.server_process.as_dict(),
+                    },
                 },
                 note=f"started process {self.process.pid}",
             )
@@ -164,6 +180,10 @@ class StdioTransport:
 
     async def _watch_exit(self) -> None:
         assert self.process is not None and self._sink is not None
+        await self._server_gone()
+        # What the server left behind goes with it: a child that left its session may hold its
+        # stdout open, and until that closes asyncio reports no exit and the readers never end.
+        await asyncio.to_thread(self.kill)
         code = await self.process.wait()
         # Let the readers drain what the process wrote before it died, so the exit comes last.
         await asyncio.gather(*self._tasks[:2], return_exceptions=True)
@@ -192,20 +212,31 @@ class StdioTransport:
                 if not await self._wait_exit(self.target.term_grace):
                     self._signal(signal.SIGKILL)
                     await self._wait_exit(None)
+        # Then whatever it left behind (daemons, setsid children): they may hold its stdout open.
+        await asyncio.to_thread(self.kill)
         # The exit watcher records the exit frame; give it its turn before the readers go.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._exited.wait(), 5)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        # Reap whatever is left of the process group (children that outlived the server).
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
+
+    def kill(self) -> None:
+        """SIGKILL the server and every process it started, wherever they went (blocks briefly)."""
+        if self.server_process is not None:
+            kill_tree(self.server_process)
+
+    async def _server_gone(self) -> None:
+        """Until the server process itself has exited, whoever else still holds its pipes."""
+        assert self.process is not None
+        if self._gone is not None:
+            await self._gone.wait()
+        else:  # no pidfd: asyncio's wait, which also waits for the pipes to close
+            await asyncio.shield(self.process.wait())
 
     async def _wait_exit(self, timeout: float | None) -> bool:
-        assert self.process is not None
         try:
-            await asyncio.wait_for(asyncio.shield(self.process.wait()), timeout)
+            await asyncio.wait_for(self._server_gone(), timeout)
         except TimeoutError:
             return False
         return True

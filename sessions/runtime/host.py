@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
-import os
-import signal
 import sys
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
+from sessions.engine import ServerProcess, kill_tree
 from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession
 from sessions.runtime.owner import SessionOwner
 
@@ -64,12 +63,11 @@ class Runtime:
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
     def kill_processes(self) -> None:
-        """Last resort at exit: no stdio server may outlive the inspector."""
+        """Last resort at exit: no stdio server, nor anything it started, may outlive the inspector."""
         for owner in self.owners.values():
-            process = getattr(getattr(owner.client, "transport", None), "process", None)
-            if process is not None and process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+            server = getattr(getattr(owner.client, "transport", None), "server_process", None)
+            if isinstance(server, ServerProcess):
+                kill_tree(server)
 
 
 _embedded: tuple[asyncio.AbstractEventLoop, Runtime, asyncio.Task[None]] | None = None

@@ -111,7 +111,12 @@ class SessionOwner:
             await self.recorder.close()
             status = self.final_status
             await store.update_session(
-                self.pk, status=status, status_note=self._stop_reason, ended=timezone.now(), worker_channel=""
+                self.pk,
+                status=status,
+                status_note=self._stop_reason,
+                ended=timezone.now(),
+                worker_channel="",
+                server_process={},
             )
             with contextlib.suppress(Exception):
                 await self.layer.group_send(self.group, m.encode_event(m.StateChanged(status)))
@@ -205,6 +210,9 @@ class SessionOwner:
                     self.responses.popitem(last=False)
             if event.kind == "state":
                 self._spawn(self._record_phase(event))
+                server = event.transport.get("stdio", {}).get("process")
+                if server:  # who to kill if this process dies before it closes the session
+                    self._spawn(store.update_session(self.pk, server_process=server))
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
                 self._spawn(store.update_session(self.pk, exit_code=code))

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
-from sessions.engine import PendingRequest, PendingResolved
+from sessions.engine import PendingRequest, PendingResolved, kill_recorded
 from sessions.frames import JSON_FIELDS, ROW_FIELDS
 from sessions.models import McpSession, PendingReview, TimelineFrame
 
@@ -147,9 +147,13 @@ def mark_orphans_lost() -> int:
     last process (a crash, a kill -9). Say so, rather than show them live with no one behind them."""
     if not settings.INSPECTOR_EMBEDDED_RUNTIME:
         return 0
-    return McpSession.objects.filter(status__in=McpSession.LIVE).update(
+    orphans = McpSession.objects.filter(status__in=McpSession.LIVE)
+    # Their servers died with that process; whatever those started dies now.
+    kill_recorded(orphans.values_list("server_process", flat=True))
+    return orphans.update(
         status=McpSession.Status.LOST,
         worker_channel="",
         ended=timezone.now(),
         status_note="the inspector stopped before this session ended; frames up to its last write are kept",
+        server_process={},
     )

@@ -4,9 +4,10 @@ A worker (``manage.py run_engine_worker``) registers an ``EngineWorker`` row and
 ``last_seen`` every ``INSPECTOR_WORKER_HEARTBEAT`` seconds; each session it owns records the worker's
 name. A worker whose heartbeat is three beats old is gone (killed, out of memory, its machine lost):
 its live sessions become ``lost``, with every frame up to the last write kept, and the pages watching
-them are told. Workers reap each other as they beat, and each hosted web process runs a reaper task
-that does the same every beat, so a crash is noticed even when no worker is left. Never on a GET:
-loading a page changes nothing.
+them are told. Their stdio servers died with it (``PR_SET_PDEATHSIG``); what those servers started
+is killed here too, when the reaper runs on the same machine. Workers reap each other as they beat,
+and each hosted web process runs a reaper task that does the same every beat, so a crash is noticed
+even when no worker is left. Never on a GET: loading a page changes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from sessions.engine import kill_recorded
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime.messages import StateChanged, encode_event
 from sessions.runtime.store import in_db_thread
@@ -63,9 +65,15 @@ def reap() -> list[McpSession]:
             )
             sessions = list(McpSession.objects.filter(worker=worker.name, status__in=McpSession.LIVE))
             McpSession.objects.filter(pk__in=[s.pk for s in sessions]).update(
-                status=McpSession.Status.LOST, status_note=note, worker_channel="", ended=now
+                status=McpSession.Status.LOST,
+                status_note=note,
+                worker_channel="",
+                ended=now,
+                server_process={},
             )
             lost += sessions
+    # Their servers died with the worker; what those started is killed by pid and start time.
+    kill_recorded(s.server_process for s in lost)
     return lost
 
 

@@ -14,5 +14,6 @@ __all__ = ["search"]
 
 @require_GET
 def search(request: AuthedRequest) -> HttpResponse:
-    """Search the frames of every session the person owns (see sessions/search.py for the syntax)."""
-    return render(request, "search.html", results(request.user, request.GET.get("q", "")))
+    """Search the frames of every session the person owns; a query that cannot be read is a 400 saying why."""
+    found = results(request.user, request.GET.get("q", ""))
+    return render(request, "search.html", found, status=400 if found["query"].problems else 200)
