@@ -35,6 +35,10 @@ __all__ = ["main"]
 
 async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
     method = inv.method
+    if method.startswith("skill"):
+        from inspector.cli.skills import call
+
+        return await call(session, inv)
     list_key = METHODS[method][1]
     if list_key is not None:
         return await _list_all(session, method, list_key)
@@ -110,6 +114,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         Frame,
         McpError,
         RequestTimeout,
+        SkillError,
         connect,
     )
 
@@ -162,6 +167,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
             raise _Failure(detail) from None
         except RequestTimeout as exc:
             raise _Failure(f"no response to {inv.method}: {exc}", transport=True) from None
+        except SkillError as exc:  # the server's skill, not the connection: no stderr tail
+            raise _Failure(f"{inv.skill or inv.method}: {exc}") from None
         except EngineError as exc:
             raise _Failure(f"{inv.method} failed: {exc}", transport=True) from None
     finally:

@@ -39,6 +39,7 @@ from ._options import (
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
+from ._skills import Skill, SkillError, SkillRead, Skills, SkillVerificationFailed, offers_skills
 from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._transport import FrameSink, Transport
 
@@ -71,6 +72,11 @@ __all__ = [
     "RequestTimeout",
     "ServerRequestHandler",
     "SessionExpired",
+    "Skill",
+    "SkillError",
+    "SkillRead",
+    "SkillVerificationFailed",
+    "Skills",
     "StdioTarget",
     "Target",
     "Transport",
@@ -81,6 +87,7 @@ __all__ = [
     "error_name",
     "make_transport",
     "mask_headers",
+    "offers_skills",
 ]
 
 
