@@ -205,7 +205,7 @@ def _skill_method(opts: argparse.Namespace) -> None:
     if opts.skill:
         if opts.method or opts.collection:
             raise UsageError("--skill loads a skill by itself: leave out --method and --collection")
-        opts.method = "skill"
+        opts.method = "--skill"
     elif opts.skill_file:
         raise UsageError("--skill-file goes with --skill")
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ EXTENSION = "io.modelcontextprotocol/skills"
 SKILL_MD = "SKILL.md"
 DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_PAGES = 1000
+SHOWN_TEXT = 200_000
+"""``check`` hands back at most this many characters of a file's text (a panel shows it)."""
 
 
 class SkillError(EngineError):
@@ -209,7 +212,8 @@ class SkillRead:
     def digest(self) -> str | None:
         return None if self.content is None else "sha256:" + hashlib.sha256(self.content).hexdigest()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, limit: int | None = None) -> dict[str, Any]:
+        """JSON-ready; ``limit`` cuts the text (or blob) to that many characters, marked ``truncated``."""
         data: dict[str, Any] = {
             "uri": self.uri,
             "ok": self.ok,
@@ -223,6 +227,9 @@ class SkillRead:
             data["text"] = self.text
         elif self.content is not None:
             data["blob"] = base64.b64encode(self.content).decode("ascii")
+        for key in ("text", "blob"):
+            if limit is not None and len(data.get(key, "")) > limit:
+                data[key], data["truncated"] = data[key][:limit], True
         return data
 
 
@@ -407,6 +414,12 @@ class Skills:
         else:
             self._note("skill-rejected", f"{uri} failed verification; its content is not used", read.verdicts)
         return read
+
+    async def check(self, entry: str | dict[str, Any]) -> dict[str, Any]:
+        """Fetch and verify the SKILL.md of an entry (a dict, or its JSON text), as JSON-ready data
+        with the text cut to ``SHOWN_TEXT``: what an inspector shows, whether or not it passed."""
+        skill = Skill.from_entry(json.loads(entry) if isinstance(entry, str) else entry)
+        return (await self.fetch(skill)).to_dict(limit=SHOWN_TEXT)
 
     async def load(self, skill: Skill) -> SkillRead:
         """Load a skill: read its SKILL.md, verified; raises ``SkillVerificationFailed`` if it fails."""

@@ -333,7 +333,7 @@ class SessionOwner:
             else:  # the server just got them in an answer to roots/list: no need to tell it again
                 self.client.roots = list(self.roots)
 
-    async def on_feature(self, command: m.Feature) -> None:
+    async def on_feature(self, command: m.Feature) -> m.Done | None:
         """A panel action whose wire form depends on the revision, done by the engine's own method.
 
         In the handshake revisions they are plain requests (ping, logging/setLevel,
@@ -354,6 +354,8 @@ class SessionOwner:
                 await client.unsubscribe_resource(value)
             elif action == "listen":
                 await client.listen()
+            elif action == "check_skill":  # the value: a skills/list entry; the answer: its SKILL.md, verified
+                return m.Done({"read": await client.skills.check(value)})
             else:
                 raise EngineError(f"unknown panel action {action!r}")
         finally:

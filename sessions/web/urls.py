@@ -16,6 +16,7 @@ from sessions.web import (
     roots,
     search,
     sessions,
+    skills,
     timeline,
     tools,
 )
@@ -43,6 +44,7 @@ session_urls = [
     path("resources/subscribe", resources.subscribe, name="subscribe"),
     path("calls/<int:rpc_id>/contents/<int:index>", resources.resource_blob, name="resource_blob"),
     path("prompts/get", prompts.get_prompt, name="get_prompt"),
+    path("skills/check", skills.check_skill, name="check_skill"),
     path("complete", completion.complete, name="complete"),
     path("logging/level", logs.set_level, name="set_level"),
     path("ping", logs.ping, name="ping"),
