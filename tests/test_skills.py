@@ -39,7 +39,9 @@ REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "servers" / "skills_server.py"
 EXTENSION = "io.modelcontextprotocol/skills"
 OFFERS = {"capabilities": {"resources": {}, "extensions": {EXTENSION: {}}}}
-SKILL_MD = "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n---\n\nSkill body.\n"
+SKILL_MD = (
+    "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n---\n\nSkill body.\n"
+)
 FORMS = "Supporting content.\n"
 URI = "skill://pdf-processing/SKILL.md"
 FORMS_URI = "skill://pdf-processing/references/FORMS.md"
@@ -68,7 +70,9 @@ def contents(uri: str, text: str) -> dict[str, Any]:
 
 
 @asynccontextmanager
-async def scripted(handshake: dict[str, Any] | None = None) -> AsyncIterator[tuple[ClientSession, ScriptedTransport, Recorder]]:
+async def scripted(
+    handshake: dict[str, Any] | None = None,
+) -> AsyncIterator[tuple[ClientSession, ScriptedTransport, Recorder]]:
     server = ScriptedTransport(handshake=OFFERS if handshake is None else handshake)
     session = ClientSession(server, ClientOptions(validate=False, clock=ManualClock()))
     log = Recorder(session)
@@ -114,7 +118,7 @@ def test_frontmatter_reads_the_yaml_skills_use() -> None:
         "description: >\n  Folded text\n  goes on.\n\n  New paragraph.\n"
         "license: 'Apache-2.0'\n"
         'allowed-tools: "Bash(git:*) Read"\n'
-        "metadata:\n  version: \"2.1\"\n  count: 3\n  ratio: 1.5\n  reviewed: true\n  empty:\n"
+        'metadata:\n  version: "2.1"\n  count: 3\n  ratio: 1.5\n  reviewed: true\n  empty:\n'
         "  tags: [a, 'b c', 1]\n  list:\n    - one\n    - two\n"
         "literal: |-\n  line 1\n    indented\n"
         "plain: runs on\n  over lines\n"
@@ -214,14 +218,18 @@ async def test_a_skill_that_matches_its_entry_loads_and_its_listed_files_read() 
         (SKILL_MD + "extra bytes the entry did not account for\n", "skill-size"),
     ],
 )
-async def test_a_skill_md_that_does_not_match_its_entry_is_refused_with_a_verdict(served_text: str, code: str) -> None:
+async def test_a_skill_md_that_does_not_match_its_entry_is_refused_with_a_verdict(
+    served_text: str, code: str
+) -> None:
     async with scripted() as (session, server, log):
         (skill,) = await listed(session, server, entry())
         with pytest.raises(SkillVerificationFailed) as failed:
             await served(session, server, session.skills.load(skill), served_text)
     assert code in {v.code for v in failed.value.read.verdicts}
     (rejected,) = states(log, "skill-rejected")
-    assert code in {v.code for v in rejected.verdicts} and all(v.severity == "error" for v in rejected.verdicts)
+    assert code in {v.code for v in rejected.verdicts} and all(
+        v.severity == "error" for v in rejected.verdicts
+    )
     assert URI in (rejected.note or "")
     assert states(log, "skill-verified") == []
 
@@ -238,7 +246,9 @@ async def test_a_skill_md_whose_frontmatter_differs_from_the_entry_is_refused() 
 
 
 async def test_frontmatter_is_compared_as_json_values() -> None:
-    with_version = "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\nversion: 1\n---\n"
+    with_version = (
+        "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\nversion: 1\n---\n"
+    )
     async with scripted() as (session, server, _):
         same, other = await listed(
             session,
@@ -357,7 +367,11 @@ async def test_the_sdk_skills_server_through_the_engine() -> None:
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "inspector", "--cli", sys.executable, str(SERVER), "stdio"]
     return subprocess.run(
-        [*command, "--protocol-version", "2026-07-28", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+        [*command, "--protocol-version", "2026-07-28", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -398,7 +412,10 @@ def test_cli_skill_options_are_checked() -> None:
         parse_args(["server", "--method", "ping", "--skill", "x"])
     with pytest.raises(UsageError, match="needs --uri"):
         parse_args(["server", "--method", "skills/get"])
-    assert parse_args(["server", "--skill", "x", "--skill-file", "a", "--skill-file", "b"]).skill_files == ["a", "b"]
+    assert parse_args(["server", "--skill", "x", "--skill-file", "a", "--skill-file", "b"]).skill_files == [
+        "a",
+        "b",
+    ]
 
 
 # --- the Skills panel ------------------------------------------------------------------------------------
@@ -454,7 +471,9 @@ async def test_the_skills_panel_lists_and_verifies_against_a_real_server() -> No
         assert "good-skill" in listed_page and "wrong-digest" in listed_page
         assert not await TimelineFrame.objects.filter(session=session, method="resources/read").aexists()
 
-        good = (await client.post(base + "skills/check", {"uri": "skill://good-skill/SKILL.md"})).content.decode()
+        good = (
+            await client.post(base + "skills/check", {"uri": "skill://good-skill/SKILL.md"})
+        ).content.decode()
         assert "verified" in good and "# Good skill" in good
         assert "<script>" not in good and "&lt;script&gt;alert" in good
         bad = await client.post(base + "skills/check", {"uri": "skill://wrong-digest/SKILL.md"})

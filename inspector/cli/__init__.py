@@ -168,7 +168,9 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         except RequestTimeout as exc:
             raise _Failure(f"no response to {inv.method}: {exc}", transport=True) from None
         except SkillError as exc:  # the server's skill, not the connection: no stderr tail
-            raise _Failure(f"{inv.method} {inv.skill}: {exc}" if inv.skill else f"{inv.method}: {exc}") from None
+            raise _Failure(
+                f"{inv.method} {inv.skill}: {exc}" if inv.skill else f"{inv.method}: {exc}"
+            ) from None
         except EngineError as exc:
             raise _Failure(f"{inv.method} failed: {exc}", transport=True) from None
     finally:

@@ -28,8 +28,11 @@ class FrontmatterUnsupported(FrontmatterError):
 
 
 _BLOCK = re.compile(r"\A---[ \t]*\r?\n(.*?)(?:\r?\n)?^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
-_KEY = re.compile(r"""^(?P<key>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{}\[\],&*!|>%@`-][^:#]*?|-[^\s:][^:#]*?)"""
-                  r"""[ \t]*:(?:[ \t]+|$)(?P<rest>.*)$""")  # fmt: skip
+# `key:` then a space or the end; a plain key starts with no indicator and runs to the first `:`.
+_KEY = re.compile(
+    r"""^(?P<key>"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s#'"{}\[\],&*!|>%@`-][^:#]*?|-[^\s:][^:#]*?)"""
+    r"""[ \t]*:(?:[ \t]+|$)(?P<rest>.*)$"""
+)
 _INT = re.compile(r"^[-+]?[0-9]+$")
 _FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
 _ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
@@ -236,10 +239,7 @@ class _Reader:
         while lines and not lines[-1].strip(" "):
             lines.pop()
         trailing = len(raw) - len(lines)
-        if style == "|":
-            text = "\n".join(lines)
-        else:
-            text = _fold(lines)
+        text = "\n".join(lines) if style == "|" else _fold(lines)
         if not lines:
             return ""
         if chomp == "-":

@@ -23,17 +23,14 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._errors import EngineError
 from ._frames import Frame, Verdict
 from ._frontmatter import FrontmatterError, FrontmatterUnsupported, parse_frontmatter
-
-if TYPE_CHECKING:
-    from ._session import ClientSession
 
 __all__ = [
     "EXTENSION",
@@ -247,7 +244,9 @@ def verify_read(skill: Skill, uri: str, result: Any) -> SkillRead:
         digest = "sha256:" + hashlib.sha256(content).hexdigest()
         if digest != listed.digest:
             verdicts.append(
-                Verdict("skill-digest", "error", f"the content hashes to {digest}, the entry says {listed.digest}")
+                Verdict(
+                    "skill-digest", "error", f"the content hashes to {digest}, the entry says {listed.digest}"
+                )
             )
         verified = not verdicts
     read = SkillRead(uri, content, text, mime_type, verified, verdicts)
@@ -306,7 +305,11 @@ def _check_frontmatter(skill: Skill, read: SkillRead) -> None:
     ]
     if differences:
         read.verdicts.append(
-            Verdict("skill-frontmatter", "error", "the frontmatter differs from the entry's: " + "; ".join(differences))
+            Verdict(
+                "skill-frontmatter",
+                "error",
+                "the frontmatter differs from the entry's: " + "; ".join(differences),
+            )
         )
 
 
@@ -315,7 +318,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b and not (isinstance(a, float) and math.isnan(a))
+        return a == b
     if isinstance(a, dict) and isinstance(b, dict):
         return all(_same(a.get(k), b.get(k)) for k in set(a) | set(b))
     if isinstance(a, list) and isinstance(b, list):
@@ -328,10 +331,25 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class Requester(Protocol):
+    """What ``Skills`` needs of a session (``ClientSession`` is one)."""
+
+    @property
+    def server_capabilities(self) -> dict[str, Any]: ...
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, **options: Any
+    ) -> dict[str, Any]: ...
+
+    async def list_page(self, method: str, cursor: str | None = None, **options: Any) -> dict[str, Any]: ...
+
+    def record(self, frame: Frame) -> Frame: ...
+
+
 class Skills:
     """A session's skills (``session.skills``): list, get, load and read, verifying every file."""
 
-    def __init__(self, session: ClientSession) -> None:
+    def __init__(self, session: Requester) -> None:
         self.session = session
 
     @property
@@ -362,7 +380,10 @@ class Skills:
             self._note(
                 "skills-listed",
                 f"skills/list: {len(invalid)} of {len(skills)} entries are invalid and cannot be loaded",
-                [Verdict("skill-entry", "error", f"{s.uri or '?'}: {'; '.join(s.problems)}") for s in invalid],
+                [
+                    Verdict("skill-entry", "error", f"{s.uri or '?'}: {'; '.join(s.problems)}")
+                    for s in invalid
+                ],
             )
         return skills
 
@@ -435,5 +456,7 @@ class Skills:
             raise SkillVerificationFailed(read)
         return read
 
-    def _note(self, state: str, note: str, verdicts: list[Verdict]) -> None:
-        self.session.record(Frame("state", "local", transport={"state": state}, note=note, verdicts=verdicts))
+    def _note(self, state: str, note: str, verdicts: Sequence[Verdict]) -> None:
+        # (Sequence: in this class, ``list`` names the method.)
+        frame = Frame("state", "local", transport={"state": state}, note=note, verdicts=[*verdicts])
+        self.session.record(frame)

@@ -354,12 +354,13 @@ class SessionOwner:
                 await client.unsubscribe_resource(value)
             elif action == "listen":
                 await client.listen()
-            elif action == "check_skill":  # the value: a skills/list entry; the answer: its SKILL.md, verified
+            elif action == "check_skill":  # value: a skills/list entry; answer: its SKILL.md, verified
                 return m.Done({"read": await client.skills.check(value)})
             else:
                 raise EngineError(f"unknown panel action {action!r}")
         finally:
             await self._until_stored()
+        return None
 
     async def on_reinitialize(self, command: m.Reinitialize) -> None:
         client = self._live_client()

@@ -63,7 +63,9 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
 
 
 def _listed_entry(session: McpSession, uri: str) -> dict[str, Any] | None:
-    found = [e for e in _entries(latest(session, "skills/list", {})) if isinstance(e, dict) and e.get("uri") == uri]
+    found = [
+        e for e in _entries(latest(session, "skills/list", {})) if isinstance(e, dict) and e.get("uri") == uri
+    ]
     return found[0] if found else None
 
 

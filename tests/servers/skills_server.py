@@ -66,7 +66,11 @@ FILES: dict[str, str] = {
 def _file(uri: str, content: str | None = None, size_delta: int = 0) -> dict[str, Any]:
     """A manifest entry for ``uri``; ``content`` is what the entry claims (default: what is served)."""
     data = (FILES[uri] if content is None else content).encode()
-    return {"uri": uri, "digest": "sha256:" + hashlib.sha256(data).hexdigest(), "size": len(data) + size_delta}
+    return {
+        "uri": uri,
+        "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+        "size": len(data) + size_delta,
+    }
 
 
 def _entry(name: str, description: str, resources: Any, **more: Any) -> dict[str, Any]:
@@ -127,7 +131,10 @@ class SkillsExtension(Extension):
     identifier = SKILLS
 
     def methods(self) -> list[MethodBinding]:
-        return [MethodBinding("skills/list", ListSkillsParams, list_skills), MethodBinding("skills/get", GetSkillParams, get_skill)]  # type: ignore[arg-type]  # fmt: skip
+        return [
+            MethodBinding("skills/list", ListSkillsParams, list_skills),  # type: ignore[arg-type]
+            MethodBinding("skills/get", GetSkillParams, get_skill),  # type: ignore[arg-type]
+        ]
 
 
 server = MCPServer("skills-test-server", version="1.0.0", extensions=[SkillsExtension()], log_level="WARNING")
