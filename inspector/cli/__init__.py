@@ -35,6 +35,10 @@ __all__ = ["main"]
 
 async def _call(session: ClientSession, inv: Invocation) -> dict[str, Any]:
     method = inv.method
+    if method.startswith("skills/") or inv.skill:
+        from inspector.cli.skills import call
+
+        return await call(session, inv)
     list_key = METHODS[method][1]
     if list_key is not None:
         return await _list_all(session, method, list_key)
@@ -145,6 +149,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         Frame,
         McpError,
         RequestTimeout,
+        SkillError,
         connect,
     )
 
@@ -203,6 +208,10 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
             raise _Failure(detail) from None
         except RequestTimeout as exc:
             raise _Failure(f"no response to {inv.method}: {exc}", transport=True) from None
+        except SkillError as exc:  # the server's skill, not the connection: no stderr tail
+            raise _Failure(
+                f"{inv.method} {inv.skill}: {exc}" if inv.skill else f"{inv.method}: {exc}"
+            ) from None
         except EngineError as exc:
             raise _Failure(f"{inv.method} failed: {exc}", transport=True) from None
     finally:

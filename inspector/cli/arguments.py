@@ -42,6 +42,9 @@ METHODS: dict[str, tuple[str | None, str | None]] = {
     "tasks/get": ("task_id", None),
     "tasks/result": ("task_id", None),
     "tasks/cancel": ("task_id", None),
+    # The skills extension (inspector/cli/skills.py); --skill NAME loads one, verified.
+    "skills/list": (None, None),
+    "skills/get": ("uri", None),
 }
 REQUIRED_OPTION = {
     "tool_name": "--tool-name",
@@ -88,6 +91,9 @@ class Invocation:
     """How to answer elicitation/create (``--elicitation``); ``None``: not declared, refused."""
     sampling: Policy | None = None
     """How to answer sampling/createMessage (``--sampling``); ``None``: not declared, refused."""
+    skill: str | None = None
+    """``--skill``: the skill to load and verify (its name or SKILL.md URI), instead of ``--method``."""
+    skill_files: list[str] = field(default_factory=list)
 
 
 # --- the command line -------------------------------------------------------------------------------------
@@ -119,7 +125,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="tool argument; a value that parses as JSON is sent as JSON, else as a string (repeatable)",
     )
-    parser.add_argument("--uri", help="resource URI (resources/read)")
+    parser.add_argument("--uri", help="resource URI (resources/read), or a skill's SKILL.md URI (skills/get)")
     parser.add_argument("--prompt-name", help="prompt name (prompts/get)")
     parser.add_argument(
         "--prompt-args",
@@ -218,7 +224,34 @@ def _build_parser() -> argparse.ArgumentParser:
         help="declare sampling and answer every sampling/createMessage: reject it, "
         "or reply with the CreateMessageResult in FILE",
     )
+    _add_skill_options(parser)
     return parser
+
+
+def _add_skill_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--skill",
+        metavar="NAME|URI",
+        help="load a skill (instead of --method): read its SKILL.md and verify its size, digest and "
+        "frontmatter against the skills/list entry",
+    )
+    parser.add_argument(
+        "--skill-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --skill: then read this file of the skill (relative to its root), verified (repeatable)",
+    )
+
+
+def _skill_method(opts: argparse.Namespace) -> None:
+    """``--skill`` stands in for ``--method``."""
+    if opts.skill:
+        if opts.method or opts.collection:
+            raise UsageError("--skill loads a skill by itself: leave out --method and --collection")
+        opts.method = "--skill"
+    elif opts.skill_file:
+        raise UsageError("--skill-file goes with --skill")
 
 
 def _split_pair(text: str, what: str) -> tuple[str, str]:
@@ -268,6 +301,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     opts, extra = _build_parser().parse_known_args(before)
     words = [*extra, *after]
 
+    _skill_method(opts)
     steps = None
     if opts.collection:
         if opts.method:
@@ -283,9 +317,9 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         raise UsageError("--junit goes with --collection")
     if not opts.method:
         raise UsageError("--method is required (one of: " + ", ".join(METHODS) + "), or --collection FILE")
-    if opts.method not in METHODS and steps is None:
+    if opts.method not in METHODS and steps is None and not opts.skill:
         raise UsageError(f"unsupported method {opts.method!r}; choose one of: " + ", ".join(METHODS))
-    needed = METHODS[opts.method][0] if steps is None else None
+    needed = METHODS[opts.method][0] if steps is None and not opts.skill else None
     if needed is not None and not getattr(opts, needed):
         raise UsageError(f"{opts.method} needs {REQUIRED_OPTION[needed]}")
     task = _task_option(opts.task, opts.method)
@@ -350,6 +384,8 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         collection_name=os.path.basename(opts.collection or "collection"),
         elicitation=elicitation,
         sampling=sampling,
+        skill=opts.skill,
+        skill_files=opts.skill_file,
     )
 
 

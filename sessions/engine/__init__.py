@@ -42,6 +42,7 @@ from ._processes import ServerProcess, kill_recorded, kill_tree
 from ._requests import RequestHandle
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
+from ._skills import Skill, SkillError, SkillRead, Skills, SkillVerificationFailed, offers_skills
 from ._targets import HttpTarget, StdioTarget, Target, mask_headers
 from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
 from ._tasks import TASK_METHODS, TaskBook
@@ -83,6 +84,11 @@ __all__ = [
     "ServerProcess",
     "ServerRequestHandler",
     "SessionExpired",
+    "Skill",
+    "SkillError",
+    "SkillRead",
+    "SkillVerificationFailed",
+    "Skills",
     "StdioTarget",
     "Target",
     "Task",
@@ -100,6 +106,7 @@ __all__ = [
     "mask_headers",
     "task_augmentable",
     "x_mcp_header_problem",
+    "offers_skills",
 ]
 
 

@@ -29,6 +29,7 @@ from ._peer import PeerState
 from ._protocol import INPUT_REQUIRED_METHODS, META_LOG_LEVEL, UNCANCELLABLE, encode
 from ._requests import Outgoing, RequestHandle, RequestOptions, RequestTable
 from ._serving import ServerRequestHandler, ServerRequests
+from ._skills import Skills
 from ._transport import Transport
 
 __all__ = ["ClientSession", "RequestHandle", "ServerRequestHandler"]
@@ -555,6 +556,11 @@ class ClientSession:
         self.roots = list(roots)
         if self.client_capabilities.get("roots", {}).get("listChanged"):
             await self.notify("notifications/roots/list_changed")
+
+    @property
+    def skills(self) -> Skills:
+        """The skills extension (io.modelcontextprotocol/skills): list skills, load and verify their files."""
+        return Skills(self)
 
     # --- subscriptions/listen (stateless) -----------------------------------------------
 

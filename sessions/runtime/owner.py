@@ -345,7 +345,7 @@ class SessionOwner:
             else:  # the server just got them in an answer to roots/list: no need to tell it again
                 self.client.roots = list(self.roots)
 
-    async def on_feature(self, command: m.Feature) -> None:
+    async def on_feature(self, command: m.Feature) -> m.Done | None:
         """A panel action whose wire form depends on the revision, done by the engine's own method.
 
         In the handshake revisions they are plain requests (ping, logging/setLevel,
@@ -366,10 +366,13 @@ class SessionOwner:
                 await client.unsubscribe_resource(value)
             elif action == "listen":
                 await client.listen()
+            elif action == "check_skill":  # value: a skills/list entry; answer: its SKILL.md, verified
+                return m.Done({"read": await client.skills.check(value)})
             else:
                 raise EngineError(f"unknown panel action {action!r}")
         finally:
             await self._until_stored()
+        return None
 
     async def on_reinitialize(self, command: m.Reinitialize) -> None:
         client = self._live_client()

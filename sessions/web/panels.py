@@ -13,10 +13,10 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import conformance
-from sessions.web import logs, prompts, resources, roots, tasks, tools
+from sessions.web import logs, prompts, resources, roots, skills, tasks, tools
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
-__all__ = ["PANELS", "list_items", "panel", "panel_context"]
+__all__ = ["PANELS", "list_items", "panel", "panel_context", "visible"]
 
 PanelContext = Callable[[McpSession, AuthedRequest, dict[str, Any]], dict[str, Any]]
 
@@ -38,8 +38,16 @@ PANELS: dict[str, PanelContext] = {
     "tasks": tasks.panel_context,
     "logging": logs.panel_context,
     "roots": roots.panel_context,
+    "skills": skills.panel_context,
     "conformance": _conformance,
 }
+# Panels for features a server may not offer at all: their tab shows only when it does.
+OPTIONAL: dict[str, Callable[[McpSession], bool]] = {"skills": skills.offered}
+
+
+def visible(session: McpSession) -> list[str]:
+    """The tabs the session page shows."""
+    return [name for name in PANELS if name not in OPTIONAL or OPTIONAL[name](session)]
 
 
 # What a panel's list button asks for: the method, and the panel that shows its pages.
@@ -47,6 +55,7 @@ LISTS = {
     "resources": ("resources/list", "resources"),
     "templates": ("resources/templates/list", "resources"),
     "prompts": ("prompts/list", "prompts"),
+    "skills": ("skills/list", "skills"),
 }
 
 
@@ -66,7 +75,7 @@ async def panel(request: AuthedRequest, public_id: Any, name: str) -> HttpRespon
     context = await sync_to_async(panel_context)(session, name, request)
     html = await sync_to_async(render_to_string)(f"sessions/panels/{name}.html", context, request)
     tabs = render_to_string(
-        "sessions/_tabs.html", {"session": session, "tab": name, "panels": list(PANELS), "oob": True}
+        "sessions/_tabs.html", {"session": session, "tab": name, "panels": visible(session), "oob": True}
     )
     return HttpResponse(html + tabs)
 

@@ -19,7 +19,7 @@ from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, import_recording
 from sessions.web.forms import ConnectForm, ImportForm
-from sessions.web.panels import PANELS, panel_context
+from sessions.web.panels import PANELS, panel_context, visible
 from sessions.web.shortcuts import error_response, owned_session
 
 __all__ = [
@@ -143,7 +143,7 @@ def _session_context(session: McpSession, tab: str, request: AuthedRequest) -> d
         "opened": frame_detail(session, int(wanted)) if wanted.isdigit() else None,
         "session": session,
         "tab": tab,
-        "panels": list(PANELS),
+        "panels": visible(session),
         "panel": panel_context(session, tab, request),
         "calls": recent_calls(session),
         "reviews": list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)),

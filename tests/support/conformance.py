@@ -137,8 +137,19 @@ def schema_preservation(cli: Cli, context: dict[str, Any]) -> None:
     call("json_schema_echo", schema=schema)(cli, context)
 
 
-def not_mapped(cli: Cli, context: dict[str, Any]) -> None:
-    raise CliFailed("the skills extension has no CLI option yet")
+def list_skills(cli: Cli, context: dict[str, Any]) -> None:
+    cli("--method", "skills/list")
+
+
+def use_skills(cli: Cli, context: dict[str, Any]) -> None:
+    # As a host would: load each listed skill and every file it lists. A skill that fails its
+    # verification must stop the CLI before the rest is read (exit 1 is allowed there).
+    for entry in cli("--method", "skills/list")["skills"]:
+        prefix = entry["uri"].removesuffix("SKILL.md")
+        files = [
+            r["uri"].removeprefix(prefix) for r in entry.get("resources", []) if r["uri"] != entry["uri"]
+        ]
+        cli("--skill", entry["uri"], *[a for path in files for a in ("--skill-file", path)], ok=False)
 
 
 PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
@@ -155,10 +166,10 @@ PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
     "http-invalid-tool-headers": invalid_tool_headers,
     "json-schema-ref-no-deref": list_tools,
     "json-schema-2020-12-preservation": schema_preservation,
-    "sep-2640-client-no-prefetch": not_mapped,
-    "sep-2640-client-verify-digest": not_mapped,
-    "sep-2640-client-verify-size": not_mapped,
-    "sep-2640-client-verify-frontmatter": not_mapped,
+    "sep-2640-client-no-prefetch": list_skills,
+    "sep-2640-client-verify-digest": use_skills,
+    "sep-2640-client-verify-size": use_skills,
+    "sep-2640-client-verify-frontmatter": use_skills,
 }
 
 
