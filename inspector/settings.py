@@ -209,6 +209,8 @@ LOGGING = {
 # --- MCP sessions -------------------------------------------------------------------------
 # Seconds a live session survives with no browser tab watching it (0: forever).
 INSPECTOR_IDLE_TIMEOUT = envint("INSPECTOR_IDLE_TIMEOUT", 900)
+# The largest message a server may send: a bigger one is kept as its head with a verdict.
+INSPECTOR_MAX_MESSAGE_BYTES = envint("INSPECTOR_MAX_MESSAGE_BYTES", 16 * 1024 * 1024)
 # Hosted set-up: engine workers heartbeat this often (seconds); three missed beats and the sessions
 # they owned are marked lost.
 INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)

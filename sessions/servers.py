@@ -101,11 +101,15 @@ def build_target(config: dict[str, Any]) -> Target:
 
 
 def build_options(
-    config: dict[str, Any], *, first_request_id: int = 0, roots: list[Any] | None = None
+    config: dict[str, Any],
+    *,
+    first_request_id: int = 0,
+    roots: list[Any] | None = None,
+    max_message_bytes: int | None = None,
 ) -> ClientOptions:
     """Turn a server config into the engine options of a session in the web runtime."""
     caps = config.get("capabilities", {})
-    return ClientOptions(
+    options = ClientOptions(
         protocol_version=config.get("protocol_version") or DEFAULT_PROTOCOL_VERSION,
         mode=config.get("mode") or "handshake",
         capabilities=ClientCapabilities(
@@ -124,3 +128,6 @@ def build_options(
         first_request_id=first_request_id,
         listen=True,  # stateless: a subscriptions/listen stream, so list changes reach the timeline
     )
+    if max_message_bytes:
+        options.max_message_bytes = max_message_bytes
+    return options

@@ -373,3 +373,35 @@ def test_the_cli_resumes_a_dropped_reply_stream_unless_told_not_to(bad_http: Bad
     assert refused.returncode != 0 and "ended too often" in refused.stderr
     negative = run_cli(bad_http("cut"), *call, "--max-reconnects", "-1")
     assert negative.returncode == 2 and "--max-reconnects" in negative.stderr
+
+
+@pytest.mark.slow
+def test_the_cli_takes_max_message_bytes_and_records_the_head_with_its_verdict(
+    bad_stdio: BadStdio, tmp_path: Path
+) -> None:
+    server = bad_stdio("endless-line")
+    record = tmp_path / "frames.jsonl"
+    proc = run_cli(
+        server["command"], *server["args"], "--max-message-bytes", "4096", "--record", str(record),
+        "--method", "tools/call", "--tool-name", "t", "--tool-arg", "size=100000",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["content"][0]["text"] == "after endless line"
+    frames = [json.loads(line) for line in record.read_text().splitlines()]
+    [big] = [f for f in frames if any(v["code"] == "message-too-large" for v in f["verdicts"])]
+    assert len(big["raw"]) == HEAD_BYTES
+    # Without the option, the default (16 MiB) takes the same line whole.
+    proc = run_cli(
+        server["command"], *server["args"], "--record", str(record),
+        "--method", "tools/call", "--tool-name", "t", "--tool-arg", "size=100000",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    codes = [v["code"] for f in map(json.loads, record.read_text().splitlines()) for v in f["verdicts"]]
+    assert codes == ["invalid-json"]  # the x's are whole, and no JSON
+
+
+def test_the_app_passes_its_max_message_bytes_to_every_session() -> None:
+    from sessions.servers import build_options
+
+    assert build_options({}, max_message_bytes=5000).max_message_bytes == 5000
+    assert build_options({}).max_message_bytes == 16 * MIB

@@ -82,6 +82,8 @@ class Invocation:
     timeout: float = DEFAULT_TIMEOUT
     max_reconnects: int | None = None
     """``--max-reconnects``: resumptions of a dropped SSE reply stream (``None``: the engine default)."""
+    max_message_bytes: int | None = None
+    """``--max-message-bytes``: a bigger message is kept as its head, flagged (``None``: the default)."""
     record: str | None = None
     collection: list[Any] | None = None
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
@@ -190,6 +192,13 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="how many times in a row a dropped SSE reply stream is resumed, honouring the server's "
         "retry: and sending Last-Event-ID (default 3; 0: never)",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        metavar="N",
+        help="the largest message the server may send (default 16 MiB); "
+        "a bigger one is kept as its first 4 KiB with a verdict",
     )
     parser.add_argument(
         "--insecure",
@@ -325,6 +334,8 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     task = _task_option(opts.task, opts.method)
     if opts.max_reconnects is not None and opts.max_reconnects < 0:
         raise UsageError("--max-reconnects must be 0 or more")
+    if opts.max_message_bytes is not None and opts.max_message_bytes < 1024:
+        raise UsageError("--max-message-bytes must be at least 1024")
     if not opts.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
     if opts.server and not opts.config:
@@ -378,6 +389,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
         max_reconnects=opts.max_reconnects,
+        max_message_bytes=opts.max_message_bytes,
         record=opts.record,
         collection=steps,
         junit=opts.junit,

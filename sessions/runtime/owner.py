@@ -127,7 +127,12 @@ class SessionOwner:
         return "failed" if state == "failed" else "closed"
 
     async def _connect(self) -> None:
-        options = build_options(self.config, first_request_id=self.next_request_id, roots=self.roots)
+        options = build_options(
+            self.config,
+            first_request_id=self.next_request_id,
+            roots=self.roots,
+            max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES,
+        )
         try:
             client = ClientSession(make_transport(build_target(self.config)), options)
         except Exception as exc:  # a config the engine cannot use
