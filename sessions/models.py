@@ -101,6 +101,7 @@ class McpSession(models.Model):
         CLOSED = "closed"
         FAILED = "failed"
         LOST = "lost"
+        IMPORTING = "importing"  # opened from a recording, its frames still being stored
 
     # State frames that are steps of the lifecycle (shown as phases, and as the session's status note).
     # The engine's other state frames are notes on the timeline: a log level, a cancel over HTTP, a
@@ -138,9 +139,16 @@ class McpSession(models.Model):
     last_seq = models.BigIntegerField(default=0)
     roots = models.JSONField(default=list, blank=True)
     phases = models.JSONField(default=list, blank=True, help_text="lifecycle phases with their times")
+    recording_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="the recording file it was opened from (its SHA-256)"
+    )
+    import_progress = models.JSONField(
+        default=dict, blank=True, help_text="while importing: frames stored, bytes read, the file's size"
+    )
 
     class Meta:
         ordering = ["-created"]
+        indexes = [models.Index(fields=["owner", "recording_sha256"], name="session_recording")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"

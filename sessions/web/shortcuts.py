@@ -1,11 +1,15 @@
-"""What every feature's views share: the person's session, a request through its owner, its call card."""
+"""What every feature's views share: the person's session, its parameters read once, a request
+through its owner, its call card."""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import Http404, HttpResponse
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
@@ -17,15 +21,50 @@ from sessions.timeline.calls import call_context
 from sessions.timeline.listings import latest_result
 
 __all__ = [
+    "BadParameter",
     "ask",
     "capabilities",
     "error_response",
     "feature",
+    "float_param",
+    "int_param",
     "latest",
     "owned_session",
     "render_call",
     "render_panel",
 ]
+
+MAX_INT = 2**63 - 1  # what a BigIntegerField (a frame's seq) holds
+# ASCII only: int() and float() also take other scripts' digits ("²" passes isdigit, "١٢" is 12).
+INTEGER = re.compile(r"-?[0-9]{1,19}")
+DECIMAL = re.compile(r"[-+]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][-+]?[0-9]{1,3})?")
+
+
+class BadParameter(BadRequest):
+    """A query or form parameter that is not what the view takes: a 400 that says which and why."""
+
+
+def int_param(data: QueryDict, name: str, *, minimum: int = 0, maximum: int = MAX_INT) -> int | None:
+    """A whole-number parameter in ``minimum..maximum``; ``None`` when absent or empty."""
+    text = str(data.get(name) or "").strip()
+    if not text:
+        return None
+    if not INTEGER.fullmatch(text) or not minimum <= int(text) <= maximum:
+        raise BadParameter(f"{name} must be a whole number from {minimum} to {maximum}")
+    return int(text)
+
+
+def float_param(
+    data: QueryDict, name: str, *, minimum: float = 0.0, maximum: float = 1e9
+) -> float | None:
+    """A decimal parameter (finite, in ``minimum..maximum``); ``None`` when absent or empty."""
+    text = str(data.get(name) or "").strip()
+    if not text:
+        return None
+    number = float(text) if DECIMAL.fullmatch(text) else math.nan
+    if not (math.isfinite(number) and minimum <= number <= maximum):
+        raise BadParameter(f"{name} must be a number from {minimum:g} to {maximum:g}")
+    return number
 
 
 async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:

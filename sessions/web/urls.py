@@ -23,6 +23,7 @@ from sessions.web import (
 session_urls = [
     path("", sessions.session_page, name="session"),
     path("delete", sessions.delete_session, name="delete_session"),
+    path("import", sessions.import_status, name="import_status"),
     path("disconnect", sessions.disconnect, name="disconnect"),
     path("reconnect", sessions.reconnect, name="reconnect"),
     path("reinitialize", sessions.reinitialize, name="reinitialize"),
