@@ -237,17 +237,15 @@ def _number(record: dict[str, Any], name: str, line: int, low: float, high: floa
     return number
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
-    """Whether a JSON value nests more than ``limit`` levels (iterative: any depth is safe to ask)."""
-    stack = [(value, 0)]
+def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Whether a JSON object or array nests more than ``limit`` levels (iterative: any depth is safe)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth >= limit:
+        if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
 
 

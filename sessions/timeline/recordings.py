@@ -333,7 +333,7 @@ def _import(session: McpSession, file: IO[bytes], total: int) -> None:
     while it imports stops the import quietly.
     """
     facts, count, last, offset = _Facts(), 0, 0, 0
-    batch: list[TimelineFrame] = []
+    batch: list[dict[str, Any]] = []
     try:
         for offset, frame in read_frames(file):
             facts.see(frame)
@@ -341,7 +341,7 @@ def _import(session: McpSession, file: IO[bytes], total: int) -> None:
             if count > MAX_FRAMES:
                 raise RecordingError(f"more than {MAX_FRAMES:,} frames")
             last = max(last, frame.seq)
-            batch.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+            batch.append(frame_row(frame, 0))
             if len(batch) >= BATCH:
                 if not _store(session, batch, count, offset, total):
                     return
@@ -365,9 +365,9 @@ def _import(session: McpSession, file: IO[bytes], total: int) -> None:
     session.refresh_from_db()
 
 
-def _store(session: McpSession, batch: list[TimelineFrame], count: int, offset: int, total: int) -> bool:
+def _store(session: McpSession, batch: list[dict[str, Any]], count: int, offset: int, total: int) -> bool:
     """Store a batch and the progress in one short transaction; False when the session is gone."""
-    seqs = Counter(frame.seq for frame in batch)
+    seqs = Counter(row["seq"] for row in batch)
     progress = {"frames": count, "bytes": offset, "total": total, "at": time.time()}
     with transaction.atomic():
         if not McpSession.objects.filter(pk=session.pk).update(import_progress=progress):
@@ -377,5 +377,5 @@ def _store(session: McpSession, batch: list[TimelineFrame], count: int, offset: 
         )
         if repeated:
             raise RecordingError(f"frame {repeated[0]} appears twice")
-        TimelineFrame.objects.bulk_create(batch)
+        TimelineFrame.insert_rows(session.pk, batch)
     return True
