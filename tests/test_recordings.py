@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import html
 import json
+import re
 import threading
 import time
 import tracemalloc
@@ -14,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
+from support.processes import free_port
 from support.web import logged_in_client, make_user, wait_until
 
 from sessions.models import McpSession, TimelineFrame
@@ -328,3 +331,69 @@ async def test_a_30_mb_frame_within_the_limit_is_stored_quickly() -> None:
     await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="closed").exists(), timeout=60)
     frame = await TimelineFrame.objects.aget(session=session)
     assert frame.size == 30_000_000
+
+
+def peak_rss_mb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    assert match is not None
+    return int(match[1]) // 1024
+
+
+@pytest.mark.slow
+def test_mcp_inspector_takes_a_big_upload_without_holding_it_in_memory_or_stalling_other_pages(
+    tmp_path: Path,
+) -> None:
+    """Through daphne: Twisted would parse the whole multipart body in memory, on the event loop."""
+    from test_startup import LOGIN_LINE, inspector
+
+    path = tmp_path / "big.jsonl"
+    generate(path, 40)
+    size_mb = path.stat().st_size / 1e6
+    port = free_port()
+    with inspector("--port", str(port), data_dir=tmp_path / "data") as (proc, output):
+        login = output.wait_for(LOGIN_LINE)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as browser:
+            page = browser.get(login["url"])
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+            assert csrf is not None
+            browser.post("/auth/token", data={"token": login["token"], "csrfmiddlewaretoken": csrf[1]})
+            token = browser.cookies["mcp_inspector_csrftoken"]
+            before = peak_rss_mb(proc.pid)
+
+            slowest, done = 0.0, threading.Event()
+
+            def probe() -> None:
+                nonlocal slowest
+                with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as other:
+                    while not done.is_set():
+                        started = time.monotonic()
+                        assert other.get("/healthz").status_code == 200
+                        slowest = max(slowest, time.monotonic() - started)
+                        done.wait(0.05)
+
+            prober = threading.Thread(target=probe)
+            prober.start()
+            try:
+                with path.open("rb") as file:
+                    response = browser.post(
+                        "/recordings/open",
+                        files={"recording": ("big.jsonl", file, "application/x-ndjson")},
+                        headers={"X-CSRFToken": token},
+                    )
+            finally:
+                done.set()
+                prober.join()
+            grown = peak_rss_mb(proc.pid) - before
+            assert response.status_code == 302, response.text[-500:]
+            print(f"\n{size_mb:.0f} MB through daphne: peak RSS grew {grown} MB, slowest /healthz {slowest:.2f} s")
+            # daphne hands the body to the application in pieces it has all queued (about the
+            # file's size, for a moment); Twisted's own parsing took ten times that.
+            assert grown < 2 * size_mb + 60, grown
+            assert slowest < 2.0, slowest
+            location = response.headers["location"]
+            deadline = time.monotonic() + 120
+            while "importing:" in browser.get(location + "import").text:
+                assert time.monotonic() < deadline, "the import did not finish"
+                done.wait(0.5)
+            assert 'id="f-' in browser.get(location).text
