@@ -23,6 +23,7 @@ __all__ = [
     "SEVERITY_ORDER",
     "SUMMARY_FIELDS",
     "RecordError",
+    "deeper_than",
     "frame_from_record",
     "frame_of",
     "frame_row",
@@ -237,7 +238,7 @@ def _number(record: dict[str, Any], name: str, line: int, low: float, high: floa
     return number
 
 
-def _deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+def deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
     """Whether a JSON object or array nests more than ``limit`` levels (iterative: any depth is safe)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -269,7 +270,9 @@ def _raw(record: dict[str, Any], line: int) -> bytes:
     try:
         return raw.encode(encoding)
     except UnicodeEncodeError as exc:
-        raise RecordError(f"line {line}: raw does not fit its raw_encoding {encoding} ({exc.reason})") from None
+        raise RecordError(
+            f"line {line}: raw does not fit its raw_encoding {encoding} ({exc.reason})"
+        ) from None
 
 
 def frame_from_record(record: Any, line: int) -> Frame:
@@ -280,13 +283,11 @@ def frame_from_record(record: Any, line: int) -> Frame:
     """
     if not isinstance(record, dict):
         raise RecordError(f"line {line}: expected a JSON object (a frame)")
-    if _deeper_than(record, MAX_DEPTH):
+    if deeper_than(record, MAX_DEPTH):
         raise RecordError(f"line {line}: nested more than {MAX_DEPTH} levels deep")
     kind, direction, seq = record.get("kind"), record.get("direction"), _seq(record.get("seq"))
     if not (_one_of(kind, KINDS) and _one_of(direction, DIRECTIONS) and seq is not None):
-        raise RecordError(
-            f"line {line}: not a frame (needs seq from 1 to {MAX_SEQ}, a kind and a direction)"
-        )
+        raise RecordError(f"line {line}: not a frame (needs seq from 1 to {MAX_SEQ}, a kind and a direction)")
     rpc_kind = record.get("rpc_kind") or None
     if rpc_kind is not None and not _one_of(rpc_kind, RPC_KINDS):
         raise RecordError(f"line {line}: rpc_kind must be one of {', '.join(sorted(RPC_KINDS))}")

@@ -33,7 +33,9 @@ BOUNDARY = "recording-boundary-7d3f"
 def record(seq: int, **fields: Any) -> dict[str, Any]:
     """A frame as Frame.to_dict writes it: a server's message by default."""
     base = {"seq": seq, "kind": "message", "direction": "in", "wall": 1_700_000_000.0 + seq, "mono": seq}
-    return base | {"raw": '{"jsonrpc":"2.0","method":"notifications/message"}', "raw_encoding": "utf-8"} | fields
+    return (
+        base | {"raw": '{"jsonrpc":"2.0","method":"notifications/message"}', "raw_encoding": "utf-8"} | fields
+    )
 
 
 def lines(*records: dict[str, Any] | str) -> bytes:
@@ -59,25 +61,36 @@ HOSTILE = {
     "an unhashable kind": (lines(record(1, kind=["message"])), "line 1: not a frame"),
     "wall NaN": (b'{"seq": 1, "kind": "state", "direction": "local", "wall": NaN}\n', "NaN is not JSON"),
     "wall 1e300": (lines(record(1, wall=1e300)), "line 1: wall 1e+300 is out of range"),
-    "wall 1e999": (b'{"seq": 1, "kind": "state", "direction": "local", "wall": 1e999}\n', "1e999 is not a finite"),
+    "wall 1e999": (
+        b'{"seq": 1, "kind": "state", "direction": "local", "wall": 1e999}\n',
+        "1e999 is not a finite",
+    ),
     "mono a huge integer": (lines(record(1, mono=10**400)), "line 1: mono 1000000000"),
     "latency negative": (lines(record(1, latency_ms=-5)), "line 1: latency_ms -5 is out of range"),
     "latin-1 text that is not latin-1": (
         lines(record(1, raw="price: €5", raw_encoding="latin-1")),
         "line 1: raw does not fit its raw_encoding latin-1",
     ),
-    "a lone surrogate": (lines(record(1, raw="\\ud800")).replace(b"\\\\ud800", b"\\ud800"), "raw does not fit"),
+    "a lone surrogate": (
+        lines(record(1, raw="\\ud800")).replace(b"\\\\ud800", b"\\ud800"),
+        "raw does not fit",
+    ),
     "an unknown encoding": (lines(record(1, raw_encoding="utf-16")), "raw_encoding must be utf-8 or latin-1"),
     "an unknown rpc_kind": (lines(record(1, rpc_kind={"a": 1})), "line 1: rpc_kind must be one of"),
     "JSON nested 100,000 deep": (b"[" * 100_000 + b"\n", "line 1: JSON nested too deeply"),
     "a record nested 70 deep": (DEEP.encode() + b"\n", "line 1: nested more than 64 levels deep"),
-    "not UTF-8": (b'{"seq": 1, "kind": "state", "direction": "local", "note": "\xff"}\n', "line 1: not UTF-8"),
+    "not UTF-8": (
+        b'{"seq": 1, "kind": "state", "direction": "local", "note": "\xff"}\n',
+        "line 1: not UTF-8",
+    ),
     "a bad second line": (lines(record(1), "{"), "line 2: not JSON"),
 }
 
 
 @pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
-async def test_a_hostile_recording_is_refused_with_its_line_and_the_reason_and_nothing_stored(case: str) -> None:
+async def test_a_hostile_recording_is_refused_with_its_line_and_the_reason_and_nothing_stored(
+    case: str,
+) -> None:
     content, expected = HOSTILE[case]
     client = await logged_in_client(await make_user())
     page = refusal(await open_file(client, "hostile.jsonl", content))
@@ -91,7 +104,12 @@ async def test_long_fields_and_nul_are_stored_cut_and_visible_and_every_page_ope
     content = lines(
         record(1, method=method, rpc_kind="request", rpc_id="i" * 400, note="a\x00b", pair_seq=2**70),
         record(2, kind="state", direction="local", transport={"state": "closed", "k\x00": ["v\x00"]}),
-        record(3, raw="a\x00b", parse_error="bad\x00json", verdicts=[{"code": "x", "severity": "error", "message": "m\x00"}]),
+        record(
+            3,
+            raw="a\x00b",
+            parse_error="bad\x00json",
+            verdicts=[{"code": "x", "severity": "error", "message": "m\x00"}],
+        ),
     )
     client = await logged_in_client(await make_user())
     response = await open_file(client, "long.jsonl", content)
@@ -113,13 +131,18 @@ async def test_long_fields_and_nul_are_stored_cut_and_visible_and_every_page_ope
 
 def generate(path: Path, megabytes: int) -> int:
     """Write a realistic recording of about ``megabytes`` MB: a handshake, then tool calls and results."""
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "big", "version": "1"},
+    }
     head = [
-        record(1, kind="state", direction="local", transport={"state": "connecting"}, raw="", note="opening stdio transport"),
+        record(1, kind="state", direction="local", raw="", note="opening stdio transport",
+               transport={"state": "connecting"}),
         record(2, direction="out", rpc_kind="request", method="initialize", rpc_id=0,
                raw='{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"capabilities":{}}}'),
         record(3, rpc_kind="result", method="initialize", rpc_id=0, pair_seq=2,
-               raw=json.dumps({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25",
-                               "capabilities": {"tools": {}}, "serverInfo": {"name": "big", "version": "1"}}})),
+               raw=json.dumps({"jsonrpc": "2.0", "id": 0, "result": hello})),
     ]  # fmt: skip
     text = "lorem ipsum dolor sit amet " * 36  # about 1 KB of a tool's result
     seq = 3
@@ -128,11 +151,19 @@ def generate(path: Path, megabytes: int) -> int:
         while out.tell() < megabytes * 1_000_000:
             chunk = []
             for _ in range(500):
-                rpc = seq
-                call = {"jsonrpc": "2.0", "id": rpc, "method": "tools/call", "params": {"name": "echo"}}
-                result = {"jsonrpc": "2.0", "id": rpc, "result": {"content": [{"type": "text", "text": text}]}}
-                chunk.append(record(seq + 1, direction="out", rpc_kind="request", method="tools/call", rpc_id=rpc, raw=json.dumps(call)))
-                chunk.append(record(seq + 2, rpc_kind="result", method="tools/call", rpc_id=rpc, pair_seq=seq + 1, raw=json.dumps(result)))  # fmt: skip
+                call = {"jsonrpc": "2.0", "id": seq, "method": "tools/call", "params": {"name": "echo"}}
+                result = {
+                    "jsonrpc": "2.0",
+                    "id": seq,
+                    "result": {"content": [{"type": "text", "text": text}]},
+                }
+                fields = {"method": "tools/call", "rpc_id": seq}
+                chunk.append(
+                    record(seq + 1, direction="out", rpc_kind="request", raw=json.dumps(call), **fields)
+                )
+                chunk.append(
+                    record(seq + 2, rpc_kind="result", pair_seq=seq + 1, raw=json.dumps(result), **fields)
+                )
                 seq += 2
             out.write(lines(*chunk))
     return seq
@@ -156,7 +187,9 @@ async def stream_upload(client: AsyncClient, path: Path, name: str) -> tuple[int
 
     length = sum(len(part) for part in multipart_parts(path, name))
     token = "t" * 32  # a CSRF secret of our own, as cookie and header
-    cookies = "; ".join(f"{k}={m.value}" for k, m in client.cookies.items()) + f"; mcp_inspector_csrftoken={token}"
+    cookies = (
+        "; ".join(f"{k}={m.value}" for k, m in client.cookies.items()) + f"; mcp_inspector_csrftoken={token}"
+    )
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
         "path": "/recordings/open", "raw_path": b"/recordings/open", "query_string": b"", "root_path": "",
@@ -238,14 +271,20 @@ async def test_a_big_recording_streams_in_bounded_memory_imports_with_progress_a
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    print(f"\n{size / 1e6:.0f} MB: answered in {answered:.2f} s, peak traced {peak / 1e6:.1f} MB, healthz {healthz:.3f} s")
+    print(
+        f"\n{size / 1e6:.0f} MB: answered in {answered:.2f} s, peak traced {peak / 1e6:.1f} MB, "
+        f"healthz {healthz:.3f} s"
+    )
     # The file passes through in pieces: memory does not grow with it.
     assert peak < 24_000_000, f"peak {peak / 1e6:.1f} MB for a {size / 1e6:.0f} MB file"
     assert answered < 10 and healthz < 2
 
     await session.arefresh_from_db()
     assert session.status == "closed", session.status_note
-    assert session.last_seq == last_seq and await TimelineFrame.objects.filter(session=session).acount() == last_seq
+    assert (
+        session.last_seq == last_seq
+        and await TimelineFrame.objects.filter(session=session).acount() == last_seq
+    )
     assert session.server_info == {"name": "big", "version": "1"} and session.protocol_version == "2025-11-25"
     done = await client.get(f"/s/{session.public_id}/import", headers={"HX-Request": "true"})
     assert done.status_code == 200 and done["HX-Refresh"] == "true"
@@ -273,7 +312,9 @@ async def test_a_bad_line_deep_in_a_big_recording_fails_its_session_with_the_rea
     with path.open("ab") as out:
         out.write(lines(record(last + 1, wall=1e300)))
     client = await logged_in_client(await make_user())
-    response = await client.post("/recordings/open", {"recording": SimpleUploadedFile("bad.jsonl", path.read_bytes())})
+    response = await client.post(
+        "/recordings/open", {"recording": SimpleUploadedFile("bad.jsonl", path.read_bytes())}
+    )
     assert response.status_code == 302  # its head is a recording: it imports in the background
     session = await McpSession.objects.aget()
     await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="failed").exists(), timeout=120)
@@ -283,7 +324,9 @@ async def test_a_bad_line_deep_in_a_big_recording_fails_its_session_with_the_rea
     page = html.unescape((await client.get(response["Location"])).content.decode())
     assert f"line {last + 1}: wall 1e+300 is out of range" in page
     # Opening it again tries afresh (the failed session goes), rather than showing the failure.
-    again = await client.post("/recordings/open", {"recording": SimpleUploadedFile("bad.jsonl", path.read_bytes())})
+    again = await client.post(
+        "/recordings/open", {"recording": SimpleUploadedFile("bad.jsonl", path.read_bytes())}
+    )
     assert again.status_code == 302 and again["Location"] != response["Location"]
     assert not await McpSession.objects.filter(pk=session.pk).aexists()
     newer = await McpSession.objects.aget()
@@ -386,7 +429,10 @@ def test_mcp_inspector_takes_a_big_upload_without_holding_it_in_memory_or_stalli
                 prober.join()
             grown = peak_rss_mb(proc.pid) - before
             assert response.status_code == 302, response.text[-500:]
-            print(f"\n{size_mb:.0f} MB through daphne: peak RSS grew {grown} MB, slowest /healthz {slowest:.2f} s")
+            print(
+                f"\n{size_mb:.0f} MB through daphne: peak RSS grew {grown} MB, "
+                f"slowest /healthz {slowest:.2f} s"
+            )
             # daphne hands the body to the application in pieces it has all queued (about the
             # file's size, for a moment); Twisted's own parsing took ten times that.
             assert grown < 2 * size_mb + 60, grown

@@ -373,7 +373,9 @@ def _store(session: McpSession, batch: list[dict[str, Any]], count: int, offset:
         if not McpSession.objects.filter(pk=session.pk).update(import_progress=progress):
             return False
         repeated = [seq for seq, times in seqs.items() if times > 1] or list(
-            TimelineFrame.objects.filter(session=session, seq__in=list(seqs)).values_list("seq", flat=True)[:1]
+            TimelineFrame.objects.filter(session=session, seq__in=list(seqs)).values_list("seq", flat=True)[
+                :1
+            ]
         )
         if repeated:
             raise RecordingError(f"frame {repeated[0]} appears twice")

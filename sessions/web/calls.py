@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -14,7 +13,14 @@ from inspector.http import AuthedRequest
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
-from sessions.web.shortcuts import BadParameter, error_response, float_param, owned_session, render_call
+from sessions.web.shortcuts import (
+    BadParameter,
+    error_response,
+    float_param,
+    owned_session,
+    parse_json,
+    render_call,
+)
 
 __all__ = ["call_card", "cancel", "send_request"]
 
@@ -29,7 +35,7 @@ async def send_request(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if not method:
         return HttpResponseBadRequest("method is required")
     try:
-        params = json.loads(request.POST.get("params") or "null")
+        params = parse_json(request.POST.get("params") or "null")
     except ValueError as exc:
         return error_response(f"params are not JSON: {exc}", 422)
     if params is not None and not isinstance(params, dict):
