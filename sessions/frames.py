@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, cast
 
 from sessions.engine import Frame, Verdict
 
@@ -296,8 +296,8 @@ def frame_from_record(record: Any, line: int) -> Frame:
     latency = _number(record, "latency_ms", line, 0.0, math.inf)
     rpc_id = record.get("rpc_id")
     return Frame(
-        kind,
-        direction,
+        cast(Any, kind),  # one of KINDS and DIRECTIONS, checked above
+        cast(Any, direction),
         _raw(record, line),
         transport=record["transport"] if isinstance(record.get("transport"), dict) else {},
         wall=wall or 0.0,

@@ -12,16 +12,13 @@ string, an unknown id. A 500, or an exception out of a view, fails the test with
 from __future__ import annotations
 
 import inspect
-import os
 import json
 import re
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -31,11 +28,19 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
-from support.web import live_runtime, logged_in_client, make_user, request, start_session, stdio_config
+from support.web import (
+    live_runtime,
+    logged_in_client,
+    make_user,
+    request,
+    start_session,
+    stdio_config,
+    wait_until,
+)
 
 from sessions.models import McpSession, PendingReview, ServerConfig
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 HOSTILE: dict[str, Any] = {
     "a superscript digit": "²",
@@ -74,9 +79,10 @@ READS = re.compile(r"""(?:GET|POST|data)\.get(?:list)?\(\s*["']([^"']+)["']|(?:G
 # What an empty field of a form is filled with, so the walk gets past "this is required".
 GOOD = {"method": "ping", "params": "{}", "timeout": "5", "uri": "info://server", "text": "hi", "model": "m"}
 # Which waiting review a review URL is walked with.
+SAMPLING = "sampling/createMessage"
 REVIEW_OF = [
-    ("sampling", "sampling/createMessage"), ("draft", "sampling/createMessage"), ("consent", "elicitation/url"),
-    ("elicitation", "elicitation/create"), ("roots", "roots/list"), ("", "sampling/createMessage"),
+    ("sampling", SAMPLING), ("draft", SAMPLING), ("consent", "elicitation/url"),
+    ("elicitation", "elicitation/create"), ("roots", "roots/list"), ("", SAMPLING),
 ]  # fmt: skip
 FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "rule")
 
@@ -117,6 +123,7 @@ class Form:
     route: str
     fields: dict[str, Any] = field(default_factory=dict)
     names: set[str] = field(default_factory=set)
+    headers: dict[str, str] = field(default_factory=dict)  # what htmx says of the element that sent it
 
 
 class FormScraper(HTMLParser):
@@ -156,6 +163,10 @@ class FormScraper(HTMLParser):
                 values = json.loads(attrs.get("hx-vals") or "{}")
                 if attrs.get("name"):
                     values[attrs["name"]] = attrs.get("value", "")
+                    button.headers = {"HX-Trigger-Name": attrs["name"], "HX-Trigger": attrs.get("id", "")}
+                if self.current is not None:  # htmx sends the enclosing form's values too
+                    button.fields.update(self.current.fields)
+                    button.names.update(self.current.names)
                 button.fields.update(values)
                 button.names.update(values)
                 self.forms.append(button)
@@ -206,15 +217,13 @@ class Walk:
     forms: dict[tuple[str, str], list[Form]]
     failures: list[str] = field(default_factory=list)
     sent: int = 0
-    timings: list[tuple[float, int, str]] = field(default_factory=list)
 
     async def send(
-        self, method: str, url: str, data: Any, *, htmx: bool = True, content_type: str = ""
+        self, method: str, url: str, data: Any, *, htmx: dict[str, str] | None = None, content_type: str = ""
     ) -> int:
-        """One request; a 500 or an exception is a failure, noted with what was sent."""
+        """One request (from htmx unless ``htmx`` is None); a 500 or an exception is a failure."""
         self.sent += 1
-        began = time.monotonic()
-        headers = {"HX-Request": "true"} if htmx else {}
+        headers = {} if htmx is None else {"HX-Request": "true", **htmx}
         try:
             if content_type:
                 response = await self.client.generic(method.upper(), url, data, content_type, headers=headers)
@@ -234,8 +243,6 @@ class Walk:
                 if status >= 500 and not response.streaming
                 else ""
             )
-        if time.monotonic() - began > 1:
-            print(f"SLOW {time.monotonic() - began:.1f}s {method} {url[:80]} {repr(data)[:200]}")
         if status >= 500:
             shown = (
                 {
@@ -259,23 +266,26 @@ class Walk:
     async def route(self, route: str, pattern: URLPattern) -> None:
         url = self.url(route)
         for method in ("get", "post"):
-            if await self.send(method, url, {}, htmx=False) in (405, 599) or self.failures[-1:] == [url]:
+            if await self.send(method, url, {}) in (405, 599):
                 continue
             forms = self.forms.get((method, route)) or [Form(method, route)]
             names = set().union(*(f.names for f in forms)) | names_read_by(pattern)
             base = {name: value or GOOD.get(name, "1") for name, value in forms[0].fields.items()}
+            htmx = forms[0].headers
             for name in sorted(names):
                 for value in HOSTILE.values():
-                    await self.send(method, url, self._with(base, name, value))
-                await self.send(method, url, {k: v for k, v in self._files(base).items() if k != name})
-            await self.send(method, url, dict.fromkeys(names, "9" * 40))
+                    await self.send(method, url, self._with(base, name, value), htmx=htmx)
+                await self.send(
+                    method, url, {k: v for k, v in self._files(base).items() if k != name}, htmx=htmx
+                )
+            await self.send(method, url, dict.fromkeys(names, "9" * 40), htmx=htmx)
             if method == "post":
                 for body, content_type in BODIES:
-                    await self.send(method, url, body, content_type=content_type)
+                    await self.send(method, url, body, content_type=content_type, htmx={})
         for match in ARG.finditer(route):
             for value in PATH_HOSTILE.get(match["converter"] or "str", []):
                 for method in ("get", "post"):
-                    await self.send(method, self.url(route, **{match["name"]: value}), {})
+                    await self.send(method, self.url(route, **{match["name"]: value}), {}, htmx={})
 
     def _files(self, data: dict[str, Any]) -> dict[str, Any]:
         return {k: SimpleUploadedFile("x.jsonl", b"{}\n") if v == "file" else v for k, v in data.items()}
@@ -307,12 +317,18 @@ ELICITATION_SCHEMA = {
 @database_sync_to_async
 def waiting_reviews(session: McpSession) -> dict[str, int]:
     """Reviews as the runtime stores them, one of each kind, waiting (their answers go nowhere)."""
+    hello = {"role": "user", "content": {"type": "text", "text": "hi"}}
     params = {
-        "sampling/createMessage": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5},
+        SAMPLING: {"messages": [hello], "maxTokens": 5},
         "elicitation/create": {"message": "Who?", "requestedSchema": ELICITATION_SCHEMA},
-        "elicitation/url": {"message": "Open", "mode": "url", "url": "https://example.com/", "elicitationId": "e1"},
+        "elicitation/url": {
+            "message": "Go",
+            "mode": "url",
+            "url": "https://example.com/",
+            "elicitationId": "e",
+        },
         "roots/list": {},
-    }  # fmt: skip
+    }
     made = {}
     for i, (kind, values) in enumerate(params.items()):
         method = "elicitation/create" if kind == "elicitation/url" else kind
@@ -336,22 +352,23 @@ async def scrape(client: AsyncClient, pages: list[str]) -> dict[tuple[str, str],
 
 
 async def walk(walker: Walk, *, live: bool) -> None:
-    for route, pattern in url_patterns():
+    # Closed, the session's own pages; deleting it comes last.
+    patterns = sorted(url_patterns(), key=lambda item: item[1].name == "delete_session")
+    for route, pattern in patterns:
         if live and pattern.name in ENDS_THE_SESSION or not live and not route.startswith("s/"):
             continue
-        if os.environ.get("WALK_ONLY") and os.environ["WALK_ONLY"] not in route:
-            continue
-        started, sent = time.monotonic(), walker.sent
         await walker.route(route, pattern)
-        walker.timings.append((time.monotonic() - started, walker.sent - sent, route))
 
 
+@pytest.mark.slow
 async def test_every_url_form_and_query_parameter_answers_hostile_values_below_500(
     everything_stdio: dict,
 ) -> None:
     async with live_runtime():
         alice = await make_user()
-        config = stdio_config(everything_stdio["command"], everything_stdio["args"], capabilities={"review_roots": True})
+        config = stdio_config(
+            everything_stdio["command"], everything_stdio["args"], capabilities={"review_roots": True}
+        )
         session = await start_session(alice, config)
         client = await logged_in_client(alice)
         listed = {}
@@ -365,7 +382,9 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
         tabs = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
         pages = ["/", "/search", "/compare", base, *(f"{base}?tab={tab}" for tab in tabs)]
         pages += [f"{base}panel/{tab}" for tab in tabs]
-        pages += [f"{base}tools/form?name={quote(tool['name'])}" for tool in listed["tools/list"]["tools"][:4]]
+        pages += [
+            f"{base}tools/form?name={quote(tool['name'])}" for tool in listed["tools/list"]["tools"][:4]
+        ]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -385,13 +404,77 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
     opened = await client.post("/recordings/open", {"recording": SimpleUploadedFile("walk.jsonl", body)})
     assert opened.status_code == 302
     recording = await McpSession.objects.aget(owner=alice, name="walk.jsonl")
+    await wait_until(lambda: McpSession.objects.filter(pk=recording.pk, status="closed").exists())
     walker.arguments["public_id"] = str(recording.public_id)
     await walk(walker, live=False)
-    print(f"\n{walker.sent} requests")
-    Path("/tmp/i8in/walk-failures.txt").write_text("\n".join(walker.failures))
-    Path("/tmp/i8in/walk-timings.txt").write_text(
-        "\n".join(f"{t:.1f} {n} {r}" for t, n, r in sorted(walker.timings, reverse=True))
-    )
     assert not walker.failures, f"{len(walker.failures)} answers of 500 or more:\n" + "\n".join(
         walker.failures[:60]
     )
+
+
+# --- the cases the issue names, each with the answer it gets --------------------------------------
+
+
+async def closed_session() -> tuple[AsyncClient, McpSession]:
+    alice = await make_user()
+    session = await McpSession.objects.acreate(owner=alice, name="closed", config={}, status="closed")
+    return await logged_in_client(alice), session
+
+
+async def test_numbers_in_parameters_are_ascii_digits_in_range_or_a_400_that_says_which() -> None:
+    client, session = await closed_session()
+    page = f"/s/{session.public_id}/"
+    for query, expected in {
+        "frame=²": "frame must be a whole number",
+        "frame=١٢": "frame must be a whole number",
+        "frame=99999999999999999999": "frame must be a whole number from 0 to 9223372036854775807",
+        "frame=-1": "frame must be a whole number",
+    }.items():
+        response = await client.get(f"{page}?{query}")
+        assert response.status_code == 400 and expected in response.content.decode(), query
+    assert (await client.get(f"{page}?frame=5")).status_code == 200
+    for query in ("before=²", "after=1e3", "before=9" + "9" * 30):
+        response = await client.get(f"{page}timeline?{query}")
+        assert response.status_code == 400, query
+        assert "must be a whole number" in response.content.decode(), query
+    assert (await client.get(f"{page}timeline?before=3&after=")).status_code == 200
+    # An id longer than any column holds is no page at all.
+    assert (await client.get(f"{page}frames/{'9' * 30}")).status_code == 404
+
+
+async def test_a_request_timeout_that_is_not_a_finite_number_is_refused_with_the_reason() -> None:
+    client, session = await closed_session()
+    for timeout in ("abc", "NaN", "inf", "1e999", "-1", "²", "1_0"):
+        response = await client.post(
+            f"/s/{session.public_id}/request", {"method": "ping", "timeout": timeout}
+        )
+        assert response.status_code == 422, timeout
+        assert "timeout must be a number from 0 to 86400" in response.content.decode(), timeout
+    # A good one gets as far as the session (closed: a 409 that says so).
+    response = await client.post(f"/s/{session.public_id}/request", {"method": "ping", "timeout": "2.5"})
+    assert response.status_code == 409 and "not live" in response.content.decode()
+
+
+async def test_typed_json_nested_too_deep_or_with_nan_is_refused_with_the_reason() -> None:
+    client, session = await closed_session()
+    for params, expected in {
+        "[" * 100_000: "nested too deeply",
+        '{"a":' * 101 + "1" + "}" * 101: "nested more than 100 levels deep",
+        '{"x": NaN}': "NaN is not JSON",
+    }.items():
+        response = await client.post(f"/s/{session.public_id}/request", {"method": "ping", "params": params})
+        assert response.status_code == 422 and expected in response.content.decode(), expected
+    response = await client.post("/servers/import", {"text": "[" * 100_000})
+    assert response.status_code == 422 and "nested too deeply" in response.content.decode()
+
+
+async def test_a_nul_character_in_any_parameter_is_a_400_before_any_view() -> None:
+    client, session = await closed_session()
+    for response in (
+        await client.get("/search", {"q": "a\x00b"}),
+        await client.get(f"/s/{session.public_id}/timeline", {"method": "tools\x00"}),
+        await client.post(f"/s/{session.public_id}/request", {"method": "ping", "params": '{"a": "\x00"}'}),
+        await client.get(f"/s/{session.public_id}/panel/{quote(chr(0))}"),
+    ):
+        assert response.status_code == 400
+        assert "holds a NUL character" in response.content.decode()
