@@ -16,8 +16,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from inspector.routing import websocket_urlpatterns  # noqa: E402
+from inspector.uploads import leave_bodies_to_django  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime  # noqa: E402
 from sessions.runtime.workers import ensure_reaper  # noqa: E402
+
+# Under daphne (mcp-inspector, or `daphne inspector.asgi:application`), which imports this module.
+leave_bodies_to_django()
 
 router = ProtocolTypeRouter(
     {

@@ -68,6 +68,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    # After CSRF: its view hook parses the form first, off the event loop.
+    "inspector.middleware.NulParameterMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every view needs a login unless marked @login_not_required (health, login pages).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",

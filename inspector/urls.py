@@ -6,6 +6,9 @@ from django.urls import include, path
 
 from inspector import views
 
+# A view's BadRequest (a parameter it cannot take) is answered 400 with the reason.
+handler400 = views.bad_request
+
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("auth/", include("inspector.auth_urls")),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpResponse, HttpResponseRedirect
+from django.core.exceptions import BadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -18,6 +19,14 @@ from inspector.http import HtmxHttpRequest
 # Not "no-referrer": under it browsers send `Origin: null` with the form's POST, which the
 # origin and CSRF checks rightly refuse.
 TOKEN_PAGE_REFERRER_POLICY = "strict-origin"
+
+
+def bad_request(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
+    """400: say why when a view said so (``BadRequest``); a suspicious request is told nothing more."""
+    message = str(exception) if isinstance(exception, BadRequest) else ""
+    return HttpResponseBadRequest(
+        render(request, "sessions/_error.html", {"message": message or "Bad request"}).content
+    )
 
 
 @login_not_required

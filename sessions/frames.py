@@ -12,7 +12,8 @@ Pure Python: the runtime, the read side and the tests all use it.
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Any, cast
 
 from sessions.engine import Frame, Verdict
 
@@ -22,6 +23,7 @@ __all__ = [
     "SEVERITY_ORDER",
     "SUMMARY_FIELDS",
     "RecordError",
+    "deeper_than",
     "frame_from_record",
     "frame_of",
     "frame_row",
@@ -29,6 +31,7 @@ __all__ = [
     "params_of",
     "pretty_json",
     "record_line",
+    "storable",
     "summary",
 ]
 
@@ -51,6 +54,17 @@ LEVEL_METHODS = frozenset({"notifications/message", "logging/setLevel"})
 KINDS = frozenset({"message", "stderr", "http", "state", "exit"})
 DIRECTIONS = frozenset({"in", "out", "local"})
 SEVERITIES = frozenset({"error", "warning", "info"})
+RPC_KINDS = frozenset({"request", "notification", "result", "error", "batch", "invalid"})
+ENCODINGS = frozenset({"utf-8", "latin-1"})
+# The widths of the text columns a frame fills from what a server sent (TimelineFrame); longer
+# values are cut, so a database that enforces widths (PostgreSQL) never refuses a frame for them.
+# The bytes keep everything.
+METHOD_CHARS, RPC_ID_CHARS, URI_CHARS, LEVEL_CHARS = 200, 200, 2000, 20
+MAX_SEQ = 2**63 - 1  # a BigIntegerField
+# Wall-clock seconds a page can show as a date: 1970 up to the end of the year 9999.
+MAX_WALL = 253_402_300_799.0
+MAX_DEPTH = 64  # a record's own nesting (its raw bytes are text, whatever they hold)
+NUL, NUL_SHOWN = "\x00", "\N{SYMBOL FOR NULL}"
 
 
 class RecordError(ValueError):
@@ -61,7 +75,7 @@ def message_of(raw: bytes | memoryview | str) -> dict[str, Any]:
     """A stored frame's JSON-RPC message, or ``{}`` when its bytes are not one JSON object."""
     try:
         message = json.loads(bytes(raw) if isinstance(raw, memoryview) else raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python can follow
         return {}
     return message if isinstance(message, dict) else {}
 
@@ -76,7 +90,7 @@ def pretty_json(raw: bytes | memoryview) -> str:
     """A frame's bytes as indented JSON, or "" when they are not JSON."""
     try:
         return json.dumps(json.loads(bytes(raw)), indent=2, ensure_ascii=False)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
 
 
@@ -99,7 +113,38 @@ def _query_columns(frame: Frame) -> tuple[bool, str, str]:
     params = params if isinstance(params, dict) else {}
     uri = params.get("uri") if frame.method in URI_METHODS else None
     level = params.get("level") if frame.method in LEVEL_METHODS else None
-    return False, uri[:2000] if isinstance(uri, str) else "", level[:20] if isinstance(level, str) else ""
+    uri = _text(uri)[:URI_CHARS] if isinstance(uri, str) else ""
+    return False, uri, _text(level)[:LEVEL_CHARS] if isinstance(level, str) else ""
+
+
+def _text(value: str) -> str:
+    """Text a server sent, fit for any database: PostgreSQL refuses NUL in text, so it is shown as ␀."""
+    return value.replace(NUL, NUL_SHOWN) if NUL in value else value
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def storable(value: Any) -> Any:
+    """A JSON value with every NUL in its strings (keys too) shown as ␀: jsonb and text refuse NUL."""
+    return _clean(value) if _has_nul(value) else value
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return NUL in value
+    if isinstance(value, dict):
+        return any(NUL in str(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def frame_row(frame: Frame, base: int) -> dict[str, Any]:
@@ -110,25 +155,26 @@ def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     if not preview and frame.note:
         preview = frame.note[:PREVIEW_CHARS]
     is_error, uri, level = _query_columns(frame)
+    rpc_id = json.dumps(frame.rpc_id) if frame.rpc_id is not None else ""
     return {
         "seq": base + frame.seq,
         "kind": frame.kind,
         "direction": frame.direction,
         "wall": frame.wall,
         "mono": frame.mono,
-        "method": frame.method or "",
-        "rpc_id": json.dumps(frame.rpc_id) if frame.rpc_id is not None else "",
+        "method": _text(frame.method or "")[:METHOD_CHARS],
+        "rpc_id": _text(rpc_id)[:RPC_ID_CHARS],
         "rpc_kind": frame.rpc_kind or "",
         "pair_seq": base + frame.pair_seq if frame.pair_seq is not None else None,
         "latency_ms": frame.latency_ms,
         "size": frame.size,
         "raw": frame.raw,
-        "preview": preview,
-        "parse_error": frame.parse_error or "",
-        "transport": frame.transport,
-        "verdicts": verdicts,
+        "preview": _text(preview),
+        "parse_error": _text(frame.parse_error or ""),
+        "transport": storable(frame.transport),
+        "verdicts": storable(verdicts),
         "worst": worst,
-        "note": frame.note or "",
+        "note": _text(frame.note or ""),
         "is_error": is_error,
         "uri": uri,
         "level": level,
@@ -176,34 +222,93 @@ def record_line(row: Any) -> str:
     return json.dumps(frame_of(row).to_dict(), ensure_ascii=False) + "\n"
 
 
-def frame_from_record(record: Any, line: int) -> Frame:
-    """Read one JSON Lines record back into an engine frame; ``RecordError`` names the line."""
-    if not isinstance(record, dict):
-        raise RecordError(f"line {line}: expected a JSON object (a frame)")
-    kind, direction, seq = record.get("kind"), record.get("direction"), record.get("seq")
-    if kind not in KINDS or direction not in DIRECTIONS or not isinstance(seq, int) or seq < 1:
-        raise RecordError(f"line {line}: not a frame (needs seq, kind and direction)")
-    raw = record.get("raw") or ""
+def _number(record: dict[str, Any], name: str, line: int, low: float, high: float) -> float | None:
+    """A record's optional number field, finite and within [low, high]; ``RecordError`` otherwise."""
+    value = record.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(f"line {line}: {name} must be a number")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        number = math.inf
+    if not (math.isfinite(number) and low <= number <= high):
+        raise RecordError(f"line {line}: {name} {str(value)[:40]} is out of range")
+    return number
+
+
+def deeper_than(value: dict[str, Any] | list[Any], limit: int) -> bool:
+    """Whether a JSON object or array nests more than ``limit`` levels (iterative: any depth is safe)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def _one_of(value: Any, choices: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in choices
+
+
+def _seq(value: Any) -> int | None:
+    """A frame number: a whole number from 1 to 2⁶³-1 (the column's range), else ``None``."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_SEQ
+    return value if ok else None
+
+
+def _raw(record: dict[str, Any], line: int) -> bytes:
+    """A record's bytes: its ``raw`` text in its ``raw_encoding`` (what ``Frame.to_dict`` wrote)."""
+    raw, encoding = record.get("raw") or "", record.get("raw_encoding") or "utf-8"
     if not isinstance(raw, str):
         raise RecordError(f"line {line}: raw must be text")
-    encoding = "latin-1" if record.get("raw_encoding") == "latin-1" else "utf-8"
+    if encoding not in ENCODINGS:
+        raise RecordError(f"line {line}: raw_encoding must be utf-8 or latin-1, not {str(encoding)[:40]!r}")
+    try:
+        return raw.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise RecordError(
+            f"line {line}: raw does not fit its raw_encoding {encoding} ({exc.reason})"
+        ) from None
+
+
+def frame_from_record(record: Any, line: int) -> Frame:
+    """Read one JSON Lines record back into an engine frame; ``RecordError`` names the line.
+
+    Everything a page later shows or the database stores is checked here, so a recording is refused
+    with a reason rather than stored half-way or stored in a shape that breaks its pages.
+    """
+    if not isinstance(record, dict):
+        raise RecordError(f"line {line}: expected a JSON object (a frame)")
+    if deeper_than(record, MAX_DEPTH):
+        raise RecordError(f"line {line}: nested more than {MAX_DEPTH} levels deep")
+    kind, direction, seq = record.get("kind"), record.get("direction"), _seq(record.get("seq"))
+    if not (_one_of(kind, KINDS) and _one_of(direction, DIRECTIONS) and seq is not None):
+        raise RecordError(f"line {line}: not a frame (needs seq from 1 to {MAX_SEQ}, a kind and a direction)")
+    rpc_kind = record.get("rpc_kind") or None
+    if rpc_kind is not None and not _one_of(rpc_kind, RPC_KINDS):
+        raise RecordError(f"line {line}: rpc_kind must be one of {', '.join(sorted(RPC_KINDS))}")
+    wall = _number(record, "wall", line, 0.0, MAX_WALL)
+    mono = _number(record, "mono", line, -math.inf, math.inf)
+    latency = _number(record, "latency_ms", line, 0.0, math.inf)
     rpc_id = record.get("rpc_id")
-    pair = record.get("pair_seq")
-    latency = record.get("latency_ms")
     return Frame(
-        kind,
-        direction,
-        raw.encode(encoding),
+        cast(Any, kind),  # one of KINDS and DIRECTIONS, checked above
+        cast(Any, direction),
+        _raw(record, line),
         transport=record["transport"] if isinstance(record.get("transport"), dict) else {},
-        wall=float(record["wall"]) if isinstance(record.get("wall"), int | float) else 0.0,
-        mono=float(record["mono"]) if isinstance(record.get("mono"), int | float) else 0.0,
+        wall=wall or 0.0,
+        mono=mono or 0.0,
         seq=seq,
         parse_error=str(record["parse_error"]) if record.get("parse_error") else None,
-        rpc_kind=str(record["rpc_kind"]) if record.get("rpc_kind") else None,
+        rpc_kind=rpc_kind,
         method=str(record["method"]) if record.get("method") else None,
         rpc_id=rpc_id if isinstance(rpc_id, int | str) and not isinstance(rpc_id, bool) else None,
         verdicts=_verdicts(record.get("verdicts")),
-        pair_seq=pair if isinstance(pair, int) else None,
-        latency_ms=float(latency) if isinstance(latency, int | float) else None,
+        pair_seq=_seq(record.get("pair_seq")),
+        latency_ms=latency,
         note=str(record["note"]) if record.get("note") else None,
     )

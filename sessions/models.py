@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 
 from sessions.engine import mask_headers
+from sessions.frames import JSON_FIELDS, ROW_FIELDS
 from sessions.servers import DEFAULT_PROTOCOL_VERSION, TRANSPORTS
 
 __all__ = ["McpSession", "PendingReview", "ServerConfig", "TimelineFrame"]
@@ -101,6 +104,7 @@ class McpSession(models.Model):
         CLOSED = "closed"
         FAILED = "failed"
         LOST = "lost"
+        IMPORTING = "importing"  # opened from a recording, its frames still being stored
 
     # State frames that are steps of the lifecycle (shown as phases, and as the session's status note).
     # The engine's other state frames are notes on the timeline: a log level, a cancel over HTTP, a
@@ -141,9 +145,16 @@ class McpSession(models.Model):
     server_process = models.JSONField(
         default=dict, blank=True, help_text="the live stdio server, to kill its tree if the owner dies"
     )
+    recording_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="the recording file it was opened from (its SHA-256)"
+    )
+    import_progress = models.JSONField(
+        default=dict, blank=True, help_text="while importing: frames stored, bytes read, the file's size"
+    )
 
     class Meta:
         ordering = ["-created"]
+        indexes = [models.Index(fields=["owner", "recording_sha256"], name="session_recording")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
@@ -243,6 +254,21 @@ class TimelineFrame(models.Model):
     def __str__(self) -> str:
         return f"#{self.seq} {self.direction} {self.method or self.kind}"
 
+    @classmethod
+    def insert_rows(cls, session_pk: int, rows: list[dict[str, Any]]) -> None:
+        """Insert frame rows (``sessions.frames.frame_row``) of a session with one executemany.
+
+        Not bulk_create: building model instances costs 8x the insert itself (about 12,000 against
+        98,000 frames a second on SQLite here).
+        """
+
+        def column(row: dict[str, Any], name: str) -> Any:
+            return json.dumps(row[name]) if name in JSON_FIELDS else row[name]
+
+        values = [(session_pk, *[column(row, name) for name in ROW_FIELDS]) for row in rows]
+        with connection.cursor() as cursor:
+            cursor.executemany(_insert_sql(), values)
+
     @property
     def text(self) -> str:
         return bytes(self.raw).decode("utf-8", errors="replace")
@@ -250,6 +276,16 @@ class TimelineFrame(models.Model):
     @property
     def when(self) -> datetime:
         return wall_time(self.wall)
+
+
+@functools.cache
+def _insert_sql() -> str:
+    """INSERT for a TimelineFrame row: the session, then the fields frame_row() produces."""
+    meta, quote = TimelineFrame._meta, connection.ops.quote_name
+    fields = [meta.get_field(name) for name in ("session", *ROW_FIELDS)]
+    columns = [str(getattr(field, "column", "")) for field in fields]
+    marks = ", ".join(["%s"] * len(columns))
+    return f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)}) VALUES ({marks})"
 
 
 class PendingReview(models.Model):

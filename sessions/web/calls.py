@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -14,9 +13,18 @@ from inspector.http import AuthedRequest
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
-from sessions.web.shortcuts import error_response, owned_session, render_call
+from sessions.web.shortcuts import (
+    BadParameter,
+    error_response,
+    float_param,
+    owned_session,
+    parse_json,
+    render_call,
+)
 
 __all__ = ["call_card", "cancel", "send_request"]
+
+MAX_TIMEOUT = 86_400.0  # a day: longer is a typo, not a test
 
 
 @require_POST
@@ -27,13 +35,16 @@ async def send_request(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if not method:
         return HttpResponseBadRequest("method is required")
     try:
-        params = json.loads(request.POST.get("params") or "null")
+        params = parse_json(request.POST.get("params") or "null")
     except ValueError as exc:
         return error_response(f"params are not JSON: {exc}", 422)
     if params is not None and not isinstance(params, dict):
         return error_response("params must be a JSON object", 422)
-    timeout = request.POST.get("timeout")
-    return await render_call(request, session, method, params, timeout=float(timeout) if timeout else None)
+    try:
+        timeout = float_param(request.POST, "timeout", maximum=MAX_TIMEOUT)
+    except BadParameter as exc:
+        return error_response(str(exc), 422)
+    return await render_call(request, session, method, params, timeout=timeout)
 
 
 @require_GET

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from sessions.servers import (
     secret_env_names,
     split_command,
 )
+from sessions.web.shortcuts import parse_json
 
 __all__ = ["ConnectForm", "ImportForm"]
 
@@ -211,7 +211,7 @@ class ImportForm(forms.Form):
 
     def clean_text(self) -> dict[str, dict[str, Any]]:
         try:
-            return parse_servers(json.loads(self.cleaned_data["text"]))
+            return parse_servers(parse_json(self.cleaned_data["text"]))
         except ValueError as exc:  # JSONDecodeError and ConfigError both
             raise forms.ValidationError(str(exc)) from None
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -19,7 +18,7 @@ from sessions.runtime import messages as m
 from sessions.web import llm
 from sessions.web.elicitation_forms import has_errors, validate
 from sessions.web.roots import parse_roots
-from sessions.web.shortcuts import owned_session
+from sessions.web.shortcuts import owned_session, parse_json
 
 REJECT_MESSAGES = {
     "sampling/createMessage": "User rejected sampling request",
@@ -105,7 +104,7 @@ async def review_answer(request: AuthedRequest, public_id: Any, pk: int) -> Http
     """Answer any request with a raw JSON result (every card's fallback)."""
     session, review = await _review(request, public_id, pk)
     try:
-        result = json.loads(request.POST.get("result", ""))
+        result = parse_json(request.POST.get("result", ""))
         if not isinstance(result, dict):
             raise ValueError("the answer must be a JSON object")
     except ValueError as exc:

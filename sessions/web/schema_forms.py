@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions.web.shortcuts import parse_json
+
 __all__ = ["FormField", "Option", "build_form", "default_arguments", "parse_submission"]
 
 PREFIX = "arg"
@@ -546,7 +548,7 @@ class _Parser:
         if raw.strip() == "":
             return self.missing(spec)
         try:
-            return json.loads(raw)
+            return parse_json(raw)
         except ValueError as exc:
             self.errors[spec.name] = f"not valid JSON: {exc}"
             return _ABSENT

@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview, ServerConfig
@@ -17,10 +17,10 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
-from sessions.timeline.recordings import MAX_BYTES, RecordingError, import_recording
+from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
 from sessions.web.forms import ConnectForm, ImportForm
 from sessions.web.panels import PANELS, panel_context, visible
-from sessions.web.shortcuts import error_response, owned_session
+from sessions.web.shortcuts import error_response, int_param, owned_session
 
 __all__ = [
     "connect",
@@ -31,6 +31,7 @@ __all__ = [
     "disconnect",
     "home",
     "import_servers",
+    "import_status",
     "open_recording",
     "reconnect",
     "reinitialize",
@@ -109,38 +110,62 @@ def delete_server(request: AuthedRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-def open_recording(request: AuthedRequest) -> HttpResponse:
-    """Open a JSON Lines recording (the web export or the CLI's --record) as a closed session."""
+async def open_recording(request: AuthedRequest) -> HttpResponse:
+    """Open a JSON Lines recording (the web export or the CLI's --record) as a closed session.
+
+    The file is copied and hashed, and a big one imported, on threads of their own: never the
+    thread Django shares between synchronous views, so other pages carry on meanwhile.
+    """
     upload = request.FILES.get("recording")
     problem = "choose a .jsonl file to open" if upload is None else ""
     if upload is not None and upload.size is not None and upload.size > MAX_BYTES:
         problem = f"{upload.name} is larger than {MAX_BYTES >> 20} MiB"
     elif upload is not None:
+        user = await signed_in_user(request)
+        name = upload.name or "recording"
         try:
-            session = import_recording(request.user, upload.name or "recording", upload)
-        except (RecordingError, UnicodeDecodeError) as exc:
-            problem = f"cannot open {upload.name}: {exc}"
+            kept = await sync_to_async(Upload.keep, thread_sensitive=False)(upload)
+            session = await sync_to_async(open_upload, thread_sensitive=False)(user, name, kept)
+        except RecordingError as exc:
+            problem = f"cannot open {name}: {exc}"
         else:
             return redirect("session", public_id=session.public_id)
-    return _home(request, status=422, recording_error=problem)
+    return await sync_to_async(_home)(request, status=422, recording_error=problem)
+
+
+@require_GET
+async def import_status(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """How a recording's import stands (the session page polls it); the whole page again once done."""
+    session = await owned_session(request, public_id)
+    if session.status != McpSession.Status.IMPORTING and request.htmx:
+        return HttpResponseClientRefresh()
+    return await sync_to_async(render)(request, "sessions/_import_progress.html", _import_context(session))
+
+
+def _import_context(session: McpSession) -> dict[str, Any]:
+    return {"session": session, "progress": import_progress(session)}
 
 
 @require_GET
 async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """The session: lifecycle, feature panels, calls, reviews and the live timeline."""
     session = await owned_session(request, public_id)
+    if session.status == McpSession.Status.IMPORTING:
+        return await sync_to_async(render)(request, "sessions/importing.html", _import_context(session))
     tab = request.GET.get("tab", "overview")
     if tab not in PANELS:
         tab = "overview"
-    context = await sync_to_async(_session_context)(session, tab, request)
+    wanted = int_param(request.GET, "frame")
+    context = await sync_to_async(_session_context)(session, tab, request, wanted)
     return await sync_to_async(render)(request, "sessions/session.html", context)
 
 
-def _session_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
+def _session_context(
+    session: McpSession, tab: str, request: AuthedRequest, wanted: int | None
+) -> dict[str, Any]:
     rows = page_of_rows(session, TimelineFilter())
-    wanted = request.GET.get("frame", "")
     return {
-        "opened": frame_detail(session, int(wanted)) if wanted.isdigit() else None,
+        "opened": frame_detail(session, wanted) if wanted is not None else None,
         "session": session,
         "tab": tab,
         "panels": visible(session),

@@ -1,15 +1,21 @@
-"""What every feature's views share: the person's session, a request through its owner, its call card."""
+"""What every feature's views share: the person's session, its parameters read once, a request
+through its owner, its call card."""
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import Http404, HttpResponse
+from django.core.exceptions import BadRequest
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
 from inspector.http import AuthedRequest, signed_in_user
+from sessions.frames import deeper_than
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -17,15 +23,71 @@ from sessions.timeline.calls import call_context
 from sessions.timeline.listings import latest_result
 
 __all__ = [
+    "BadParameter",
     "ask",
     "capabilities",
     "error_response",
     "feature",
+    "float_param",
+    "int_param",
     "latest",
     "owned_session",
+    "parse_json",
     "render_call",
     "render_panel",
 ]
+
+MAX_INT = 2**63 - 1  # what a BigIntegerField (a frame's seq) holds
+# ASCII only: int() and float() also take other scripts' digits ("²" passes isdigit, "١٢" is 12).
+INTEGER = re.compile(r"-?[0-9]{1,19}")
+DECIMAL = re.compile(r"[-+]?(?:[0-9]{1,30}(?:\.[0-9]{0,30})?|\.[0-9]{1,30})(?:[eE][-+]?[0-9]{1,3})?")
+
+
+MAX_JSON_DEPTH = 100  # JSON a person types: deeper is a paste gone wrong, not a request
+
+
+class BadParameter(BadRequest):
+    """A query or form parameter that is not what the view takes: a 400 that says which and why."""
+
+
+def int_param(data: QueryDict, name: str, *, minimum: int = 0, maximum: int = MAX_INT) -> int | None:
+    """A whole-number parameter in ``minimum..maximum``; ``None`` when absent or empty."""
+    text = str(data.get(name) or "").strip()
+    if not text:
+        return None
+    if not INTEGER.fullmatch(text) or not minimum <= int(text) <= maximum:
+        raise BadParameter(f"{name} must be a whole number from {minimum} to {maximum}")
+    return int(text)
+
+
+def float_param(data: QueryDict, name: str, *, minimum: float = 0.0, maximum: float = 1e9) -> float | None:
+    """A decimal parameter (finite, in ``minimum..maximum``); ``None`` when absent or empty."""
+    text = str(data.get(name) or "").strip()
+    if not text:
+        return None
+    number = float(text) if DECIMAL.fullmatch(text) else math.nan
+    if not (math.isfinite(number) and minimum <= number <= maximum):
+        raise BadParameter(f"{name} must be a number from {minimum:g} to {maximum:g}")
+    return number
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str) -> Any:
+    """JSON a person typed or pasted; ``ValueError`` says what is wrong with it.
+
+    Strict (NaN and Infinity are not JSON, and no server could read them back), and nested at most
+    ``MAX_JSON_DEPTH`` levels: deeper input is refused here rather than failing wherever it goes.
+    """
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if isinstance(value, dict | list) and deeper_than(value, MAX_JSON_DEPTH):
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} levels deep")
+    return value
 
 
 async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 from inspector.http import AuthedRequest
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
-from sessions.web.shortcuts import owned_session
+from sessions.web.shortcuts import int_param, owned_session
 
 __all__ = ["export", "export_collection", "export_html", "frame", "timeline_page"]
 
@@ -23,12 +23,8 @@ async def timeline_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """A page of timeline rows (newest, before a seq, or after one), filtered."""
     session = await owned_session(request, public_id)
     flt = TimelineFilter.from_data(request.GET)
-
-    def number(name: str) -> int | None:
-        value = request.GET.get(name, "")
-        return int(value) if value.isdigit() else None
-
-    rows = await sync_to_async(page_of_rows)(session, flt, before=number("before"), after=number("after"))
+    before, after = int_param(request.GET, "before"), int_param(request.GET, "after")
+    rows = await sync_to_async(page_of_rows)(session, flt, before=before, after=after)
     return await sync_to_async(render)(
         request, "sessions/_timeline_rows.html", {"rows": rows, "session": session}
     )

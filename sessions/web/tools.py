@@ -16,7 +16,7 @@ from sessions.engine import task_augmentable
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
-from sessions.web.shortcuts import ask, owned_session, render_call, render_panel
+from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -177,7 +177,7 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
     errors: dict[str, str] = {}
     if mode == "raw" and raw.strip():
         try:
-            arguments = json.loads(raw)
+            arguments = parse_json(raw)
         except ValueError as exc:
             errors["raw"] = f"not valid JSON: {exc}"
         else:
