@@ -394,6 +394,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             "server": str(saved.pk),
             "name": "tools",
             "kind": "resources",
+            "action": "get",
             **{kind: str(pk) for kind, pk in reviews.items()},
         }
         walker = Walk(client, arguments, forms)
