@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from sessions.engine import Frame
@@ -309,7 +309,7 @@ def _import_in_background(session: McpSession, upload: Upload) -> None:
         _fail(session, f"the import failed: {type(exc).__name__}: {exc}"[:2000])
     finally:
         upload.discard()
-        close_old_connections()
+        connections.close_all()
 
 
 def _fail(session: McpSession, reason: str) -> None:
