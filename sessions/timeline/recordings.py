@@ -74,7 +74,6 @@ class _Facts:
 
     def __init__(self) -> None:
         self.fields: dict[str, Any] = {"phases": []}
-        self.transport_name = ""
 
     def see(self, frame: Frame) -> None:
         if frame.kind == "state":
@@ -272,6 +271,7 @@ def import_recording(owner: User, name: str, file: IO[bytes]) -> McpSession:
 
 
 def _new_session(owner: User, name: str, sha256: str, size: int) -> McpSession:
+    name = storable(name)  # a file's name is text a browser sent: NUL included
     return McpSession.objects.create(
         owner=owner,
         name=name[:200] or "recording",
