@@ -61,7 +61,7 @@ HOSTILE: dict[str, Any] = {
     "a list of two": ["1", "2"],
 }
 PATH_HOSTILE = {
-    "id": ["9" * 30, "0"],
+    "int": ["9" * 30, "0"],
     "str": ["x" * 3000, quote("a\x00b"), quote("²"), quote("../..")],
     "uuid": [str(uuid.uuid4())],
 }
@@ -75,7 +75,8 @@ BODIES = [
 # Left out while the session is live (they end it, or restart it over and over); walked once it is closed.
 ENDS_THE_SESSION = {"disconnect", "reinitialize", "delete_session"}
 ARG = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
-READS = re.compile(r"""(?:GET|POST|data)\.get(?:list)?\(\s*["']([^"']+)["']|(?:GET|POST)\[["']([^"']+)["']""")
+# request.GET.get("x"), request.POST["x"], int_param(request.GET, "x"): the names a view reads.
+READS = re.compile(r"""(?:GET|POST|data)(?:\.get(?:list)?\(|\[|,)\s*["']([^"']+)["']""")
 # What an empty field of a form is filled with, so the walk gets past "this is required".
 GOOD = {"method": "ping", "params": "{}", "timeout": "5", "uri": "info://server", "text": "hi", "model": "m"}
 # Which waiting review a review URL is walked with.
@@ -84,6 +85,7 @@ REVIEW_OF = [
     ("sampling", SAMPLING), ("draft", SAMPLING), ("consent", "elicitation/url"),
     ("elicitation", "elicitation/create"), ("roots", "roots/list"), ("", SAMPLING),
 ]  # fmt: skip
+WORD = re.compile(r"""["']([a-z][a-z_]{0,29})["']""")
 FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "rule")
 
 
@@ -101,15 +103,22 @@ def url_patterns() -> Iterator[tuple[str, URLPattern]]:
 
 
 def names_read_by(pattern: URLPattern) -> set[str]:
-    """The parameters a view reads by name: itself, or a function of its module that it calls (and
-    the timeline filter's, where it reads one)."""
+    """The parameters a view may read: what it or a function of its module that it names reads by
+    name (``request.GET.get("x")``, ``int_param(request.GET, "x")``), the word-like strings of the
+    view itself (``number("before")``), and the timeline filter's fields where it reads one."""
     view = inspect.unwrap(pattern.callback)
     module = sys.modules[view.__module__]
-    sources = [inspect.getsource(view)]
+    own = inspect.getsource(view)
+    sources = [own]
     for name, helper in vars(module).items():
-        if inspect.isfunction(helper) and helper.__module__ == module.__name__ and f"{name}(" in sources[0]:
+        if (
+            inspect.isfunction(helper)
+            and helper.__module__ == module.__name__
+            and re.search(rf"\b{name}\b", own)
+        ):
             sources.append(inspect.getsource(helper))
-    names = {a or b for source in sources for a, b in READS.findall(source)}
+    names = {name for source in sources for name in READS.findall(source)}
+    names.update(WORD.findall(own))
     if any("TimelineFilter.from_data" in source for source in sources):
         names.update(FILTER_FIELDS)
     return names

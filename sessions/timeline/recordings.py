@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
 
 from sessions.engine import Frame
@@ -74,7 +74,6 @@ class _Facts:
 
     def __init__(self) -> None:
         self.fields: dict[str, Any] = {"phases": []}
-        self.transport_name = ""
 
     def see(self, frame: Frame) -> None:
         if frame.kind == "state":
@@ -272,6 +271,7 @@ def import_recording(owner: User, name: str, file: IO[bytes]) -> McpSession:
 
 
 def _new_session(owner: User, name: str, sha256: str, size: int) -> McpSession:
+    name = storable(name)  # a file's name is text a browser sent: NUL included
     return McpSession.objects.create(
         owner=owner,
         name=name[:200] or "recording",
@@ -309,7 +309,7 @@ def _import_in_background(session: McpSession, upload: Upload) -> None:
         _fail(session, f"the import failed: {type(exc).__name__}: {exc}"[:2000])
     finally:
         upload.discard()
-        close_old_connections()
+        connections.close_all()
 
 
 def _fail(session: McpSession, reason: str) -> None:

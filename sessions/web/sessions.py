@@ -6,6 +6,9 @@ import contextlib
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import UploadedFile
+from django.db import connections
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -124,13 +127,20 @@ async def open_recording(request: AuthedRequest) -> HttpResponse:
         user = await signed_in_user(request)
         name = upload.name or "recording"
         try:
-            kept = await sync_to_async(Upload.keep, thread_sensitive=False)(upload)
-            session = await sync_to_async(open_upload, thread_sensitive=False)(user, name, kept)
+            session = await sync_to_async(_open_upload, thread_sensitive=False)(user, name, upload)
         except RecordingError as exc:
             problem = f"cannot open {name}: {exc}"
         else:
             return redirect("session", public_id=session.public_id)
     return await sync_to_async(_home)(request, status=422, recording_error=problem)
+
+
+def _open_upload(user: User, name: str, upload: UploadedFile) -> McpSession:
+    """Keep the upload and open it, on a worker thread of its own: its connection is closed after."""
+    try:
+        return open_upload(user, name, Upload.keep(upload))
+    finally:
+        connections.close_all()
 
 
 @require_GET

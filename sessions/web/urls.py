@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.urls import include, path, register_converter
+from django.urls import include, path
 
 from sessions.web import (
     calls,
@@ -22,21 +22,6 @@ from sessions.web import (
     tools,
 )
 
-
-class RowId:
-    """A number in a URL that a database column holds (up to 18 digits): a longer one is no page."""
-
-    regex = "[0-9]{1,18}"
-
-    def to_python(self, value: str) -> int:
-        return int(value)
-
-    def to_url(self, value: int) -> str:
-        return str(value)
-
-
-register_converter(RowId, "id")
-
 session_urls = [
     path("", sessions.session_page, name="session"),
     path("delete", sessions.delete_session, name="delete_session"),
@@ -46,10 +31,10 @@ session_urls = [
     path("reinitialize", sessions.reinitialize, name="reinitialize"),
     path("panel/<str:name>", panels.panel, name="panel"),
     path("request", calls.send_request, name="request"),
-    path("calls/<id:rpc_id>", calls.call_card, name="call"),
-    path("calls/<id:rpc_id>/cancel", calls.cancel, name="cancel"),
+    path("calls/<int:rpc_id>", calls.call_card, name="call"),
+    path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("timeline", timeline.timeline_page, name="timeline"),
-    path("frames/<id:seq>", timeline.frame, name="frame"),
+    path("frames/<int:seq>", timeline.frame, name="frame"),
     path("export", timeline.export, name="export"),
     path("export.html", timeline.export_html, name="export_html"),
     path("collection.json", timeline.export_collection, name="export_collection"),
@@ -59,7 +44,7 @@ session_urls = [
     path("list/<str:kind>", panels.list_items, name="list_items"),
     path("resources/read-template", resources.read_template, name="read_template"),
     path("resources/subscribe", resources.subscribe, name="subscribe"),
-    path("calls/<id:rpc_id>/contents/<id:index>", resources.resource_blob, name="resource_blob"),
+    path("calls/<int:rpc_id>/contents/<int:index>", resources.resource_blob, name="resource_blob"),
     path("prompts/get", prompts.get_prompt, name="get_prompt"),
     path("tasks/list", tasks.tasks_list, name="tasks_list"),
     path("tasks/<str:action>", tasks.task_action, name="task_action"),
@@ -67,13 +52,13 @@ session_urls = [
     path("complete", completion.complete, name="complete"),
     path("logging/level", logs.set_level, name="set_level"),
     path("ping", logs.ping, name="ping"),
-    path("reviews/<id:pk>/answer", reviews.review_answer, name="review_answer"),
-    path("reviews/<id:pk>/reject", reviews.review_reject, name="review_reject"),
-    path("reviews/<id:pk>/sampling", reviews.sampling_answer, name="review_sampling"),
-    path("reviews/<id:pk>/draft", reviews.sampling_draft, name="review_draft"),
-    path("reviews/<id:pk>/elicitation", reviews.elicitation_answer, name="review_elicitation"),
-    path("reviews/<id:pk>/consent", reviews.elicitation_consent, name="review_consent"),
-    path("reviews/<id:pk>/roots", reviews.roots_answer, name="review_roots"),
+    path("reviews/<int:pk>/answer", reviews.review_answer, name="review_answer"),
+    path("reviews/<int:pk>/reject", reviews.review_reject, name="review_reject"),
+    path("reviews/<int:pk>/sampling", reviews.sampling_answer, name="review_sampling"),
+    path("reviews/<int:pk>/draft", reviews.sampling_draft, name="review_draft"),
+    path("reviews/<int:pk>/elicitation", reviews.elicitation_answer, name="review_elicitation"),
+    path("reviews/<int:pk>/consent", reviews.elicitation_consent, name="review_consent"),
+    path("reviews/<int:pk>/roots", reviews.roots_answer, name="review_roots"),
     path("roots", roots.roots_save, name="roots_save"),
 ]
 
@@ -81,8 +66,8 @@ urlpatterns = [
     path("", sessions.home, name="home"),
     path("connect", sessions.connect, name="connect"),
     path("servers/import", sessions.import_servers, name="import_servers"),
-    path("servers/<id:pk>/connect", sessions.connect_saved, name="connect_saved"),
-    path("servers/<id:pk>/delete", sessions.delete_server, name="delete_server"),
+    path("servers/<int:pk>/connect", sessions.connect_saved, name="connect_saved"),
+    path("servers/<int:pk>/delete", sessions.delete_server, name="delete_server"),
     path("sessions/delete-ended", sessions.delete_ended_sessions, name="delete_ended_sessions"),
     path("recordings/open", sessions.open_recording, name="open_recording"),
     path("search", search.search, name="search"),
