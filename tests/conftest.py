@@ -14,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.processes import HttpsServer, free_port, modes_of, start_http_server
@@ -164,3 +165,19 @@ async def no_runtime_outlives_its_test() -> AsyncIterator[None]:
     layer = get_channel_layer()
     if hasattr(layer, "flush"):
         await layer.flush()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database, and on PostgreSQL no connection left behind at the end: a thread
+    of asgiref's executor, or a background import, may still hold one, and DROP DATABASE would fail."""
+    yield
+    with django_db_blocker.unblock():
+        from django.db import connection
+
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )

@@ -70,6 +70,23 @@ def test_the_runtime_and_consumer_suite_passes_on_postgres_and_redis(tmp_path: P
     assert re.search(r"\d+ passed", run.stdout)
 
 
+def test_search_and_recordings_pass_on_postgres(tmp_path: Path) -> None:
+    """Full-text search (a GIN index, a NUL refused) and recordings (long fields, NUL) have
+    PostgreSQL-only paths (the big-file tests stay on SQLite: the database adds nothing there)."""
+    env = hosted_env("mcp_inspector_read", 12, INSPECTOR_DATA_DIR=str(tmp_path))
+    tests = ["tests/test_search.py", "tests/test_recordings.py"]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert re.search(r"\d+ passed", run.stdout)
+
+
 @pytest.fixture
 def hosted_database() -> Iterator[str]:
     name = f"mcp_hosted_{uuid.uuid4().hex[:8]}"
