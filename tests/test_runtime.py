@@ -247,3 +247,22 @@ async def test_an_owner_keeps_only_the_newest_responses_and_still_times_each_cal
         assert len(owner.responses) <= 2
         assert owner.calls == {}
         await client.call(session, m.Disconnect())
+
+
+async def test_the_consumer_survives_hostile_query_strings_and_messages(everything_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session).count() >= 4)
+        query = "after=%C2%B2&first=" + "9" * 30  # a Unicode digit, a number past any column
+        communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?{query}")
+        connected, _ = await communicator.connect(timeout=10)
+        assert connected
+        assert 'id="f-1"' in await communicator.receive_from(timeout=10)  # read from the start
+        await communicator.send_to(text_data="[" * 100_000 + "]" * 100_000)  # deeper than the parser goes
+        await communicator.send_to(text_data=json.dumps({"action": "filter", "method": "initialize"}))
+        seen = ""
+        async with asyncio.timeout(10):
+            while 'id="f-4"' not in seen:  # the filtered rows: the consumer is still there
+                seen += await communicator.receive_from(timeout=10)
+        await communicator.disconnect()

@@ -51,6 +51,13 @@ def _render_reviews(session: McpSession) -> str:
     return render_to_string("sessions/_reviews.html", {"reviews": reviews, "session": session, "oob": True})
 
 
+def _frame_number(text: str) -> int:
+    """A frame number from the socket's query string: ASCII digits in range, else 0 (from the start)."""
+    if text.isascii() and text.isdigit() and len(text) < 19:
+        return int(text)
+    return 0
+
+
 class SessionConsumer(AsyncWebsocketConsumer):
     """Stream one session's timeline and state to a browser tab; thin: rendering and forwarding only."""
 
@@ -73,13 +80,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = found
         self.group = found.group_name
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        try:
-            self.after = max(0, int(query.get("after", ["0"])[0]))
-        except ValueError:
-            self.after = 0
+        self.after = _frame_number(query.get("after", ["0"])[0])
         self.filter = TimelineFilter.from_data({k: v[0] for k, v in query.items()})
-        first = query.get("first", ["0"])[0]
-        self.oldest = int(first) if first.isdigit() else 0
+        self.oldest = _frame_number(query.get("first", ["0"])[0])
         self.browsing = False
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
@@ -114,7 +117,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         try:
             data = json.loads(text_data or "{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser: nothing asked
             return
         if not isinstance(data, dict):
             return
