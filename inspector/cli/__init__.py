@@ -77,24 +77,14 @@ async def _run_task(
 
 
 async def _refuse_excluded_tool(session: ClientSession, name: str) -> None:
-    """Stateless HTTP: list the tools first (as the engine would, to learn their Mcp-Param headers),
-    and refuse to call one whose ``x-mcp-header`` annotations are invalid: clients must drop it."""
-    from sessions.engine import x_mcp_header_problem
-
-    if (
-        session.mode != "stateless"
-        or session.transport.name != "streamable-http"
-        or "tools" not in session.server_capabilities
-    ):
-        return
-    for tool in await session.list_all("tools/list", "tools", progress=False):
-        if isinstance(tool, dict) and tool.get("name") == name:
-            problem = x_mcp_header_problem(tool.get("inputSchema"))
-            if problem is not None:
-                raise _Failure(
-                    f"tools/call refused: tool {name!r} is invalid ({problem}); "
-                    "a client must not call a tool with an invalid x-mcp-header"
-                )
+    """Refuse to call a tool whose ``x-mcp-header`` annotations are invalid: clients must drop it
+    (the engine learns which from the tools/list it makes before the first call, stateless HTTP)."""
+    problem = await session.tool_problem(name)
+    if problem is not None:
+        raise _Failure(
+            f"tools/call refused: tool {name!r} is invalid ({problem}); "
+            "a client must not call a tool with an invalid x-mcp-header"
+        )
 
 
 async def _list_all(session: ClientSession, method: str, key: str) -> dict[str, Any]:

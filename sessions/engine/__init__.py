@@ -48,7 +48,6 @@ from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
 from ._tasks import TASK_METHODS, TaskBook
 from ._tasks import augmentable as task_augmentable
 from ._transport import FrameSink, Transport
-from ._xheaders import problem as x_mcp_header_problem
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -105,7 +104,6 @@ __all__ = [
     "make_transport",
     "mask_headers",
     "task_augmentable",
-    "x_mcp_header_problem",
     "offers_skills",
 ]
 

@@ -47,6 +47,9 @@ class PeerState:
     listens: Listens = field(default_factory=Listens)
     tool_headers: dict[str, dict[tuple[str, ...], str]] = field(default_factory=dict)
     """Stateless mode: per tool, the arguments its calls mirror into Mcp-Param-* headers."""
+    dropped_tools: dict[str, str] = field(default_factory=dict)
+    """Stateless mode: tools whose x-mcp-header annotations are invalid, with what is wrong (a
+    conforming client drops them; the inspector keeps them, and ``session.tool_problem`` says why)."""
     tools_learned: bool = False
     tasks: TaskBook = field(default_factory=TaskBook)
     """2025-11-25 tasks: every task seen, the client's task requests in flight, the tools' task support."""

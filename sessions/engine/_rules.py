@@ -326,7 +326,9 @@ def learn_tool_headers(result: Any, frame: Frame, at: str, peer: PeerState) -> N
                 "(the inspector keeps it and sends no Mcp-Param headers for it)",
             )
             peer.tool_headers.pop(name, None)
+            peer.dropped_tools[name] = problem
             continue
+        peer.dropped_tools.pop(name, None)
         mapping = _xheaders.header_map(schema)
         if mapping:
             peer.tool_headers[name] = mapping

@@ -479,6 +479,13 @@ class ClientSession:
         """Poll tasks/get at the task's pollInterval until it ends or needs input (or ``statuses``)."""
         return await _tasks.wait_for_status(self, task_id, statuses or (*_tasks.TERMINAL, "input_required"))
 
+    async def tool_problem(self, name: str) -> str | None:
+        """Why a conforming client must not call tool ``name`` (invalid x-mcp-header annotations), or
+        ``None``; learned from the listing made before the first call (stateless HTTP only)."""
+        if not self.peer.tools_learned:
+            await self._learn_tools_first()
+        return self.peer.dropped_tools.get(name)
+
     async def _learn_tools_first(self) -> None:
         """List the tools once before the first call: stateless HTTP, to learn their Mcp-Param headers;
         with ``learn_tools``, to learn their output schemas."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse, StreamingHttpResponse
@@ -44,10 +44,8 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
 async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
     """Download the whole timeline as JSON Lines, one frame a line (raw bytes as text)."""
     session = await owned_session(request, public_id)
-
     response = StreamingHttpResponse(jsonl_lines(session), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.jsonl"'
-    return response
+    return _attachment(response, f"mcp-session-{session.public_id}.jsonl")
 
 
 @require_GET
@@ -58,8 +56,7 @@ async def export_collection(request: AuthedRequest, public_id: Any) -> HttpRespo
     response = HttpResponse(
         json.dumps(steps, indent=2, ensure_ascii=False) + "\n", content_type="application/json"
     )
-    response["Content-Disposition"] = f'attachment; filename="mcp-collection-{session.public_id}.json"'
-    return response
+    return _attachment(response, f"mcp-collection-{session.public_id}.json")
 
 
 @require_GET
@@ -67,5 +64,13 @@ async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpRe
     """Download the session as one self-contained HTML file (no script, nothing loaded from outside)."""
     session = await owned_session(request, public_id)
     response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="mcp-session-{session.public_id}.html"'
+    return _attachment(response, f"mcp-session-{session.public_id}.html")
+
+
+_Response = TypeVar("_Response", HttpResponse, StreamingHttpResponse)
+
+
+def _attachment(response: _Response, filename: str) -> _Response:
+    """A download: the browser saves the response as ``filename`` instead of showing it."""
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
