@@ -223,3 +223,11 @@ INSPECTOR_LLM_MODEL = envstr("INSPECTOR_LLM_MODEL", "")
 INSPECTOR_LLM_API_KEY = envsecret("INSPECTOR_LLM_API_KEY")
 # Run the session runtime inside the web process (the default); off when engine workers run it.
 INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)
+
+# --- Hosted team tool -----------------------------------------------------------------------
+# Off (the default): one person on their own machine, logged in by the one-time token; stdio servers
+# run any command with the user's environment (minus the app's own secrets); HTTP targets anywhere.
+# On: accounts with passwords (and optional single sign-on), teams and roles, stdio servers only from
+# a team's approved catalog, spawned servers get only their declared environment, HTTP targets pass
+# the egress rules. Independent of how the runtime is deployed (embedded or engine workers).
+INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
