@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "sessions.apps.SessionsConfig",
+    "sessions.teams.apps.TeamsConfig",
 ]
 
 MIDDLEWARE = [

@@ -28,8 +28,13 @@ def wall_time(wall: float) -> datetime:
 class ServerConfig(models.Model):
     """A server a person saved: how to reach it and how to talk to it."""
 
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="servers")
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="server_configs"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="server_configs",
+        help_text="who saved it",
     )
     name = models.CharField(max_length=200)
     transport = models.CharField(max_length=10, choices=list(TRANSPORTS), default="stdio")
@@ -53,7 +58,7 @@ class ServerConfig(models.Model):
 
     class Meta:
         ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="unique_server_name_per_owner")]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_server_name_per_team")]
 
     def __str__(self) -> str:
         return self.name
@@ -121,7 +126,14 @@ class McpSession(models.Model):
     )
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_sessions")
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="sessions")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="mcp_sessions",
+        help_text="who started it (or opened the recording)",
+    )
     server = models.ForeignKey(ServerConfig, null=True, blank=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=200)
     config = models.JSONField(default=dict)
@@ -154,7 +166,7 @@ class McpSession(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        indexes = [models.Index(fields=["owner", "recording_sha256"], name="session_recording")]
+        indexes = [models.Index(fields=["team", "recording_sha256"], name="session_recording")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"

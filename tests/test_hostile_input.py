@@ -39,6 +39,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, ServerConfig
+from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -427,7 +428,9 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
 
 async def closed_session() -> tuple[AsyncClient, McpSession]:
     alice = await make_user()
-    session = await McpSession.objects.acreate(owner=alice, name="closed", config={}, status="closed")
+    session = await McpSession.objects.acreate(
+        owner=alice, team=await ateam_of(alice), name="closed", config={}, status="closed"
+    )
     return await logged_in_client(alice), session
 
 

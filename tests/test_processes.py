@@ -27,6 +27,7 @@ from sessions.engine._processes import host_key
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import client, workers
 from sessions.runtime import messages as m
+from tests.support.teams import team_of
 
 DAEMONIZING = Path(__file__).parent / "servers" / "daemonizing.py"
 WAIT = 10.0
@@ -173,7 +174,13 @@ def test_a_sigkilled_workers_server_dies_with_it_and_the_reaper_kills_what_it_le
     user = User.objects.create_user("ivan")
     EngineWorker.objects.create(name="dead:1:a", last_seen=timezone.now() - timedelta(seconds=10))
     lost = McpSession.objects.create(
-        owner=user, name="x", config={}, status="ready", worker="dead:1:a", server_process=server.as_dict()
+        owner=user,
+        team=team_of(user),
+        name="x",
+        config={},
+        status="ready",
+        worker="dead:1:a",
+        server_process=server.as_dict(),
     )
     assert [s.pk for s in workers.reap()] == [lost.pk]
     wait_dead(pids)

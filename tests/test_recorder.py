@@ -24,6 +24,7 @@ from sessions.runtime import messages as m
 from sessions.runtime import recorder as recorder_module
 from sessions.runtime.recorder import Recorder
 from sessions.timeline.queries import TimelineFilter, page_of_rows
+from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,7 +78,7 @@ class Session:
 @pytest.fixture
 async def recorded() -> AsyncIterator[Session]:
     owner = await User.objects.acreate(username="alice")
-    session = await McpSession.objects.acreate(owner=owner, name="recorder test")
+    session = await McpSession.objects.acreate(owner=owner, team=await ateam_of(owner), name="recorder test")
     layer = get_channel_layer()
     assert layer is not None
     channel = await layer.new_channel()

@@ -24,6 +24,7 @@ from support.web import logged_in_client, make_user, wait_until
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import recordings
+from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -339,6 +340,7 @@ async def test_an_import_that_stopped_says_so_and_opening_the_file_again_starts_
     content = lines(record(1), record(2))
     stopped = await McpSession.objects.acreate(
         owner=alice,
+        team=await ateam_of(alice),
         name="old.jsonl",
         config={"imported_from": "old.jsonl"},
         status="importing",

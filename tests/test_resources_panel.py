@@ -22,6 +22,7 @@ from sessions.models import McpSession, TimelineFrame
 from sessions.web import live
 from sessions.web.resources import marker_id
 from sessions.web.uri_templates import expand_uri_template, template_variables
+from tests.support.teams import ateam_of
 
 ARCHITECTURE = "demo://resource/static/document/architecture.md"
 TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
@@ -140,6 +141,7 @@ async def test_panels_escape_what_servers_send() -> None:
     alice = await make_user()
     session = await McpSession.objects.acreate(
         owner=alice,
+        team=await ateam_of(alice),
         name="stored",
         config={},
         status="closed",

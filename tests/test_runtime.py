@@ -29,6 +29,7 @@ from sessions.runtime import messages as m
 from sessions.runtime.host import ensure_embedded_runtime
 from sessions.runtime.owner import SessionOwner
 from sessions.timeline.queries import TimelineFilter, page_of_rows
+from tests.support.teams import ateam_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -105,7 +106,9 @@ async def test_the_consumer_sends_frames_after_n_then_live_ones_without_gaps_or_
 async def test_another_users_session_is_refused_on_the_websocket(everything_stdio: dict) -> None:
     async with live_runtime():
         alice, bob = await make_user("alice"), await make_user("bob")
-        session = await McpSession.objects.acreate(owner=alice, name="x", config=everything(everything_stdio))
+        session = await McpSession.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name="x", config=everything(everything_stdio)
+        )
         communicator = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
         assert await communicator.connect(timeout=10) == (False, 4404)  # as if it did not exist
         ours = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]

@@ -16,6 +16,7 @@ from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import fulltext
 from sessions.timeline.search import results
+from tests.support.teams import team_of
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def answer(rpc_id: int, text: str) -> Frame:
 
 
 def seqs(owner: User, q: str) -> list[int]:
-    found = results(owner, q)
+    found = results(McpSession.objects.filter(team=team_of(owner)), q)
     assert not found["query"].problems, found["query"].problems
     return sorted(f.seq for f in found["rows"])
 
@@ -64,7 +65,7 @@ def alice() -> User:
 
 @pytest.fixture
 def session(alice: User) -> McpSession:
-    return McpSession.objects.create(owner=alice, name="everything")
+    return McpSession.objects.create(owner=alice, team=team_of(alice), name="everything")
 
 
 def test_a_word_deep_inside_a_big_tool_result_is_found_and_so_are_its_prefix_and_a_phrase(
@@ -147,7 +148,7 @@ def test_frames_recorded_after_a_search_are_indexed_by_the_next_and_deleted_ones
     _store(session, answer(2, "late bird"))
     assert fulltext.catch_up() == 1 and fulltext.catch_up() == 0
     assert seqs(alice, "bird") == [1, 2]
-    other = McpSession.objects.create(owner=alice, name="other")
+    other = McpSession.objects.create(owner=alice, team=team_of(alice), name="other")
     _store(other, answer(1, "bird of passage"))
     assert seqs(alice, "passage") == [1]
     session.delete()

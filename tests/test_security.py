@@ -32,6 +32,7 @@ from inspector.asgi import application
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
+from tests.support.teams import team_of
 
 FOREIGN = "http://evil.example"
 SAME_ORIGIN = "http://testserver"
@@ -393,9 +394,16 @@ def test_the_url_walk_finds_the_project_pages() -> None:
 
 def seed_session(owner: User) -> McpSession:
     """A closed session of ``owner`` with something behind each sample id the URL walk uses."""
-    server = ServerConfig.objects.create(pk=1, owner=owner, name="everything", command="node")
+    server = ServerConfig.objects.create(
+        pk=1, owner=owner, team=team_of(owner), name="everything", command="node"
+    )
     session = McpSession.objects.create(
-        public_id=uuid.UUID(SAMPLE_SESSION), owner=owner, server=server, name="everything", status="closed"
+        public_id=uuid.UUID(SAMPLE_SESSION),
+        owner=owner,
+        team=team_of(owner),
+        server=server,
+        name="everything",
+        status="closed",
     )
     call = {"name": "echo", "arguments": {"message": "hi"}}
     answer = {"contents": [{"uri": "demo://blob", "blob": "aGk="}]}

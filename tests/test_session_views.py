@@ -25,6 +25,7 @@ from support.web import (
 
 from sessions.config_files import ConfigError, parse_servers
 from sessions.models import McpSession, ServerConfig, TimelineFrame
+from tests.support.teams import ateam_of, team_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -210,7 +211,7 @@ async def test_importing_json_without_servers_explains_the_problem() -> None:
 
 async def test_another_users_session_is_not_found() -> None:
     alice, bob = await make_user("alice"), await make_user("bob")
-    session = await McpSession.objects.acreate(owner=alice, name="x", config={})
+    session = await McpSession.objects.acreate(owner=alice, team=await ateam_of(alice), name="x", config={})
     client = await logged_in_client(bob)
     for path in ("", "timeline", "frames/1", "export", "panel/tools"):
         response = await client.get(f"/s/{session.public_id}/{path}")
@@ -273,8 +274,10 @@ def test_sessions_left_live_by_a_dead_process_are_marked_lost_at_start_up() -> N
     from sessions.runtime.store import mark_orphans_lost
 
     alice = User.objects.create_user("carol")
-    live = McpSession.objects.create(owner=alice, name="a", config={}, status="ready", worker_channel="x!y")
-    done = McpSession.objects.create(owner=alice, name="b", config={}, status="closed")
+    live = McpSession.objects.create(
+        owner=alice, team=team_of(alice), name="a", config={}, status="ready", worker_channel="x!y"
+    )
+    done = McpSession.objects.create(owner=alice, team=team_of(alice), name="b", config={}, status="closed")
     assert mark_orphans_lost() == 1
     live.refresh_from_db()
     done.refresh_from_db()
@@ -461,7 +464,7 @@ def test_a_cli_record_file_opens_as_a_session(tmp_path: Path) -> None:
     assert result_of(run_cli(*server, *call, "--record", str(record)))["structuredContent"] == {"result": 3}
     owner = User.objects.create_user("dave")
     with record.open("rb") as lines:
-        session = import_recording(owner, "call.jsonl", lines)
+        session = import_recording(team_of(owner).pk, owner.pk, "call.jsonl", lines)
     assert session.server_info["name"] == "sdk-test-server" and session.protocol_version == "2025-11-25"
     assert session.instructions == "Test server for the MCP inspector test suite."
     assert (
@@ -613,7 +616,9 @@ async def test_ended_sessions_can_be_deleted_one_or_all_and_live_ones_cannot() -
     client = await logged_in_client(alice)
 
     async def session(name: str, status: str) -> McpSession:
-        made = await McpSession.objects.acreate(owner=alice, name=name, config={}, status=status)
+        made = await McpSession.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name=name, config={}, status=status
+        )
         await TimelineFrame.objects.acreate(
             session=made, seq=1, kind="state", direction="local", wall=0, mono=0
         )

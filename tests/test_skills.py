@@ -34,6 +34,7 @@ from sessions.engine import (
 from sessions.engine._frontmatter import FrontmatterError, FrontmatterUnsupported, parse_frontmatter
 from sessions.engine.testing import ManualClock, Recorder, ScriptedTransport
 from sessions.models import McpSession, TimelineFrame
+from tests.support.teams import ateam_of
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "servers" / "skills_server.py"
@@ -440,9 +441,16 @@ async def _stored(session: McpSession, seq: int, method: str, result: dict[str, 
 @pytest.mark.django_db(transaction=True)
 async def test_the_skills_tab_shows_only_when_the_server_offers_skills_and_escapes_the_listing() -> None:
     alice = await make_user()
-    plain = await McpSession.objects.acreate(owner=alice, name="plain", config={}, status="closed")
+    plain = await McpSession.objects.acreate(
+        owner=alice, team=await ateam_of(alice), name="plain", config={}, status="closed"
+    )
     offering = await McpSession.objects.acreate(
-        owner=alice, name="skills", config={}, status="closed", server_capabilities=OFFERS["capabilities"]
+        owner=alice,
+        team=await ateam_of(alice),
+        name="skills",
+        config={},
+        status="closed",
+        server_capabilities=OFFERS["capabilities"],
     )
     evil = '<img src=x onerror="alert(1)">'
     await _stored(offering, 1, "skills/list", {"skills": [entry(description=evil)]})

@@ -13,6 +13,7 @@ from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 from sessions.timeline.search import results
+from tests.support.teams import team_of
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,8 @@ def _store(session: McpSession, *messages: tuple[str, dict[str, Any]]) -> None:
 
 
 def _session() -> McpSession:
-    return McpSession.objects.create(owner=User.objects.create(username="alice"), name="everything")
+    alice = User.objects.create(username="alice")
+    return McpSession.objects.create(owner=alice, team=team_of(alice), name="everything")
 
 
 def test_a_tool_error_with_a_long_message_is_found_by_the_errors_filter_and_by_search() -> None:
@@ -52,7 +54,9 @@ def test_a_tool_error_with_a_long_message_is_found_by_the_errors_filter_and_by_s
     errors = TimelineFilter(errors=True)
     assert [r["seq"] for r in page_of_rows(session, errors)] == [1]
     assert [errors.matches(r) for r in page_of_rows(session, TimelineFilter())] == [True, False]
-    assert [f.seq for f in results(session.owner, "status:error")["rows"]] == [1]
+    assert [f.seq for f in results(McpSession.objects.filter(team=session.team), "status:error")["rows"]] == [
+        1
+    ]
 
 
 def test_resource_and_log_frames_carry_their_uri_and_level() -> None:

@@ -16,13 +16,20 @@ from django.utils import timezone
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import workers
 from sessions.runtime.messages import StateChanged, decode_event
+from tests.support.teams import ateam_of, team_of
 
 pytestmark = pytest.mark.django_db
 
 
 def _session(owner: User, name: str, worker: str, status: str = "ready") -> McpSession:
     return McpSession.objects.create(
-        owner=owner, name=name, config={}, status=status, worker=worker, worker_channel=f"{name}!x"
+        owner=owner,
+        team=team_of(owner),
+        name=name,
+        config={},
+        status=status,
+        worker=worker,
+        worker_channel=f"{name}!x",
     )
 
 
@@ -75,7 +82,13 @@ async def test_a_web_process_reaper_marks_a_dead_workers_sessions_lost_and_tells
     owner = await User.objects.acreate(username="grace")
     await EngineWorker.objects.acreate(name="dead:1:a", last_seen=timezone.now() - timedelta(seconds=10))
     orphan = await McpSession.objects.acreate(
-        owner=owner, name="orphan", config={}, status="ready", worker="dead:1:a", worker_channel="orphan!x"
+        owner=owner,
+        team=await ateam_of(owner),
+        name="orphan",
+        config={},
+        status="ready",
+        worker="dead:1:a",
+        worker_channel="orphan!x",
     )
     layer = get_channel_layer()
     watcher = await layer.new_channel()

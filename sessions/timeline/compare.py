@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
@@ -138,7 +138,7 @@ def compare(a: McpSession, b: McpSession) -> dict[str, Any]:
     return {"a": a, "b": b, "facts": facts, "sections": sections}
 
 
-def sessions_of(owner: Any) -> list[McpSession]:
-    """The sessions a person may compare: theirs, newest first, that have listed anything."""
+def sessions_of(sessions: QuerySet[McpSession]) -> list[McpSession]:
+    """Of ``sessions`` (a team's), those that can be compared: newest first, that have listed anything."""
     listed = TimelineFrame.objects.filter(Q(method__in=LISTINGS), direction="in").values("session_id")
-    return list(McpSession.objects.filter(owner=owner, pk__in=listed).order_by("-created")[:200])
+    return list(sessions.filter(pk__in=listed).order_by("-created")[:200])

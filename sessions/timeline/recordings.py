@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import IO, Any
 
-from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
@@ -225,15 +224,15 @@ def import_progress(session: McpSession) -> dict[str, Any]:
     }
 
 
-def open_upload(owner: User, name: str, upload: Upload) -> McpSession:
-    """Open a kept upload as ``owner``'s session: the one this same file already made, or a new one.
+def open_upload(team_id: int, owner_id: int | None, name: str, upload: Upload) -> McpSession:
+    """Open a kept upload as a session of the team: the one this same file already made, or a new one.
 
     A small file is imported at once (``RecordingError`` refuses it, nothing stored); a bigger one
     is checked at its head (``RecordingError`` again) and imported by a thread, the new session
     showing its progress. The upload's file belongs to the import from here on.
     """
     try:
-        earlier = _earlier(owner, upload.sha256)
+        earlier = _earlier(team_id, upload.sha256)
         if earlier is not None:
             upload.discard()
             return earlier
@@ -242,7 +241,7 @@ def open_upload(owner: User, name: str, upload: Upload) -> McpSession:
     except BaseException:
         upload.discard()
         raise
-    session = _new_session(owner, name, upload.sha256, upload.size)
+    session = _new_session(team_id, owner_id, name, upload.sha256, upload.size)
     if upload.size > INLINE_BYTES:
         threading.Thread(
             target=_import_in_background, args=(session, upload), name=f"import-{session.pk}", daemon=True
@@ -259,9 +258,9 @@ def open_upload(owner: User, name: str, upload: Upload) -> McpSession:
     return session
 
 
-def import_recording(owner: User, name: str, file: IO[bytes]) -> McpSession:
-    """Store the frames of a JSON Lines file as a new, closed session of ``owner``, in this thread."""
-    session = _new_session(owner, name, "", 0)
+def import_recording(team_id: int, owner_id: int | None, name: str, file: IO[bytes]) -> McpSession:
+    """Store the frames of a JSON Lines file as a new, closed session of the team, in this thread."""
+    session = _new_session(team_id, owner_id, name, "", 0)
     try:
         _import(session, file, 0)
     except RecordingError:
@@ -270,10 +269,11 @@ def import_recording(owner: User, name: str, file: IO[bytes]) -> McpSession:
     return session
 
 
-def _new_session(owner: User, name: str, sha256: str, size: int) -> McpSession:
+def _new_session(team_id: int, owner_id: int | None, name: str, sha256: str, size: int) -> McpSession:
     name = storable(name)  # a file's name is text a browser sent: NUL included
     return McpSession.objects.create(
-        owner=owner,
+        team_id=team_id,
+        owner_id=owner_id,
         name=name[:200] or "recording",
         config={"imported_from": name[:1000]},
         status=McpSession.Status.IMPORTING,
@@ -282,10 +282,10 @@ def _new_session(owner: User, name: str, sha256: str, size: int) -> McpSession:
     )
 
 
-def _earlier(owner: User, sha256: str) -> McpSession | None:
-    """The session this file already made for ``owner``; failed or stopped imports are cleared away."""
+def _earlier(team_id: int, sha256: str) -> McpSession | None:
+    """The session this file already made for the team; failed or stopped imports are cleared away."""
     found = None
-    for session in McpSession.objects.filter(owner=owner, recording_sha256=sha256).order_by("-created"):
+    for session in McpSession.objects.filter(team_id=team_id, recording_sha256=sha256).order_by("-created"):
         if session.status == McpSession.Status.FAILED or (
             session.status == McpSession.Status.IMPORTING and _stale(session)
         ):

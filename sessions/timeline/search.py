@@ -19,11 +19,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 
 from sessions.frames import SUMMARY_FIELDS
-from sessions.models import TimelineFrame
+from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import fulltext
 from sessions.timeline.conformance import summarize_latency
 from sessions.timeline.queries import RULE
@@ -201,8 +200,9 @@ class Query:
             query.problems.append(str(exc))
         return query
 
-    def frames(self, owner: User) -> QuerySet[TimelineFrame]:
-        rows = TimelineFrame.objects.filter(session__owner=owner)
+    def frames(self, sessions: QuerySet[McpSession]) -> QuerySet[TimelineFrame]:
+        """The frames of ``sessions`` (the person's team's) that match."""
+        rows = TimelineFrame.objects.filter(session__in=sessions.values("pk"))
         return rows.filter(_condition(self.tree)) if self.tree is not None else rows.none()
 
 
@@ -233,13 +233,13 @@ def _condition(node: Term | Group) -> Q:
     return Q(latency_ms__gt=bound) if latency[1] == ">" else Q(latency_ms__lt=bound)
 
 
-def results(owner: User, text: str) -> dict[str, Any]:
-    """What the search page shows for ``text``."""
+def results(sessions: QuerySet[McpSession], text: str) -> dict[str, Any]:
+    """What the search page shows for ``text``, searching the frames of ``sessions``."""
     query = Query.parse(text)
     if query.tree is None:
         return {"query": query, "rows": [], "count": 0, "latency_rows": []}
     fulltext.catch_up()
-    rows = query.frames(owner)
+    rows = query.frames(sessions)
     shown = list(
         rows.select_related("session")
         .only(*SUMMARY_FIELDS, "session__public_id", "session__name", "session__server_info")

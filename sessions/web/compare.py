@@ -1,4 +1,4 @@
-"""Compare what two of a person's sessions offer (see sessions/timeline/compare.py)."""
+"""Compare what two of a team's sessions offer (see sessions/timeline/compare.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import compare as comparing
+from sessions.web.shortcuts import person_scope
 
 __all__ = ["compare"]
 
@@ -19,14 +20,15 @@ __all__ = ["compare"]
 @require_GET
 def compare(request: AuthedRequest) -> HttpResponse:
     """Compare what two of the person's sessions offer (see sessions/compare.py)."""
-    context: dict[str, Any] = {"choices": comparing.sessions_of(request.user), "a": None, "b": None}
+    scope = person_scope(request)
+    context: dict[str, Any] = {"choices": comparing.sessions_of(scope.sessions()), "a": None, "b": None}
     wanted = [request.GET.get("a", ""), request.GET.get("b", "")]
     context["preselect"] = next((w for w in wanted if w), "")  # "Compare with…" from a session page
     if all(wanted):
         try:
-            a, b = (McpSession.objects.get(owner=request.user, public_id=uuid.UUID(w)) for w in wanted)
+            a, b = (scope.sessions().get(public_id=uuid.UUID(w)) for w in wanted)
         except (ValueError, McpSession.DoesNotExist):
-            context["problem"] = "choose two of your sessions"
+            context["problem"] = "choose two of your team's sessions"
         else:
             context.update(comparing.compare(a, b))
     return render(request, "compare.html", context, status=422 if "problem" in context else 200)

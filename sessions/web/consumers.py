@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.teams import access
 from sessions.timeline.calls import call_context
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.web import live, tasks
@@ -31,7 +32,9 @@ __all__ = ["SessionConsumer"]
 
 @database_sync_to_async
 def _owned_session(public_id: str, user_id: int) -> McpSession | None:
-    return McpSession.objects.filter(public_id=public_id, owner_id=user_id).first()
+    """The session if the person is a member of its team (any role may watch); else None."""
+    found = access.session_with_role(user_id, public_id)
+    return None if found is None else found[0]
 
 
 @database_sync_to_async

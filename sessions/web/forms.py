@@ -19,6 +19,7 @@ from sessions.servers import (
     secret_env_names,
     split_command,
 )
+from sessions.teams.access import Scope
 from sessions.web.shortcuts import parse_json
 
 __all__ = ["ConnectForm", "ImportForm"]
@@ -194,13 +195,15 @@ class ConnectForm(forms.Form):
             "max_total_timeout": data["max_total_timeout"] or None,
         }
 
-    def save_server(self, owner: AbstractBaseUser) -> ServerConfig:
-        """Save (or update) this server under its name."""
+    def save_server(self, scope: Scope, owner: AbstractBaseUser) -> ServerConfig:
+        """Save (or update) this server under its name in the person's team."""
         config = self.snapshot()
         fields = {k: v for k, v in config.items() if k != "name"}
         fields["timeout"] = fields["timeout"] or 0
         fields["max_total_timeout"] = fields["max_total_timeout"] or 0
-        server, _ = ServerConfig.objects.update_or_create(owner=owner, name=config["name"], defaults=fields)
+        server, _ = ServerConfig.objects.update_or_create(
+            team_id=scope.team_id, name=config["name"], defaults={**fields, "owner": owner}
+        )
         return server
 
 
@@ -215,12 +218,14 @@ class ImportForm(forms.Form):
         except ValueError as exc:  # JSONDecodeError and ConfigError both
             raise forms.ValidationError(str(exc)) from None
 
-    def save(self, owner: AbstractBaseUser) -> list[ServerConfig]:
+    def save(self, scope: Scope, owner: AbstractBaseUser) -> list[ServerConfig]:
         saved = []
         for name, config in self.cleaned_data["text"].items():
             fields = {k: v for k, v in config.items() if k != "name"}
             # A server.json marks its secret variables; other names that look secret are masked too.
             fields["secret_env"] = secret_env_names(fields.get("env", {}), config.get("secret_env"))
-            server, _ = ServerConfig.objects.update_or_create(owner=owner, name=name, defaults=fields)
+            server, _ = ServerConfig.objects.update_or_create(
+                team_id=scope.team_id, name=name, defaults={**fields, "owner": owner}
+            )
             saved.append(server)
         return saved

@@ -1,4 +1,4 @@
-"""Search every frame of every session a person owns (see sessions/timeline/search.py for the syntax)."""
+"""Search every frame of the team's sessions (sessions/timeline/search.py has the syntax)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from django.views.decorators.http import require_GET
 
 from inspector.http import AuthedRequest
 from sessions.timeline.search import results
+from sessions.web.shortcuts import person_scope
 
 __all__ = ["search"]
 
 
 @require_GET
 def search(request: AuthedRequest) -> HttpResponse:
-    """Search the frames of every session the person owns; a query that cannot be read is a 400 saying why."""
-    found = results(request.user, request.GET.get("q", ""))
+    """Search the frames of the team's sessions; a query that cannot be read is a 400 saying why."""
+    found = results(person_scope(request).sessions(), request.GET.get("q", ""))
     return render(request, "search.html", found, status=400 if found["query"].problems else 200)

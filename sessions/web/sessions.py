@@ -6,7 +6,7 @@ import contextlib
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connections
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
@@ -15,15 +15,23 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from inspector.http import AuthedRequest, signed_in_user
-from sessions.models import McpSession, PendingReview, ServerConfig
+from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.teams import access, policy
+from sessions.teams.models import Role
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
 from sessions.web.forms import ConnectForm, ImportForm
 from sessions.web.panels import PANELS, panel_context, visible
-from sessions.web.shortcuts import error_response, int_param, owned_session
+from sessions.web.shortcuts import (
+    error_response,
+    int_param,
+    owned_session,
+    person_scope,
+    person_scope_async,
+)
 
 __all__ = [
     "connect",
@@ -50,9 +58,13 @@ def home(request: AuthedRequest) -> HttpResponse:
 
 def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpResponse:
     """The home page: the person's sessions and saved servers, the connect form, and ``extra``."""
+    scope = person_scope(request)
     context = {
-        "sessions": McpSession.objects.filter(owner=request.user)[:50],
-        "servers": ServerConfig.objects.filter(owner=request.user),
+        "sessions": scope.sessions()[:50],
+        "servers": scope.servers(),
+        "catalog": policy.catalog_of(scope),
+        "free_stdio": policy.free_stdio(scope),
+        "can_operate": scope.allows(Role.OPERATOR),
         "form": ConnectForm(),
         **extra,
     }
@@ -62,16 +74,28 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
 @require_POST
 async def connect(request: AuthedRequest) -> HttpResponse:
     """Start a session from the connect form (and save the server when asked)."""
+    scope = await person_scope_async(request, Role.OPERATOR)
     form = ConnectForm(request.POST)
-    if not await sync_to_async(form.is_valid)():
-        user = await signed_in_user(request)
-        context = {"form": form, "servers": [s async for s in ServerConfig.objects.filter(owner_id=user.pk)]}
+    valid = await sync_to_async(form.is_valid)()
+    if valid:
+        problem = await sync_to_async(policy.connect_problem)(scope, form.snapshot())
+        if problem:
+            form.add_error(None, problem)
+            valid = False
+    if not valid:
+        servers = [s async for s in scope.servers()]
+        context = {"form": form, "servers": servers}
         return await sync_to_async(render)(request, "sessions/_connect_form.html", context, status=422)
     user = await signed_in_user(request)
-    config = form.snapshot()
-    server = await sync_to_async(form.save_server)(user) if form.cleaned_data.get("save") else None
+    config = policy.prepared(scope, form.snapshot())
+    server = await sync_to_async(form.save_server)(scope, user) if form.cleaned_data.get("save") else None
     session = await McpSession.objects.acreate(
-        owner_id=user.pk, server=server, name=config["name"], config=config, roots=form.cleaned_data["roots"]
+        team_id=scope.team_id,
+        owner_id=user.pk,
+        server=server,
+        name=config["name"],
+        config=config,
+        roots=form.cleaned_data["roots"],
     )
     await client.start_session(session)
     url = f"/s/{session.public_id}/"
@@ -85,12 +109,20 @@ async def connect(request: AuthedRequest) -> HttpResponse:
 @require_POST
 async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
     """Start a session from a saved server."""
+    scope = await person_scope_async(request, Role.OPERATOR)
     user = await signed_in_user(request)
-    server = await ServerConfig.objects.filter(pk=pk, owner_id=user.pk).afirst()
+    server = await scope.servers().filter(pk=pk).afirst()
     if server is None:
         raise Http404("No such server")
+    problem = await sync_to_async(policy.connect_problem)(scope, server.snapshot())
+    if problem:
+        return error_response(problem, 403)
     session = await McpSession.objects.acreate(
-        owner_id=user.pk, server=server, name=server.name, config=server.snapshot()
+        team_id=scope.team_id,
+        owner_id=user.pk,
+        server=server,
+        name=server.name,
+        config=policy.prepared(scope, server.snapshot()),
     )
     await client.start_session(session)
     return redirect(f"/s/{session.public_id}/")
@@ -99,16 +131,17 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_POST
 def import_servers(request: AuthedRequest) -> HttpResponse:
     """Save the servers of a pasted mcpServers document."""
+    scope = person_scope(request, Role.OPERATOR)
     form = ImportForm(request.POST)
     if form.is_valid():
-        form.save(request.user)
+        form.save(scope, request.user)
         return redirect("home")
     return _home(request, status=422, import_form=form)
 
 
 @require_POST
 def delete_server(request: AuthedRequest, pk: int) -> HttpResponse:
-    ServerConfig.objects.filter(pk=pk, owner=request.user).delete()
+    person_scope(request, Role.OPERATOR).servers().filter(pk=pk).delete()
     return redirect("home")
 
 
@@ -124,10 +157,10 @@ async def open_recording(request: AuthedRequest) -> HttpResponse:
     if upload is not None and upload.size is not None and upload.size > MAX_BYTES:
         problem = f"{upload.name} is larger than {MAX_BYTES >> 20} MiB"
     elif upload is not None:
-        user = await signed_in_user(request)
+        scope = await person_scope_async(request, Role.OPERATOR)
         name = upload.name or "recording"
         try:
-            session = await sync_to_async(_open_upload, thread_sensitive=False)(user, name, upload)
+            session = await sync_to_async(_open_upload, thread_sensitive=False)(scope, name, upload)
         except RecordingError as exc:
             problem = f"cannot open {name}: {exc}"
         else:
@@ -135,10 +168,10 @@ async def open_recording(request: AuthedRequest) -> HttpResponse:
     return await sync_to_async(_home)(request, status=422, recording_error=problem)
 
 
-def _open_upload(user: User, name: str, upload: UploadedFile) -> McpSession:
+def _open_upload(scope: access.Scope, name: str, upload: UploadedFile) -> McpSession:
     """Keep the upload and open it, on a worker thread of its own: its connection is closed after."""
     try:
-        return open_upload(user, name, Upload.keep(upload))
+        return open_upload(scope.team_id, scope.user_id, name, Upload.keep(upload))
     finally:
         connections.close_all()
 
@@ -205,6 +238,10 @@ async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if session.is_imported:
         return HttpResponseBadRequest("a session opened from a recording has no server to reconnect to")
     if not session.is_live or not session.worker_channel:
+        scope = await person_scope_async(request, Role.OPERATOR)
+        problem = await sync_to_async(policy.reconnect_problem)(scope, session)
+        if problem:
+            return error_response(problem, 403)
         session.status = McpSession.Status.STARTING
         await session.asave(update_fields=["status"])
         await client.start_session(session)
@@ -231,9 +268,12 @@ def _back_to(request: AuthedRequest, session: McpSession) -> HttpResponse:
 @require_POST
 def delete_session(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Delete an ended session with its timeline; a live one must be disconnected first."""
-    session = McpSession.objects.filter(public_id=public_id, owner=request.user).first()
-    if session is None:
+    found = access.session_with_role(request.user.pk, public_id)
+    if found is None:
         raise Http404("No such session")
+    session, role = found
+    if not Role.allows(role, Role.OPERATOR):
+        raise PermissionDenied(f"Your role in this team is {role}; deleting a session needs operator.")
     if session.is_live:
         return HttpResponse("Disconnect the session before deleting it.", status=409)
     session.delete()
@@ -247,5 +287,5 @@ def _home_again(request: AuthedRequest) -> HttpResponse:
 @require_POST
 def delete_ended_sessions(request: AuthedRequest) -> HttpResponse:
     """Clear the history: every ended session of the person (live ones stay), with their timelines."""
-    McpSession.objects.filter(owner=request.user).exclude(status__in=McpSession.LIVE).delete()
+    person_scope(request, Role.OPERATOR).sessions().exclude(status__in=McpSession.LIVE).delete()
     return _home_again(request)

@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.core.exceptions import BadRequest
-from django.http import Http404, HttpResponse, QueryDict
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
@@ -19,6 +19,8 @@ from sessions.frames import deeper_than
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.teams import access
+from sessions.teams.models import Role
 from sessions.timeline.calls import call_context
 from sessions.timeline.listings import latest_result
 
@@ -33,6 +35,8 @@ __all__ = [
     "latest",
     "owned_session",
     "parse_json",
+    "person_scope",
+    "person_scope_async",
     "render_call",
     "render_panel",
 ]
@@ -90,13 +94,55 @@ def parse_json(text: str) -> Any:
     return value
 
 
-async def owned_session(request: AuthedRequest, public_id: Any) -> McpSession:
-    """Return the session if it belongs to the signed-in user, else 404 (never 403: ids stay private)."""
+SAFE_METHODS = frozenset({"GET", "HEAD"})
+
+
+def needed_role(request: HttpRequest) -> str:
+    """What a request to a session needs by default: reading is a viewer's, anything else an operator's."""
+    return Role.VIEWER if request.method in SAFE_METHODS else Role.OPERATOR
+
+
+def _refuse(role: str, needed: str) -> PermissionDenied:
+    return PermissionDenied(f"Your role in this team is {role}; this needs {needed}.")
+
+
+async def owned_session(request: AuthedRequest, public_id: Any, needed: str | None = None) -> McpSession:
+    """Return the session if the person is a member of its team with the role the request needs.
+
+    Not a member (or no such session): 404, so ids of other teams' sessions stay private. A member
+    whose role is too low: 403 that says so. ``needed`` defaults by method (``needed_role``).
+    """
     user = await signed_in_user(request)
-    session = await McpSession.objects.filter(public_id=public_id, owner_id=user.pk).afirst()
-    if session is None:
+    found = await sync_to_async(access.session_with_role)(user.pk, public_id)
+    if found is None:
         raise Http404("No such session")
+    session, role = found
+    needed = needed or needed_role(request)
+    if not Role.allows(role, needed):
+        raise _refuse(role, needed)
     return session
+
+
+def person_scope(request: HttpRequest, needed: str = Role.VIEWER) -> access.Scope:
+    """The signed-in person's current team and role; 403 if they have none, or a role below ``needed``."""
+    scope = access.scope_for(request.user, request.session.get(access.TEAM_KEY))
+    if scope is None:
+        raise PermissionDenied("You are not a member of any team yet: ask a team admin for an invitation.")
+    if not scope.allows(needed):
+        raise _refuse(scope.role, needed)
+    return scope
+
+
+async def person_scope_async(request: HttpRequest, needed: str = Role.VIEWER) -> access.Scope:
+    """``person_scope`` for an async view."""
+    user = await signed_in_user(request)
+    chosen = await request.session.aget(access.TEAM_KEY)
+    scope = await sync_to_async(access.scope_for)(user, chosen)
+    if scope is None:
+        raise PermissionDenied("You are not a member of any team yet: ask a team admin for an invitation.")
+    if not scope.allows(needed):
+        raise _refuse(scope.role, needed)
+    return scope
 
 
 def error_response(message: str, status: int) -> HttpResponse:

@@ -21,6 +21,7 @@ from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.host import ensure_embedded_runtime, stop_embedded_runtime
+from tests.support.teams import ateam_of
 
 WAIT = 20.0
 
@@ -92,7 +93,7 @@ async def wait_until(check: Callable[[], Any], timeout: float = WAIT, what: str 
 async def start_session(user: User, config: dict[str, Any], roots: list[Any] | None = None) -> McpSession:
     """Create a session row, ask the runtime to start it, and wait until it is ready."""
     session = await McpSession.objects.acreate(
-        owner=user, name=config["name"], config=config, roots=roots or []
+        owner=user, team=await ateam_of(user), name=config["name"], config=config, roots=roots or []
     )
     await client.start_session(session)
 

@@ -1,0 +1,180 @@
+"""Teams and their members, invitations, the approved server catalog, and people's login sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+__all__ = ["CatalogServer", "Invitation", "LoginSession", "Membership", "Role", "Team", "token_digest"]
+
+
+class Role(models.TextChoices):
+    """What a member may do; each role may do everything the ones before it may."""
+
+    VIEWER = "viewer"  # read timelines, watch live
+    OPERATOR = "operator"  # connect, call, answer review cards
+    ADMIN = "admin"  # members, the server catalog, team secrets, settings
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        return {cls.VIEWER: 1, cls.OPERATOR: 2, cls.ADMIN: 3}.get(role, 0)  # type: ignore[call-overload]
+
+    @classmethod
+    def allows(cls, role: str | None, needed: str) -> bool:
+        """Whether a member with ``role`` may do what needs ``needed``."""
+        return role is not None and cls.rank(role) >= cls.rank(needed)
+
+
+def token_digest(token: str) -> str:
+    """How a link's token is stored: its SHA-256, so the database never holds a usable link."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class Team(models.Model):
+    """People who share sessions, saved servers, recordings, a server catalog and settings."""
+
+    name = models.CharField(max_length=200, unique=True)
+    personal = models.BooleanField(default=False, help_text="the one team of the local mode's person")
+    allow_free_stdio = models.BooleanField(
+        default=False, help_text="hosted: operators may run any command line, not only the catalog's"
+    )
+    egress_allow = models.JSONField(
+        default=list, blank=True, help_text="hosted: hosts or CIDRs HTTP targets may reach despite the rules"
+    )
+    max_live_sessions = models.PositiveIntegerField(
+        null=True, blank=True, help_text="live sessions at once; empty: the installation's default"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A person in a team, with a role."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    joined = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team__name"]
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="one_membership_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+def _week_from_now() -> Any:
+    return timezone.now() + timedelta(days=7)
+
+
+class Invitation(models.Model):
+    """A one-use link an admin made for someone to join a team with a role (the token stored hashed)."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.VIEWER)
+    note = models.CharField(max_length=200, blank=True, help_text="who it is for")
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(default=_week_from_now)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    used = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.team} as {self.role}"
+
+    @classmethod
+    def make(cls, team: Team, role: str, by: Any, note: str = "", days: int = 7) -> tuple[Invitation, str]:
+        """A new invitation and its token (shown once, to the admin who made it)."""
+        token = secrets.token_urlsafe(32)
+        invitation = cls.objects.create(
+            team=team,
+            role=role,
+            note=note,
+            digest=token_digest(token),
+            created_by=by,
+            expires=timezone.now() + timedelta(days=days),
+        )
+        return invitation, token
+
+    @property
+    def usable(self) -> bool:
+        return not self.revoked and self.used is None and self.expires > timezone.now()
+
+    @property
+    def state(self) -> str:
+        if self.revoked:
+            return "revoked"
+        if self.used is not None:
+            return "used"
+        return "expired" if self.expires <= timezone.now() else "open"
+
+
+# A catalog parameter's name, as it appears in "{name}" placeholders.
+PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+class CatalogServer(models.Model):
+    """A stdio server an admin approved: the command, and exactly what a person may fill in.
+
+    ``args`` may hold ``{name}`` placeholders for the ``params`` a person fills (each
+    ``{"name", "label", "pattern", "required"}``); ``env`` holds the admin's fixed values;
+    ``env_params`` names the variables a person may set, and ``secret_env`` which values are secret.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="catalog")
+    name = models.CharField(max_length=200)
+    description = models.CharField(max_length=500, blank=True)
+    command = models.CharField(max_length=1000)
+    args = models.JSONField(default=list, blank=True)
+    params = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    env_params = models.JSONField(default=list, blank=True)
+    secret_env = models.JSONField(default=list, blank=True)
+    cwd = models.CharField(max_length=1000, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_catalog_name_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class LoginSession(models.Model):
+    """One browser signed in as a person, so they can see where they are signed in and end the others."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="logins")
+    session_key = models.CharField(max_length=40, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    address = models.CharField(max_length=100, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.user} from {self.address or '?'}"

@@ -1,0 +1,161 @@
+"""What a team allows when someone connects: approved stdio servers, command lines, live-session caps.
+
+In the local mode everything is allowed (a developer runs what they like on their own machine). In the
+hosted mode a stdio server comes from the team's catalog unless an admin allowed command lines for the
+team; HTTP targets pass the egress rules, with the team's allow-list (``prepared`` puts it in the
+session's config, where the runtime reads it).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+
+from sessions.models import McpSession
+from sessions.servers import DEFAULT_PROTOCOL_VERSION
+from sessions.teams.access import Scope
+from sessions.teams.models import PARAM_NAME, CatalogServer, Team
+
+__all__ = [
+    "CatalogError",
+    "catalog_config",
+    "catalog_of",
+    "connect_problem",
+    "free_stdio",
+    "live_cap",
+    "prepared",
+    "reconnect_problem",
+]
+
+# A value a person fills in for a catalog parameter, when the admin gave no pattern: one argument that
+# cannot pass for an option of the command.
+DEFAULT_PARAM = re.compile(r"[^-\s][^\x00-\x1f]{0,999}")
+PLACEHOLDER = re.compile(r"\{(" + PARAM_NAME.pattern + r")\}")
+
+
+class CatalogError(ValueError):
+    """A person's values for a catalog server that the admin's rules refuse: ``errors`` by field."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def _team(scope: Scope) -> Team:
+    return Team.objects.get(pk=scope.team_id)
+
+
+def free_stdio(scope: Scope) -> bool:
+    """Whether the person may start any command line (always, locally; if an admin allowed it, hosted)."""
+    return not settings.INSPECTOR_HOSTED or _team(scope).allow_free_stdio
+
+
+def catalog_of(scope: Scope) -> list[CatalogServer]:
+    return list(CatalogServer.objects.filter(team_id=scope.team_id))
+
+
+def live_cap(team: Team) -> int:
+    """How many live sessions the team may have at once (0: no limit)."""
+    if team.max_live_sessions is not None:
+        return team.max_live_sessions
+    return int(getattr(settings, "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 0) or 0)
+
+
+def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:
+    """Why the team does not allow starting this config now, or None."""
+    team = _team(scope)
+    stdio = config.get("transport") == "stdio" and not config.get("catalog")
+    if stdio and settings.INSPECTOR_HOSTED and not team.allow_free_stdio:
+        return (
+            "This team runs stdio servers from its approved catalog only. Pick one under "
+            "“Approved servers”, or ask a team admin to add yours or to allow command lines."
+        )
+    cap = live_cap(team)
+    if cap:
+        live = McpSession.objects.filter(team=team, status__in=McpSession.LIVE).count()
+        if live >= cap:
+            return f"This team has {live} live sessions, its limit. Disconnect one before starting another."
+    return None
+
+
+def reconnect_problem(scope: Scope, session: McpSession) -> str | None:
+    """``connect_problem`` for starting a recorded session's config again; its catalog entry must remain."""
+    config = session.config if isinstance(session.config, dict) else {}
+    catalog = config.get("catalog")
+    if isinstance(catalog, dict):
+        entry = CatalogServer.objects.filter(team_id=session.team_id, pk=int(catalog.get("id") or 0)).first()
+        if entry is None or entry.command != config.get("command"):
+            return "This server is no longer in the team's catalog as it was: connect to it again from there."
+    return connect_problem(scope, config)
+
+
+def prepared(scope: Scope, config: dict[str, Any]) -> dict[str, Any]:
+    """The config a session of this team starts from: the team's egress allow-list added (hosted)."""
+    if not settings.INSPECTOR_HOSTED:
+        return config
+    allow = _team(scope).egress_allow
+    return {**config, "egress_allow": [str(a) for a in allow] if isinstance(allow, list) else []}
+
+
+def catalog_config(entry: CatalogServer, values: dict[str, str]) -> dict[str, Any]:
+    """The config to start a catalog server with the person's ``values`` (``param:<name>``, ``env:<NAME>``).
+
+    Every value is checked against the admin's rules; a placeholder fills its whole argument or a part
+    of it, never adds one. ``CatalogError`` says what is wrong, by field.
+    """
+    errors: dict[str, str] = {}
+    filled: dict[str, str] = {}
+    for param in entry.params if isinstance(entry.params, list) else []:
+        if not isinstance(param, dict) or not PARAM_NAME.fullmatch(str(param.get("name", ""))):
+            continue
+        name = str(param["name"])
+        value = str(values.get(f"param:{name}", "")).strip()
+        pattern = str(param.get("pattern") or "")
+        if not value:
+            if param.get("required", True):
+                errors[f"param:{name}"] = "required"
+            filled[name] = ""
+            continue
+        rule = re.compile(pattern) if pattern else DEFAULT_PARAM
+        if "\x00" in value or not rule.fullmatch(value):
+            errors[f"param:{name}"] = f"must match {pattern}" if pattern else "one value, not an option"
+        filled[name] = value
+    env = {str(k): str(v) for k, v in (entry.env or {}).items()}
+    for name in entry.env_params if isinstance(entry.env_params, list) else []:
+        value = str(values.get(f"env:{name}", ""))
+        if "\x00" in value or len(value) > 4000:
+            errors[f"env:{name}"] = "at most 4,000 characters, no NUL"
+        elif value:
+            env[str(name)] = value
+    if errors:
+        raise CatalogError(errors)
+
+    def fill(arg: str) -> str:
+        return PLACEHOLDER.sub(lambda match: filled.get(match.group(1), match.group(0)), arg)
+
+    args = [fill(str(arg)) for arg in (entry.args or [])]
+    # An optional parameter left empty leaves no empty argument behind.
+    raw_args = [str(arg) for arg in entry.args or []]
+    args = [arg for arg, raw in zip(args, raw_args, strict=True) if arg or not PLACEHOLDER.search(raw)]
+    return {
+        "name": entry.name,
+        "transport": "stdio",
+        "command": entry.command,
+        "args": args,
+        "env": env,
+        "secret_env": sorted({str(n) for n in entry.secret_env or []}),
+        "cwd": entry.cwd,
+        "url": "",
+        "headers": {},
+        "bearer_token": "",
+        "verify_tls": True,
+        "ca_file": "",
+        "protocol_version": DEFAULT_PROTOCOL_VERSION,
+        "mode": "handshake",
+        "capabilities": {},
+        "timeout": 60.0,
+        "max_total_timeout": 600.0,
+        "catalog": {"id": entry.pk, "name": entry.name},
+    }
