@@ -8,6 +8,8 @@ from inspector import views
 
 # A view's BadRequest (a parameter it cannot take) is answered 400 with the reason.
 handler400 = views.bad_request
+# A 404 says which thing was not found when a view said so.
+handler404 = views.not_found
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),

@@ -5,7 +5,13 @@ from __future__ import annotations
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import BadRequest
-from django.http import HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseNotFound,
+    HttpResponseRedirect,
+)
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
@@ -27,6 +33,13 @@ def bad_request(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     return HttpResponseBadRequest(
         render(request, "sessions/_error.html", {"message": message or "Bad request"}).content
     )
+
+
+def not_found(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
+    """404 with our own reason ("No such session", "No such frame"); Django's own say nothing more."""
+    message = str(exception) if isinstance(exception, Http404) and exception.args else ""
+    text = message if message.startswith(("No ", "Not ")) else "Not found"
+    return HttpResponseNotFound(render(request, "sessions/_error.html", {"message": text}).content)
 
 
 @login_not_required

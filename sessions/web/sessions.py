@@ -87,7 +87,7 @@ async def connect(request: AuthedRequest) -> HttpResponse:
         context = {"form": form, "servers": servers}
         return await sync_to_async(render)(request, "sessions/_connect_form.html", context, status=422)
     user = await signed_in_user(request)
-    config = policy.prepared(scope, form.snapshot())
+    config = await sync_to_async(policy.prepared)(scope, form.snapshot())
     server = await sync_to_async(form.save_server)(scope, user) if form.cleaned_data.get("save") else None
     session = await McpSession.objects.acreate(
         team_id=scope.team_id,
@@ -122,7 +122,7 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
         owner_id=user.pk,
         server=server,
         name=server.name,
-        config=policy.prepared(scope, server.snapshot()),
+        config=await sync_to_async(policy.prepared)(scope, server.snapshot()),
     )
     await client.start_session(session)
     return redirect(f"/s/{session.public_id}/")
@@ -141,7 +141,9 @@ def import_servers(request: AuthedRequest) -> HttpResponse:
 
 @require_POST
 def delete_server(request: AuthedRequest, pk: int) -> HttpResponse:
-    person_scope(request, Role.OPERATOR).servers().filter(pk=pk).delete()
+    deleted, _ = person_scope(request, Role.OPERATOR).servers().filter(pk=pk).delete()
+    if not deleted:
+        raise Http404("No such server")
     return redirect("home")
 
 
@@ -152,12 +154,12 @@ async def open_recording(request: AuthedRequest) -> HttpResponse:
     The file is copied and hashed, and a big one imported, on threads of their own: never the
     thread Django shares between synchronous views, so other pages carry on meanwhile.
     """
+    scope = await person_scope_async(request, Role.OPERATOR)
     upload = request.FILES.get("recording")
     problem = "choose a .jsonl file to open" if upload is None else ""
     if upload is not None and upload.size is not None and upload.size > MAX_BYTES:
         problem = f"{upload.name} is larger than {MAX_BYTES >> 20} MiB"
     elif upload is not None:
-        scope = await person_scope_async(request, Role.OPERATOR)
         name = upload.name or "recording"
         try:
             session = await sync_to_async(_open_upload, thread_sensitive=False)(scope, name, upload)

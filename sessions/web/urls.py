@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from sessions.web import (
     calls,
+    catalog,
     compare,
     completion,
     logs,
@@ -68,6 +69,7 @@ urlpatterns = [
     path("servers/import", sessions.import_servers, name="import_servers"),
     path("servers/<int:pk>/connect", sessions.connect_saved, name="connect_saved"),
     path("servers/<int:pk>/delete", sessions.delete_server, name="delete_server"),
+    path("catalog/<int:pk>/connect", catalog.connect_catalog, name="connect_catalog"),
     path("sessions/delete-ended", sessions.delete_ended_sessions, name="delete_ended_sessions"),
     path("recordings/open", sessions.open_recording, name="open_recording"),
     path("search", search.search, name="search"),

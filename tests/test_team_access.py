@@ -1,0 +1,307 @@
+"""Named people try every URL and the live socket with their own team's ids and the other team's.
+
+alice is the admin of team A, bob an operator there and carol a viewer; dave is the admin of team B.
+What each may do is the table below; every URL pattern of the app must be in it, so a new view cannot
+go untested. An answer is "ok" (past the access check: any status below 500 but 403 and 404),
+"forbidden" (403: a member whose role is too low) or "hidden" (404: not a member; the id could as
+well not exist).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from django.test import AsyncClient
+from django.urls import URLPattern, URLResolver, get_resolver
+from support.web import session_communicator
+
+from sessions.engine import Frame
+from sessions.frames import frame_row
+from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
+from sessions.teams.models import CatalogServer, Membership, Role, Team
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PEOPLE = {
+    "alice": ("A", Role.ADMIN),
+    "bob": ("A", Role.OPERATOR),
+    "carol": ("A", Role.VIEWER),
+    "dave": ("B", Role.ADMIN),
+}
+
+OK, FORBIDDEN, HIDDEN = "ok", "forbidden", "hidden"
+
+# How each kind of URL answers each person: (with team A's ids, with team B's ids).
+RULES: dict[str, dict[str, tuple[str, str]]] = {
+    # Reading a session: any member of its team.
+    "read": {"alice": (OK, HIDDEN), "bob": (OK, HIDDEN), "carol": (OK, HIDDEN), "dave": (HIDDEN, OK)},
+    # Acting on a session, or on a saved or catalog server by its id: operators and admins of its team.
+    # A viewer is told their role is too low before anything is looked up.
+    "act": {"alice": (OK, HIDDEN), "bob": (OK, HIDDEN), "carol": (FORBIDDEN, HIDDEN), "dave": (HIDDEN, OK)},
+    "act-on-team-id": {
+        "alice": (OK, HIDDEN),
+        "bob": (OK, HIDDEN),
+        "carol": (FORBIDDEN, FORBIDDEN),
+        "dave": (HIDDEN, OK),
+    },
+    # Team-wide pages with no id: each person in their own team.
+    "team-read": dict.fromkeys(PEOPLE, (OK, OK)),
+    "team-act": {"alice": (OK, OK), "bob": (OK, OK), "carol": (FORBIDDEN, FORBIDDEN), "dave": (OK, OK)},
+    # Open to anyone: health, login pages.
+    "public": dict.fromkeys(PEOPLE, (OK, OK)),
+}
+
+# Every URL name of the app: its method and its rule.
+URLS: dict[str, tuple[str, str]] = {
+    "healthz": ("GET", "public"),
+    "login": ("GET", "public"),
+    "auth-token": ("GET", "public"),
+    "home": ("GET", "team-read"),
+    "connect": ("POST", "team-act"),
+    "import_servers": ("POST", "team-act"),
+    "connect_saved": ("POST", "act-on-team-id"),
+    "delete_server": ("POST", "act-on-team-id"),
+    "connect_catalog": ("POST", "act-on-team-id"),
+    "delete_ended_sessions": ("POST", "team-act"),
+    "open_recording": ("POST", "team-act"),
+    "search": ("GET", "team-read"),
+    "compare": ("GET", "team-read"),
+    "session": ("GET", "read"),
+    "delete_session": ("POST", "act"),
+    "import_status": ("GET", "read"),
+    "disconnect": ("POST", "act"),
+    "reconnect": ("POST", "act"),
+    "reinitialize": ("POST", "act"),
+    "panel": ("GET", "read"),
+    "request": ("POST", "act"),
+    "call": ("GET", "read"),
+    "cancel": ("POST", "act"),
+    "timeline": ("GET", "read"),
+    "frame": ("GET", "read"),
+    "export": ("GET", "read"),
+    "export_html": ("GET", "read"),
+    "export_collection": ("GET", "read"),
+    "tools_list": ("POST", "act"),
+    "tool_form": ("GET", "read"),
+    "tool_call": ("POST", "act"),
+    "list_items": ("POST", "act"),
+    "read_template": ("POST", "act"),
+    "subscribe": ("POST", "act"),
+    "resource_blob": ("GET", "read"),
+    "get_prompt": ("POST", "act"),
+    "tasks_list": ("POST", "act"),
+    "task_action": ("POST", "act"),
+    "check_skill": ("POST", "act"),
+    "complete": ("POST", "act"),
+    "set_level": ("POST", "act"),
+    "ping": ("POST", "act"),
+    "review_answer": ("POST", "act"),
+    "review_reject": ("POST", "act"),
+    "review_sampling": ("POST", "act"),
+    "review_draft": ("POST", "act"),
+    "review_elicitation": ("POST", "act"),
+    "review_consent": ("POST", "act"),
+    "review_roots": ("POST", "act"),
+    "roots_save": ("POST", "act"),
+}
+
+# Path arguments other than ids: a tab, a listing, a task action, a call and its content.
+FIXED_ARGS = {"name": "overview", "kind": "prompts", "action": "get", "rpc_id": "1", "seq": "1", "index": "0"}
+QUERIES = {"tool_form": "?name=echo", "timeline": "", "frame": ""}
+
+
+def patterns() -> list[tuple[str, str]]:
+    """(route, name) of every URL pattern."""
+    found: list[tuple[str, str]] = []
+
+    def walk(items: list[Any], prefix: str) -> None:
+        for item in items:
+            if isinstance(item, URLResolver):
+                walk(item.url_patterns, prefix + str(item.pattern))
+            elif isinstance(item, URLPattern):
+                found.append((prefix + str(item.pattern), str(item.name)))
+
+    walk(get_resolver().url_patterns, "")
+    return found
+
+
+@dataclass
+class TeamIds:
+    team: Team
+    session: McpSession
+    review: PendingReview
+    server: ServerConfig
+    catalog: CatalogServer
+
+
+def _team(name: str) -> Team:
+    return Team.objects.create(name=f"team {name}")
+
+
+def _ids(team: Team, owner: User, word: str) -> TeamIds:
+    """A closed session with a call (an echo and a resource read) and a waiting review, a saved HTTP
+    server and a catalog entry. ``word`` is in the session's frames only, for search."""
+    session = McpSession.objects.create(
+        team=team, owner=owner, name=f"session of {team.name}", config={}, status="closed", last_seq=4
+    )
+    messages = [
+        ("out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}),
+        ("in", {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": word}]}}),
+        (
+            "in",
+            {"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {"messages": []}},
+        ),
+    ]
+    rows = []
+    for seq, (direction, body) in enumerate(messages, start=1):
+        frame = Frame("message", direction, json.dumps(body).encode(), message=body)  # type: ignore[arg-type]
+        frame.seq, frame.method, frame.rpc_id = seq, body.get("method"), body.get("id")
+        frame.rpc_kind = "result" if "result" in body else "request"
+        rows.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+    TimelineFrame.objects.bulk_create(rows)
+    review = PendingReview.objects.create(
+        session=session,
+        key="s1",
+        method="sampling/createMessage",
+        rpc_id="s1",
+        params={"messages": []},
+        frame_seq=3,
+    )
+    server = ServerConfig.objects.create(
+        team=team, owner=owner, name="saved", transport="http", url="http://192.0.2.1/mcp"
+    )
+    catalog = CatalogServer.objects.create(team=team, name="approved", command="true")
+    return TeamIds(team, session, review, server, catalog)
+
+
+@database_sync_to_async
+def _world() -> tuple[dict[str, User], dict[str, TeamIds]]:
+    teams = {"A": _team("A"), "B": _team("B")}
+    people = {}
+    for name, (team, role) in PEOPLE.items():
+        people[name] = User.objects.create_user(name, password=f"{name}-password-1")
+        Membership.objects.create(team=teams[team], user=people[name], role=role)
+    return people, {
+        "A": _ids(teams["A"], people["alice"], "aardvark"),
+        "B": _ids(teams["B"], people["dave"], "zebu"),
+    }
+
+
+def _url(route: str, ids: TeamIds) -> str:
+    """The route with the team's ids (and fixed values for the other path arguments)."""
+    values = {"public_id": str(ids.session.public_id), **FIXED_ARGS}
+    values["pk"] = str(
+        ids.review.pk if route.startswith("s/") else (ids.catalog.pk if "catalog" in route else ids.server.pk)
+    )
+    path = route
+    for name, value in values.items():
+        for converter in ("uuid", "int", "str"):
+            path = path.replace(f"<{converter}:{name}>", value)
+    assert "<" not in path, path
+    return "/" + path
+
+
+# What a 404 says when the id of the session, or of a saved or catalog server, is not the person's team's.
+# Other 404s ("No such frame", "No such tool") come from past the check: the id was theirs.
+UNKNOWN_ID = ("No such session", "No such server")
+
+
+def _outcome(status: int, body: str) -> str:
+    assert status < 500
+    if status == 404:
+        return HIDDEN if any(reason in body for reason in UNKNOWN_ID) else OK
+    return FORBIDDEN if status == 403 else OK
+
+
+@database_sync_to_async
+def _restore(world: dict[str, TeamIds]) -> None:
+    """Put back what an allowed request deleted or changed, so every request meets the same world."""
+    for ids in world.values():
+        if not McpSession.objects.filter(pk=ids.session.pk).exists():
+            ids.session.save(force_insert=True)
+        McpSession.objects.filter(pk=ids.session.pk).update(status="closed", worker_channel="")
+        if not ServerConfig.objects.filter(pk=ids.server.pk).exists():
+            ids.server.save(force_insert=True)
+        if not PendingReview.objects.filter(pk=ids.review.pk).exists():
+            ids.review.save(force_insert=True)
+        PendingReview.objects.filter(pk=ids.review.pk).update(status="waiting")
+
+
+async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    routes = patterns()
+    assert {name for _, name in routes} == set(URLS), "every URL name must be in the table (and only those)"
+    clients = {}
+    for name, user in people.items():
+        clients[name] = AsyncClient()
+        await clients[name].aforce_login(user)
+    differences = []
+    for route, url_name in routes:
+        method, rule = URLS[url_name]
+        for person, expected in RULES[rule].items():
+            for team, wanted in zip(("A", "B"), expected, strict=True):
+                await _restore(world)
+                url = _url(route, world[team]) + QUERIES.get(url_name, "")
+                client = clients[person]
+                response = await (client.get(url) if method == "GET" else client.post(url, {}))
+                body = "" if response.streaming else response.content.decode()
+                got = _outcome(response.status_code, body)
+                if got != wanted:
+                    differences.append(
+                        f"{person} {method} {url} ({url_name}, team {team}'s ids): {got} "
+                        f"({response.status_code}), the table says {wanted}"
+                    )
+    assert not differences, "\n".join(differences)
+
+
+async def test_a_review_of_another_team_is_hidden_even_through_ones_own_session(settings: Any) -> None:
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    bob = AsyncClient()
+    await bob.aforce_login(people["bob"])
+    own, other = world["A"], world["B"]
+    for action in ("answer", "reject", "sampling", "draft", "elicitation", "consent", "roots"):
+        response = await bob.post(f"/s/{own.session.public_id}/reviews/{other.review.pk}/{action}", {})
+        assert response.status_code == 404, action
+    assert await PendingReview.objects.filter(pk=other.review.pk, status="waiting").aexists()
+
+
+async def test_the_live_socket_lets_members_of_the_sessions_team_watch_and_no_one_else(settings: Any) -> None:
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    for person, (team, _role) in PEOPLE.items():
+        for other in ("A", "B"):
+            communicator = await session_communicator(
+                people[person], f"/ws/sessions/{world[other].session.public_id}/"
+            )
+            connected, code = await communicator.connect(timeout=10)
+            if team == other:
+                assert connected, (person, other)
+                await communicator.disconnect()
+            else:
+                assert (connected, code) == (False, 4404), (person, other)
+    # A session id that does not exist looks the same as another team's.
+    communicator = await session_communicator(people["alice"], f"/ws/sessions/{uuid.uuid4()}/")
+    assert await communicator.connect(timeout=10) == (False, 4404)
+
+
+async def test_lists_search_and_compare_show_only_the_persons_team(settings: Any) -> None:
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    carol, dave = AsyncClient(), AsyncClient()
+    await carol.aforce_login(people["carol"])
+    await dave.aforce_login(people["dave"])
+    home = (await carol.get("/")).content.decode()
+    assert "session of team A" in home and "session of team B" not in home
+    assert 'id="connect-form"' not in home and "You are a viewer in this team" in home
+    assert "aardvark" in (await carol.get("/search", {"q": "aardvark"})).content.decode().split("<main", 1)[1]
+    found = (await dave.get("/search", {"q": "aardvark"})).content.decode()
+    assert "session of team A" not in found and "0 matching frames" in found
+    assert "session of team A" not in (await dave.get("/compare")).content.decode()
