@@ -28,6 +28,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
+from support.teams import ateam_of
 from support.web import (
     live_runtime,
     logged_in_client,
@@ -39,7 +40,6 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, ServerConfig
-from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

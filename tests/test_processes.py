@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
 from django.utils import timezone
+from support.teams import team_of
 from support.web import live_runtime, make_user, start_session, stdio_config, wait_until
 
 from sessions.engine import ClientSession, ServerProcess, StdioTarget, kill_tree, make_transport
@@ -27,7 +28,6 @@ from sessions.engine._processes import host_key
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import client, workers
 from sessions.runtime import messages as m
-from tests.support.teams import team_of
 
 DAEMONIZING = Path(__file__).parent / "servers" / "daemonizing.py"
 WAIT = 10.0

@@ -16,6 +16,7 @@ import pytest
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.db import DataError, OperationalError
+from support.teams import ateam_of
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
@@ -24,7 +25,6 @@ from sessions.runtime import messages as m
 from sessions.runtime import recorder as recorder_module
 from sessions.runtime.recorder import Recorder
 from sessions.timeline.queries import TimelineFilter, page_of_rows
-from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,11 +20,11 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
 from support.processes import free_port
+from support.teams import ateam_of
 from support.web import logged_in_client, make_user, wait_until
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import recordings
-from tests.support.teams import ateam_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

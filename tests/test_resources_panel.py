@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from support.teams import ateam_of
 from support.web import (
     live_runtime,
     logged_in_client,
@@ -22,7 +23,6 @@ from sessions.models import McpSession, TimelineFrame
 from sessions.web import live
 from sessions.web.resources import marker_id
 from sessions.web.uri_templates import expand_uri_template, template_variables
-from tests.support.teams import ateam_of
 
 ARCHITECTURE = "demo://resource/static/document/architecture.md"
 TEXT_TEMPLATE = "demo://resource/dynamic/text/{resourceId}"

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from support.teams import ateam_of
 from support.web import (
     frames_of,
     live_runtime,
@@ -29,7 +30,6 @@ from sessions.runtime import messages as m
 from sessions.runtime.host import ensure_embedded_runtime
 from sessions.runtime.owner import SessionOwner
 from sessions.timeline.queries import TimelineFilter, page_of_rows
-from tests.support.teams import ateam_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

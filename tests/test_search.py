@@ -10,13 +10,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import Client
+from support.teams import team_of
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import fulltext
 from sessions.timeline.search import results
-from tests.support.teams import team_of
 
 pytestmark = pytest.mark.django_db
 

@@ -24,6 +24,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.urls.resolvers import RegexPattern, RoutePattern
+from support.teams import team_of
 from support.web import finish
 
 from inspector import auth
@@ -32,7 +33,6 @@ from inspector.asgi import application
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from tests.support.teams import team_of
 
 FOREIGN = "http://evil.example"
 SAME_ORIGIN = "http://testserver"

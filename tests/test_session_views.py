@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from support.teams import ateam_of, team_of
 from support.web import (
     frames_of,
     live_runtime,
@@ -25,7 +26,6 @@ from support.web import (
 
 from sessions.config_files import ConfigError, parse_servers
 from sessions.models import McpSession, ServerConfig, TimelineFrame
-from tests.support.teams import ateam_of, team_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

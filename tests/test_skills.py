@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.teams import ateam_of
 from support.web import live_runtime, logged_in_client, make_user, start_session, stdio_config
 
 from sessions.engine import (
@@ -34,7 +35,6 @@ from sessions.engine import (
 from sessions.engine._frontmatter import FrontmatterError, FrontmatterUnsupported, parse_frontmatter
 from sessions.engine.testing import ManualClock, Recorder, ScriptedTransport
 from sessions.models import McpSession, TimelineFrame
-from tests.support.teams import ateam_of
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER = REPO / "tests" / "servers" / "skills_server.py"

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from support.teams import team_of
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 from sessions.timeline.search import results
-from tests.support.teams import team_of
 
 pytestmark = pytest.mark.django_db
 

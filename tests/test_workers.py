@@ -12,11 +12,11 @@ from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
 from django.test import Client, override_settings
 from django.utils import timezone
+from support.teams import ateam_of, team_of
 
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import workers
 from sessions.runtime.messages import StateChanged, decode_event
-from tests.support.teams import ateam_of, team_of
 
 pytestmark = pytest.mark.django_db
 

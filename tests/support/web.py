@@ -21,7 +21,7 @@ from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.host import ensure_embedded_runtime, stop_embedded_runtime
-from tests.support.teams import ateam_of
+from support.teams import ateam_of
 
 WAIT = 20.0
 
