@@ -1,0 +1,248 @@
+"""Redaction: what a shared view or a redacted export shows instead of a secret. The recording is never
+changed; every frame, name and config is redacted as it is read out.
+
+Built-in rules:
+- values under names that look secret (headers, JSON fields, query parameters, environment variables,
+  ``--token=…`` arguments, ``NAME=value`` and ``"name": "value"`` in text a server sent back);
+- passwords in URLs (``scheme://user:password@host``);
+- and, beyond names, every value equal to a secret of the session's own configuration (its secret env
+  values, secret header values, bearer token, secret query parameters and arguments), wherever it
+  appears: in what the server sent back too.
+
+A sharer adds rules (``Rules``): more names, JSON paths (``params.arguments.password``,
+``result.content[*].text``) and regular expressions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from sessions.frames import deeper_than
+
+__all__ = ["MASK", "Redactor", "Rules", "config_secrets", "looks_secret"]
+
+MASK = "[redacted]"
+# Names whose values are credentials. Wider than the config form's masking: a share goes to other people.
+SECRET_NAME = re.compile(
+    r"token|secret|passw|pwd|api[-_]?key|apikey|private[-_]?key|access[-_]?key|auth|credential|"
+    r"signature|cookie|session[-_]?id|sessionid|bearer|dsn|^key$|[-_]key$",
+    re.IGNORECASE,
+)
+# A value shorter than this is not hunted for everywhere: "1" or "abc" would mask half the timeline.
+MIN_SECRET = 6
+# scheme://user:password@host
+URL_PASSWORD = re.compile(
+    r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/:@\"']*:)(?P<password>[^\s@/\"']+)(?=@)", re.I
+)
+# name=value in text (query strings, env dumps, argument lists): the name ends where the value starts.
+NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P<sep>=)(?P<value>[^\s&;,\"'<>]+)")
+# "name": "value" inside text (JSON a server put in a string).
+QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+# Authorization: Bearer xyz / name: value lines.
+HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
+MAX_DEPTH = 200
+
+
+def looks_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+@dataclass
+class Rules:
+    """What a sharer adds to the built-in rules."""
+
+    names: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    patterns: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Rules:
+        data = data if isinstance(data, dict) else {}
+
+        def strings(key: str) -> list[str]:
+            values = data.get(key)
+            return [str(v).strip() for v in values if str(v).strip()] if isinstance(values, list) else []
+
+        return cls(names=strings("names"), paths=strings("paths"), patterns=strings("patterns"))
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {"names": self.names, "paths": self.paths, "patterns": self.patterns}
+
+    def problems(self) -> list[str]:
+        """What is wrong with the sharer's rules (a pattern that is not a regular expression)."""
+        found = []
+        for pattern in self.patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                found.append(f"{pattern!r} is not a regular expression: {exc}")
+        for path in self.paths:
+            if not _PATH.fullmatch(path):
+                found.append(
+                    f"{path!r} is not a JSON path like params.arguments.password or result.content[*].text"
+                )
+        return found
+
+
+_PATH = re.compile(r"[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?(?:\.[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?)*")
+
+
+def _path_parts(path: str) -> list[str]:
+    """params.content[*].text → ["params", "content", "*", "text"]."""
+    parts: list[str] = []
+    for piece in path.split("."):
+        name, _, index = piece.partition("[")
+        parts.append(name)
+        if index:
+            parts.append(index.rstrip("]"))
+    return parts
+
+
+def _arg_secrets(args: list[Any]) -> list[str]:
+    """Values of secret-looking options: ``--token=x``, ``--api-key x``."""
+    found = []
+    words = [str(a) for a in args]
+    for i, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if not word.startswith("-") or not looks_secret(name.lstrip("-")):
+            continue
+        if eq:
+            found.append(value)
+        elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+            found.append(words[i + 1])
+    return found
+
+
+def config_secrets(config: Any) -> list[str]:
+    """The secret values of a session's configuration, to be hunted for everywhere."""
+    if not isinstance(config, dict):
+        return []
+    found: list[str] = []
+    marked = {str(n) for n in config.get("secret_env") or []}
+    env: dict[str, Any] = config["env"] if isinstance(config.get("env"), dict) else {}
+    found += [str(v) for k, v in env.items() if k in marked or looks_secret(str(k))]
+    found += [str(v) for v in env.values() if URL_PASSWORD.search(str(v))]  # DATABASE_URL with a password
+    headers: dict[str, Any] = config["headers"] if isinstance(config.get("headers"), dict) else {}
+    found += [str(v) for k, v in headers.items() if looks_secret(str(k))]
+    found += [str(config.get("bearer_token") or "")]
+    url = str(config.get("url") or "")
+    found += [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=False) if looks_secret(k)]
+    found += [m["password"] for text in [url, *map(str, env.values())] for m in URL_PASSWORD.finditer(text)]
+    found += _arg_secrets(list(config.get("args") or []))
+    # Longest first, so a secret that contains another is masked whole.
+    return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
+
+
+class Redactor:
+    """Redacts text, JSON values and frames by the built-in rules, the session's secrets and ``rules``."""
+
+    def __init__(self, secrets: list[str], rules: Rules | None = None) -> None:
+        self.rules = rules or Rules()
+        self.names = {n.lower() for n in self.rules.names}
+        self.paths = [_path_parts(p) for p in self.rules.paths if _PATH.fullmatch(p)]
+        patterns = []
+        for pattern in self.rules.patterns:
+            try:
+                patterns.append(re.compile(pattern))
+            except re.error:
+                continue
+        self.patterns = patterns
+        # Each secret as it is, and as JSON writes it inside a string (quotes, backslashes, non-ASCII).
+        forms: set[str] = set()
+        for secret in secrets:
+            forms.add(secret)
+            forms.add(json.dumps(secret)[1:-1])
+            forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
+        ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
+        self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+
+    @classmethod
+    def for_session(cls, config: Any, rules: Rules | None = None) -> Redactor:
+        return cls(config_secrets(config), rules)
+
+    def secret_name(self, name: str) -> bool:
+        return looks_secret(name) or name.lower() in self.names
+
+    # --- text ------------------------------------------------------------------------------
+
+    def text(self, text: str) -> str:
+        """Text with every secret the rules find replaced by ``MASK``."""
+        if not text:
+            return text
+        if self.secrets is not None:
+            text = self.secrets.sub(MASK, text)
+        text = URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+        text = NAME_EQUALS.sub(self._pair, text)
+        text = QUOTED_PAIR.sub(self._quoted_pair, text)
+        text = HEADER_LINE.sub(self._pair, text)
+        for pattern in self.patterns:
+            text = pattern.sub(MASK, text)
+        return text
+
+    def _pair(self, match: re.Match[str]) -> str:
+        if not self.secret_name(match["name"]) or match["value"] in (MASK, f'"{MASK}"'):
+            return match.group(0)
+        return f"{match['name']}{match['sep']}{MASK}"
+
+    def _quoted_pair(self, match: re.Match[str]) -> str:
+        if not self.secret_name(match["name"].split('"')[1]):
+            return match.group(0)
+        return f'{match["name"]}"{MASK}"'
+
+    # --- JSON ------------------------------------------------------------------------------
+
+    def value(self, value: Any) -> Any:
+        """A JSON value redacted: secret-named fields, the sharer's paths, and every string's text."""
+        return self._walk(value, [], 0)
+
+    def _walk(self, value: Any, path: list[str], depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            return MASK
+        if any(self._on_path(rule, path) for rule in self.paths):
+            return MASK
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                key_text = str(key)
+                if self.secret_name(key_text) and isinstance(item, str | int | float) and item != "":
+                    out[key] = MASK
+                else:
+                    out[key] = self._walk(item, [*path, key_text], depth + 1)
+            return out
+        if isinstance(value, list):
+            return [self._walk(item, [*path, str(i)], depth + 1) for i, item in enumerate(value)]
+        if isinstance(value, str):
+            return self.text(value)
+        return value
+
+    @staticmethod
+    def _on_path(rule: list[str], path: list[str]) -> bool:
+        return len(rule) == len(path) and all(r in ("*", p) for r, p in zip(rule, path, strict=True))
+
+    # --- frames ----------------------------------------------------------------------------
+
+    def raw(self, raw: bytes) -> bytes:
+        """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            return self.text(text).encode()
+        if isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
+            return self.text(text).encode()
+        redacted = self.value(parsed)
+        if redacted == parsed:
+            return raw
+        return json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def transport(self, transport: Any) -> Any:
+        """A frame's transport details (HTTP headers, URL, stderr) redacted like JSON."""
+        return self.value(transport) if isinstance(transport, dict) else transport
+
+    def config(self, config: Any) -> dict[str, Any]:
+        """A session's configuration as a share shows it."""
+        return self.value(config) if isinstance(config, dict) else {}
