@@ -12,7 +12,19 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["CatalogServer", "Invitation", "LoginSession", "Membership", "Role", "Team", "token_digest"]
+__all__ = [
+    "Activity",
+    "CatalogServer",
+    "Invitation",
+    "LoginSession",
+    "Membership",
+    "Note",
+    "Role",
+    "Share",
+    "ShareOpening",
+    "Team",
+    "token_digest",
+]
 
 
 class Role(models.TextChoices):
@@ -50,6 +62,9 @@ class Team(models.Model):
     )
     max_live_sessions = models.PositiveIntegerField(
         null=True, blank=True, help_text="live sessions at once; empty: the installation's default"
+    )
+    allow_public_shares = models.BooleanField(
+        default=True, help_text="members may make share links that anyone with the link can open"
     )
     created = models.DateTimeField(auto_now_add=True)
 
@@ -178,3 +193,100 @@ class LoginSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} from {self.address or '?'}"
+
+
+class Share(models.Model):
+    """A read-only link to a session (or part of it), redacted, with an expiry and an audience."""
+
+    class Audience(models.TextChoices):
+        TEAM = "team"  # members of the session's team, signed in
+        ANYONE = "anyone"  # anyone with the link, no account needed
+
+    session = models.ForeignKey("mcp_sessions.McpSession", on_delete=models.CASCADE, related_name="shares")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the link's token")
+    label = models.CharField(max_length=200, blank=True)
+    audience = models.CharField(max_length=10, choices=Audience.choices, default=Audience.TEAM)
+    first_seq = models.BigIntegerField(null=True, blank=True, help_text="the first frame shown")
+    last_seq = models.BigIntegerField(null=True, blank=True, help_text="the last frame shown")
+    filter = models.JSONField(default=dict, blank=True, help_text="a timeline filter the view is held to")
+    rules = models.JSONField(default=dict, blank=True, help_text="the sharer's redaction rules")
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"share of {self.session_id} ({self.audience})"
+
+    @property
+    def group_name(self) -> str:
+        """The channel-layer group of the share's open viewers (revoking closes their sockets)."""
+        return f"mcp-share-{self.pk}"
+
+    @property
+    def state(self) -> str:
+        if self.revoked is not None:
+            return "revoked"
+        if self.expires is not None and self.expires <= timezone.now():
+            return "expired"
+        return "open"
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "open"
+
+
+class ShareOpening(models.Model):
+    """Someone opened a share: who (when signed in) or from where."""
+
+    share = models.ForeignKey(Share, on_delete=models.CASCADE, related_name="openings")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    address = models.CharField(max_length=100, blank=True)
+    user_agent = models.CharField(max_length=300, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+
+class Activity(models.Model):
+    """Who did what in a session: connected, sent a request, answered a review, shared, noted."""
+
+    session = models.ForeignKey("mcp_sessions.McpSession", on_delete=models.CASCADE, related_name="activity")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=40)
+    detail = models.CharField(max_length=500, blank=True)
+    frame_seq = models.BigIntegerField(null=True, blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+        indexes = [models.Index(fields=["session", "at"], name="activity_session")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.action} {self.detail}"
+
+
+class Note(models.Model):
+    """A comment pinned to a frame of a session; replies make a thread."""
+
+    session = models.ForeignKey("mcp_sessions.McpSession", on_delete=models.CASCADE, related_name="notes")
+    frame_seq = models.BigIntegerField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    text = models.TextField(max_length=10_000)
+    reply_to = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="replies"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+        indexes = [models.Index(fields=["session", "frame_seq"], name="note_frame")]
+
+    def __str__(self) -> str:
+        return f"note on frame {self.frame_seq}"
