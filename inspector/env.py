@@ -8,7 +8,28 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
-__all__ = ["envbool", "envfloat", "envint", "envsecret", "envstr", "stored_secret_key", "user_data_dir"]
+__all__ = [
+    "SECRET_VARIABLES",
+    "envbool",
+    "envfloat",
+    "envint",
+    "envsecret",
+    "envstr",
+    "secret_variables",
+    "stored_secret_key",
+    "user_data_dir",
+]
+
+# Every variable the app reads with envsecret (tests/test_env.py checks the list is complete): none of
+# them, nor its _FILE twin, is ever handed to a server the app starts.
+SECRET_VARIABLES = (
+    "SECRET_KEY",
+    "DB_PASSWORD",
+    "REDIS_URL",
+    "INSPECTOR_LLM_API_KEY",
+    "INSPECTOR_TOKEN",
+    "INSPECTOR_SECRET_KEYS",
+)
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -69,6 +90,11 @@ def envsecret(name: str, default: str = "") -> str:
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE: cannot read {file_name!r}: {exc}") from None
     return value or default
+
+
+def secret_variables() -> frozenset[str]:
+    """The names of the app's secrets in the environment: each of SECRET_VARIABLES and its _FILE twin."""
+    return frozenset(SECRET_VARIABLES) | {f"{name}_FILE" for name in SECRET_VARIABLES}
 
 
 def user_data_dir() -> Path:

@@ -232,3 +232,7 @@ INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)
 # a team's approved catalog, spawned servers get only their declared environment, HTTP targets pass
 # the egress rules. Independent of how the runtime is deployed (embedded or engine workers).
 INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
+# Hosted: what HTTP targets may reach besides the public internet (loopback, private networks and
+# the like are refused): comma-separated host names, addresses and CIDR blocks. A team's own list
+# comes on top, in each session's config (``egress_allow``). Checked at start-up (inspector/checks.py).
+INSPECTOR_EGRESS_ALLOW = [e.strip() for e in envstr("INSPECTOR_EGRESS_ALLOW", "").split(",") if e.strip()]

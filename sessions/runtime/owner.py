@@ -14,6 +14,7 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 from django.utils import timezone
 
+from inspector.env import secret_variables
 from sessions.engine import (
     ClientSession,
     EngineError,
@@ -31,13 +32,22 @@ from sessions.models import McpSession
 from sessions.runtime import messages as m
 from sessions.runtime import store
 from sessions.runtime.recorder import Recorder
-from sessions.servers import build_options, build_target
+from sessions.servers import Confinement, build_options, build_target
 
-__all__ = ["SessionOwner"]
+__all__ = ["SessionOwner", "confinement"]
 
 log = logging.getLogger(__name__)
 
 FINAL_STATES = {"closed", "failed"}
+
+
+def confinement() -> Confinement:
+    """What the servers this process starts may get and reach, from the settings."""
+    return Confinement(
+        hosted=settings.INSPECTOR_HOSTED,
+        withheld_env=secret_variables(),
+        egress_allow=tuple(settings.INSPECTOR_EGRESS_ALLOW),
+    )
 
 
 class SessionOwner:
@@ -63,6 +73,7 @@ class SessionOwner:
         self.viewers = 0
         self._stop = asyncio.Event()
         self._stop_reason = ""
+        self._connect_failed = False
         self._idle: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._answers: dict[str, dict[str, Any]] = {}
@@ -124,7 +135,7 @@ class SessionOwner:
     @property
     def final_status(self) -> str:
         state = self.client.state if self.client is not None else "failed"
-        return "failed" if state == "failed" else "closed"
+        return "failed" if state == "failed" or self._connect_failed else "closed"
 
     async def _connect(self) -> None:
         options = build_options(
@@ -134,7 +145,7 @@ class SessionOwner:
             max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES,
         )
         try:
-            client = ClientSession(make_transport(build_target(self.config)), options)
+            client = ClientSession(make_transport(build_target(self.config, confinement())), options)
         except Exception as exc:  # a config the engine cannot use
             self._stop_reason = f"cannot connect: {exc}"
             self._stop.set()
@@ -145,6 +156,8 @@ class SessionOwner:
             await client.open()
             await client.initialize()
         except Exception as exc:
+            # Failed, even though closing the half-open client leaves it "closed".
+            self._connect_failed = True
             self._stop_reason = f"connecting failed: {exc}"
             self._stop.set()
             return
