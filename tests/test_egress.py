@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.teams import ateam_of
 from support.web import http_config, live_runtime, make_user, wait_until
 
 from sessions.engine import (
@@ -336,7 +337,9 @@ async def test_a_hosted_session_to_a_loopback_url_fails_with_the_egress_message(
         async with live_runtime():
             alice = await make_user()
             config = http_config(f"http://127.0.0.1:{port}/mcp")
-            session = await McpSession.objects.acreate(owner=alice, name="loopback", config=config)
+            session = await McpSession.objects.acreate(
+                owner=alice, team=await ateam_of(alice), name="loopback", config=config
+            )
             await client.start_session(session)
             ended = await wait_until(
                 lambda: (s := McpSession.objects.get(pk=session.pk)).status == "failed" and s, what="failed"
