@@ -12,7 +12,16 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-__all__ = ["CatalogServer", "Invitation", "LoginSession", "Membership", "Role", "Team", "token_digest"]
+__all__ = [
+    "CatalogServer",
+    "Invitation",
+    "LoginSession",
+    "Membership",
+    "Role",
+    "SsoIdentity",
+    "Team",
+    "token_digest",
+]
 
 
 class Role(models.TextChoices):
@@ -178,3 +187,31 @@ class LoginSession(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} from {self.address or '?'}"
+
+
+class SsoIdentity(models.Model):
+    """A person's account at an OpenID Connect provider, linked to their account here at first sign-in.
+
+    Known by the provider's issuer and subject (``sub``), never by e-mail: an address is not proof of
+    who holds an account here, so a provider's claim never takes over a local account that has it.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    email = models.CharField(
+        max_length=254, blank=True, help_text="as the provider last said; never used to link"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    last_login = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["issuer", "subject"]
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_account_per_sso_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
