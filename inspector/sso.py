@@ -120,7 +120,7 @@ class SignInProblem(Exception):
         self.status = status
 
 
-class OidcClient(AsyncOAuth2Mixin, AsyncOpenIDMixin, BaseApp):  # type: ignore[misc]
+class OidcClient(AsyncOAuth2Mixin, AsyncOpenIDMixin, BaseApp):
     """Authlib's OpenID Connect client over httpx, as its framework integrations build theirs."""
 
     client_cls = AsyncOAuth2Client

@@ -544,3 +544,37 @@ def test_sign_in_never_sends_the_person_to_another_site(next_url: str) -> None:
     from django.test import RequestFactory
 
     assert sso._safe_next(RequestFactory().get("/"), next_url) == "/"
+
+
+@pytest.mark.parametrize(
+    ("issuer", "client_id", "scopes", "role", "problem"),
+    [
+        ("http://id.example.com", "c", "openid", "viewer", "must be an https:// URL"),
+        ("id.example.com", "c", "openid", "viewer", "must be an https:// URL"),
+        ("https://id.example.com?x=1", "c", "openid", "viewer", "no query or fragment"),
+        ("https://id.example.com", "", "openid", "viewer", "INSPECTOR_OIDC_CLIENT_ID must be set"),
+        ("https://id.example.com", "c", "email profile", "viewer", "must include openid"),
+        ("https://id.example.com", "c", "openid", "owner", "INSPECTOR_OIDC_ROLE must be"),
+    ],
+)
+def test_bad_single_sign_on_settings_stop_the_start(
+    monkeypatch: pytest.MonkeyPatch, issuer: str, client_id: str, scopes: str, role: str, problem: str
+) -> None:
+    import inspector.settings as module
+
+    for name, value in [("ISSUER", issuer), ("CLIENT_ID", client_id), ("SCOPES", scopes), ("ROLE", role)]:
+        monkeypatch.setattr(module, f"INSPECTOR_OIDC_{name}", value)
+
+    assert any(problem in line for line in module._oidc_problems()), module._oidc_problems()
+
+
+@pytest.mark.parametrize(
+    "issuer", ["https://id.example.com/realms/a/", "http://localhost:8080/o", "http://[::1]:9/o"]
+)
+def test_good_single_sign_on_settings_pass(monkeypatch: pytest.MonkeyPatch, issuer: str) -> None:
+    import inspector.settings as module
+
+    monkeypatch.setattr(module, "INSPECTOR_OIDC_ISSUER", issuer)
+    monkeypatch.setattr(module, "INSPECTOR_OIDC_CLIENT_ID", "c")
+
+    assert module._oidc_problems() == []
