@@ -182,13 +182,15 @@ async def validated_claims(
         "iat": {"essential": True},
     }
     try:
+        await client.fetch_jwk_set()
         userinfo = await client.parse_id_token(token, nonce=nonce, claims_options=options, leeway=LEEWAY)
-    except (httpx2.HTTPError, ValueError) as exc:
+    except httpx2.HTTPError as exc:
         logger.warning("Fetching the OpenID Connect provider's keys failed: %s", exc)
         raise SignInProblem(
             f"{p.name}'s signing keys could not be read; try again in a moment.", 502
         ) from None
-    except (JoseError, RuntimeError) as exc:
+    except (JoseError, ValueError, TypeError, RuntimeError) as exc:
+        # A bad signature, a claim that fails, or a token that is not a JWT at all.
         logger.warning("An OpenID Connect ID token was refused: %s", exc)
         raise SignInProblem(f"{p.name}'s answer did not pass our checks ({exc}); start again.", 403) from None
     return dict(userinfo)

@@ -8,6 +8,7 @@ test does it all in Chromium against a running `mcp-inspector`.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -481,18 +482,29 @@ async def test_an_id_token_signed_by_another_key_is_refused() -> None:
     assert refused.value.status == 403
 
 
-async def test_an_unsigned_id_token_is_refused() -> None:
-    import base64
-
+def unsigned(claims: dict[str, Any]) -> str:
     def part(data: dict[str, Any]) -> str:
         return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
 
-    now = int(time.time())
-    claims = {"iss": ISSUER, "sub": "u1", "aud": CLIENT_ID, "iat": now, "exp": now + 300, "nonce": "n1"}
-    unsigned = f"{part({'alg': 'none'})}.{part(claims)}."
+    return f"{part({'alg': 'none'})}.{part(claims)}."
 
-    with pytest.raises(sso.SignInProblem):
-        await check({"id_token": unsigned})
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        unsigned({"iss": ISSUER, "sub": "u1", "aud": CLIENT_ID, "iat": 1, "exp": 2**40, "nonce": "n1"}),
+        "",
+        "abc",
+        "a.b.c",
+        "\u00b2.\u00b2.\u00b2",
+        jwt.encode({"alg": "RS256", "kid": "k1"}, {"sub": 1, "aud": {"x": 1}}, SIGNING_KEY),
+    ],
+)
+async def test_a_token_that_is_not_a_signed_jwt_of_ours_is_refused(token: str) -> None:
+    with pytest.raises(sso.SignInProblem) as refused:
+        await check({"id_token": token})
+
+    assert refused.value.status == 403
 
 
 async def test_an_answer_without_an_id_token_is_refused() -> None:

@@ -93,24 +93,20 @@ def _claim(claims: Mapping[str, Any], name: str, limit: int) -> str:
 def _first_sign_in(
     issuer: str, claims: Mapping[str, Any], invitation: str, default_team: DefaultTeam | None
 ) -> Any:
-    """Make the account for a provider's person we do not know yet, linked to them, in their teams."""
-    if invitation:
-        usable = Invitation.objects.filter(digest=token_digest(invitation)).first()
-        if usable is None or not usable.usable:
-            if default_team is None:
-                raise NotAllowed(
-                    "That invitation link has expired, was used already or was withdrawn: "
-                    "ask a team admin for a new one."
-                )
-            invitation = ""
-    elif default_team is None:
+    """Make the account for a provider's person we do not know yet, linked to them, in their teams.
+
+    Runs in the caller's transaction: when the invitation turns out unusable (and there is no default
+    team), the account made for it is rolled back with the refusal.
+    """
+    if not invitation and default_team is None:
         raise NotAllowed(
             "There is no account here for you yet. Ask a team admin for an invitation link, open it, "
             "and choose single sign-on there."
         )
+    email = _claim(claims, "email", 254)
     user = get_user_model().objects.create_user(
         username=username_for(claims),
-        email=_claim(claims, "email", 254),
+        email=email,
         first_name=_claim(claims, "given_name", 150),
         last_name=_claim(claims, "family_name", 150),
     )
@@ -118,17 +114,17 @@ def _first_sign_in(
     user.set_unusable_password()
     user.save(update_fields=["password"])
     SsoIdentity.objects.create(
-        user=user,
-        issuer=issuer,
-        subject=claims["sub"],
-        email=_claim(claims, "email", 254),
-        last_login=timezone.now(),
+        user=user, issuer=issuer, subject=claims["sub"], email=email, last_login=timezone.now()
     )
-    if invitation:
-        accept_invitation(invitation, user)
+    accepted = accept_invitation(invitation, user) if invitation else None
     if default_team is not None:
         team, _ = Team.objects.get_or_create(name=default_team.name)
         Membership.objects.get_or_create(team=team, user=user, defaults={"role": default_team.role})
+    elif accepted is None:
+        raise NotAllowed(
+            "That invitation link has expired, was used already or was withdrawn: "
+            "ask a team admin for a new one."
+        )
     return user
 
 
