@@ -231,7 +231,10 @@ async def start(request: HttpRequest) -> HttpResponse:
     redirect_uri = request.build_absolute_uri(reverse("sso-callback"))
     try:
         await _metadata(p, client)
-        authorization = await client.create_authorization_url(redirect_uri)
+        try:
+            authorization = await client.create_authorization_url(redirect_uri)
+        except RuntimeError as exc:  # a discovery document without an authorization endpoint
+            raise SignInProblem(f"{p.name} is not set up correctly here ({exc}).", 502) from None
     except SignInProblem as problem:
         return _problem(request, p, problem)
     # The person may have opened an invitation first (same-site, so the session is here now).
@@ -267,7 +270,7 @@ def _flow(request: HttpRequest) -> dict[str, str]:
             "This sign-in was not started in this browser, or took more than ten minutes: start again.", 400
         ) from None
     if not isinstance(flow, dict) or not all(
-        isinstance(flow.get(k), str) for k in ("state", "nonce", "verifier")
+        isinstance(flow.get(k), str) for k in ("state", "nonce", "verifier", "redirect_uri")
     ):
         raise SignInProblem("This sign-in's data is damaged: start again.", 400)
     return flow

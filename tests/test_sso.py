@@ -407,6 +407,22 @@ def test_a_tampered_flow_cookie_is_a_400(client: Client, sso_offline: Provider) 
     assert response.status_code == 400 and b"not started in this browser" in response.content
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "data",
+    ['{"state": "s1"}', '{"state": "s1", "nonce": "n", "verifier": "v"}', "[1, 2]", '"text"', "not json"],
+)
+def test_a_signed_flow_that_is_not_one_of_ours_is_a_400(
+    client: Client, sso_offline: Provider, data: str
+) -> None:
+    signer = signing.get_cookie_signer(salt=sso.FLOW_COOKIE + sso.FLOW_SALT)
+    client.cookies[sso.FLOW_COOKIE] = signer.sign(data)
+
+    response = client.get("/auth/oidc/callback", {"state": "s1", "code": "c"})
+
+    assert response.status_code == 400
+
+
 # --- the ID token's checks (no network: the client is handed the discovery document and keys) ---------------
 
 ISSUER = "https://id.example.com"
