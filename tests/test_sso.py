@@ -423,6 +423,23 @@ def test_a_signed_flow_that_is_not_one_of_ours_is_a_400(
     assert response.status_code == 400
 
 
+@pytest.mark.django_db
+def test_the_provider_s_redirect_back_passes_the_same_origin_guard(
+    client: Client, sso_offline: Provider
+) -> None:
+    # A cross-site top-level GET navigation is what the provider's redirect is: it reaches the view.
+    navigation = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    client.cookies[sso.FLOW_COOKIE] = flow_cookie(state="s1")
+    reached = client.get("/auth/oidc/callback", {"state": "s1", "error": "access_denied"}, headers=navigation)
+    # A script on another site fetching it does not.
+    fetched = client.get(
+        "/auth/oidc/callback", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "cors"}
+    )
+
+    assert reached.status_code == 403 and b"access denied" in reached.content
+    assert fetched.status_code == 403 and fetched.content == b"Forbidden: cross-site request."
+
+
 # --- the ID token's checks (no network: the client is handed the discovery document and keys) ---------------
 
 ISSUER = "https://id.example.com"
