@@ -30,9 +30,9 @@ from inspector import sso
 from sessions.teams.models import Invitation, LoginSession, Membership, Role, SsoIdentity, Team
 
 CALLBACK = "http://testserver/auth/oidc/callback"
-# The running inspector of the browser test, on a port chosen before the provider registers its callback.
-LIVE_PORT = free_port()
-LIVE_CALLBACK = f"http://127.0.0.1:{LIVE_PORT}/auth/oidc/callback"
+# The running inspector of the browser test: a loopback address, which the provider takes on any port
+# (RFC 8252, section 7.3), so the port is chosen when the inspector starts.
+LIVE_CALLBACK = "http://127.0.0.1/auth/oidc/callback"
 PEOPLE = [
     {"username": "erin", "email": "erin@example.org", "first_name": "Erin", "last_name": "Example"},
     {"username": "frank", "email": "frank@example.org"},
@@ -270,8 +270,9 @@ def live_inspector(provider: Provider, tmp_path_factory: pytest.TempPathFactory)
         "INSPECTOR_OIDC_TEAM": "Everyone",
         "INSPECTOR_OIDC_ROLE": "operator",
     }
-    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(LIVE_PORT)], LIVE_PORT, env=env):
-        yield f"http://127.0.0.1:{LIVE_PORT}"
+    port = free_port()
+    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=env):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.slow
