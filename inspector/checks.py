@@ -21,7 +21,14 @@ from django.template.loader import get_template
 __all__ = ["check_egress_allow", "check_install", "startup_problems"]
 
 # The login page and the pages every user sees first, and what they load.
-TEMPLATES = ("auth/token.html", "auth/login.html", "base.html", "home.html", "sessions/session.html")
+TEMPLATES = (
+    "auth/token.html",
+    "auth/login.html",
+    "auth/_sso.html",
+    "base.html",
+    "home.html",
+    "sessions/session.html",
+)
 STATIC_FILES = ("inspector/app.css", "inspector/app.js", "inspector/login.js", "inspector/favicon.svg")
 
 

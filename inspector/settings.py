@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -92,6 +93,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The login page's "Sign in with …" button, when single sign-on is set up.
+                "inspector.sso.login_options",
             ],
         },
     },
@@ -236,3 +239,39 @@ INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
 # the like are refused): comma-separated host names, addresses and CIDR blocks. A team's own list
 # comes on top, in each session's config (``egress_allow``). Checked at start-up (inspector/checks.py).
 INSPECTOR_EGRESS_ALLOW = [e.strip() for e in envstr("INSPECTOR_EGRESS_ALLOW", "").split(",") if e.strip()]
+
+# --- Single sign-on (hosted mode; inspector/sso.py) -------------------------------------------------
+# OpenID Connect: set the issuer and the client to show "Sign in with <INSPECTOR_OIDC_NAME>" on the
+# login page. Unset (or the local mode): no single sign-on.
+INSPECTOR_OIDC_ISSUER = envstr("INSPECTOR_OIDC_ISSUER", "")
+INSPECTOR_OIDC_CLIENT_ID = envstr("INSPECTOR_OIDC_CLIENT_ID", "")
+INSPECTOR_OIDC_CLIENT_SECRET = envsecret("INSPECTOR_OIDC_CLIENT_SECRET")
+INSPECTOR_OIDC_SCOPES = envstr("INSPECTOR_OIDC_SCOPES", "openid email profile")
+INSPECTOR_OIDC_NAME = envstr("INSPECTOR_OIDC_NAME", "single sign-on")
+# A team every person who signs in this way joins at their first sign-in, with this role. Unset:
+# a person needs an invitation (opened before choosing single sign-on) to get an account.
+INSPECTOR_OIDC_TEAM = envstr("INSPECTOR_OIDC_TEAM", "")
+INSPECTOR_OIDC_ROLE = envstr("INSPECTOR_OIDC_ROLE", "viewer")
+
+
+def _oidc_problems() -> list[str]:
+    """What is wrong with the single sign-on settings, when an issuer is set."""
+    problems = []
+    issuer = urlsplit(INSPECTOR_OIDC_ISSUER)
+    loopback = issuer.hostname in ("localhost", "127.0.0.1", "::1")
+    if issuer.scheme != "https" and not (issuer.scheme == "http" and loopback):
+        # OpenID Connect requires an https issuer; plain http only for a provider on this machine.
+        problems.append(f"INSPECTOR_OIDC_ISSUER must be an https:// URL; got {INSPECTOR_OIDC_ISSUER!r}")
+    if issuer.query or issuer.fragment:
+        problems.append("INSPECTOR_OIDC_ISSUER must have no query or fragment")
+    if not INSPECTOR_OIDC_CLIENT_ID:
+        problems.append("INSPECTOR_OIDC_CLIENT_ID must be set with INSPECTOR_OIDC_ISSUER")
+    if "openid" not in INSPECTOR_OIDC_SCOPES.split():
+        problems.append(f"INSPECTOR_OIDC_SCOPES must include openid; got {INSPECTOR_OIDC_SCOPES!r}")
+    if INSPECTOR_OIDC_ROLE not in ("viewer", "operator", "admin"):
+        problems.append(f"INSPECTOR_OIDC_ROLE must be viewer, operator or admin; got {INSPECTOR_OIDC_ROLE!r}")
+    return problems
+
+
+if INSPECTOR_OIDC_ISSUER and _oidc_problems():
+    raise ImproperlyConfigured("; ".join(_oidc_problems()))

@@ -13,6 +13,8 @@ handler404 = views.not_found
 
 urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
+    # Before auth/: the flow's cookie is scoped to this path (inspector.sso.FLOW_PATH).
+    path("auth/oidc/", include("inspector.sso_urls")),
     path("auth/", include("inspector.auth_urls")),
     path("", include("sessions.web.urls")),
 ]

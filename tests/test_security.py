@@ -38,6 +38,8 @@ FOREIGN = "http://evil.example"
 SAME_ORIGIN = "http://testserver"
 # Pages anyone may open; everything else needs a login.
 PUBLIC_PATHS = {"/healthz", "/auth/login", "/auth/token"}
+# Single sign-on's pages: public too, and not there (404) unless it is set up (tests/test_sso.py).
+SSO_PATHS = {"/auth/oidc/login", "/auth/oidc/callback"}
 
 
 @pytest.fixture
@@ -448,6 +450,8 @@ def test_every_page_but_health_and_login_needs_a_login(client: Client, path: str
     finish(response)
     if path in PUBLIC_PATHS:
         assert response.status_code == 200, path
+    elif path in SSO_PATHS:
+        assert response.status_code == 404, path
     else:
         assert response.status_code == 302, path
         assert response["Location"].startswith("/auth/login?next="), path
