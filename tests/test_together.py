@@ -150,7 +150,7 @@ async def test_a_note_pinned_by_bob_reaches_alices_open_tab_escaped_and_is_in_th
     assert (note.frame_seq, note.author_id, note.text) == (2, people["bob"].pk, text)
 
     # In the order they happened: the activity entry, then the timeline row's marker and the thread.
-    entry = await _until(alice, 'beforeend:#activity-list')
+    entry = await _until(alice, "beforeend:#activity-list")
     assert "bob" in entry and "pinned a note" in entry
     marker = await _until(alice, 'id="notes-2" hx-swap-oob="true"')
     assert "✎1" in marker
