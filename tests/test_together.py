@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient
+from support.processes import free_port, start_http_server
 from support.web import (
     finish,
     frames_of,
@@ -32,7 +39,7 @@ from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import messages as m
 from sessions.teams.models import Activity, Membership, Note, Role, Team
-from sessions.web.together import EXPIRY, Roster
+from sessions.web.together import Roster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,6 +47,9 @@ WAIT = 10.0
 
 
 # --- presence: the roster each tab keeps --------------------------------------------------------
+
+
+EXPIRY = 45.0
 
 
 def _event(kind: str, channel: str, user_id: int, name: str) -> m.Presence:
@@ -58,7 +68,7 @@ def test_a_person_with_several_tabs_is_watching_once_until_their_last_tab_leaves
 
 
 def test_a_tab_whose_process_died_expires_while_the_others_that_beat_stay() -> None:
-    roster = Roster()
+    roster = Roster(expiry=EXPIRY)
     roster.heard(_event("join", "alive", 1, "alice"), now=0)
     roster.heard(_event("here", "dead", 2, "bob"), now=0)  # its process dies: it never says leave
     roster.heard(_event("beat", "alive", 1, "alice"), now=EXPIRY - 1)
@@ -109,8 +119,6 @@ async def _watch(user: User, session: McpSession) -> Any:
 
 
 def _watchers(fragment: str) -> list[str]:
-    import re
-
     return re.findall(r'<span class="watcher-name">([^<]*)</span>', fragment)
 
 
@@ -294,3 +302,102 @@ async def test_the_activity_tab_lists_who_did_what_newest_last(settings: Any) ->
     panel = (await client.get(f"/s/{session.public_id}/panel/activity")).content.decode()
     assert 'id="activity-list"' in panel
     assert panel.index("connected") < panel.index("tools/&lt;b&gt;list&lt;/b&gt;") < panel.index("frame 3")
+
+
+# --- presence across web processes (PostgreSQL and Redis) ---------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+REDIS_DB = 10  # test_hosted.py uses 12 to 14
+
+# Run against the hosted database: alice and bob in one team, a session of theirs, both signed in.
+HOSTED_WORLD = """
+import django
+django.setup()
+from django.contrib.auth.models import User
+from django.test import Client
+from sessions.models import McpSession
+from sessions.teams.models import Membership, Role, Team
+team = Team.objects.create(name="team A")
+cookies = []
+for name in ("alice", "bob"):
+    user = User.objects.create_user(name)
+    Membership.objects.create(team=team, user=user, role=Role.OPERATOR)
+    client = Client()
+    client.force_login(user)
+    cookies.append(client.cookies["mcp_inspector_session"].value)
+session = McpSession.objects.create(team=team, owner=user, name="watched", config={}, status="closed")
+print(session.public_id, *cookies)
+"""
+
+
+async def _watchers_over(socket: Any, wanted: list[str]) -> None:
+    """Read the socket's fragments until its "watching now" list is ``wanted``."""
+    async for fragment in socket:
+        if 'id="presence"' in fragment and _watchers(fragment) == wanted:
+            return
+
+
+@pytest.mark.slow
+async def test_presence_spans_web_processes_and_a_dead_processs_tabs_expire(tmp_path: Path) -> None:
+    from websockets.asyncio.client import connect as ws_connect
+
+    database = f"mcp_together_{uuid.uuid4().hex[:8]}"
+    psql = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-q", "-c"]
+    subprocess.run([*psql, f"CREATE DATABASE {database}"], check=True, timeout=30, capture_output=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "INSPECTOR_TOKEN")},
+        "DB": "postgres",
+        "DB_NAME": database,
+        "DB_USER": "postgres",
+        "DB_HOST": "127.0.0.1",
+        "DB_PORT": "5432",
+        "REDIS_URL": f"redis://127.0.0.1:6379/{REDIS_DB}",
+        "INSPECTOR_DATA_DIR": str(tmp_path),
+        "INSPECTOR_EMBEDDED_RUNTIME": "false",
+        "INSPECTOR_PRESENCE_HEARTBEAT": "0.3",
+        "DJANGO_SETTINGS_MODULE": "inspector.settings",
+        "PYTHONPATH": str(ROOT),
+    }
+    try:
+        subprocess.run(
+            ["redis-cli", "-n", str(REDIS_DB), "flushdb"], check=False, timeout=10, capture_output=True
+        )
+        manage = [sys.executable, "manage.py", "migrate", "-v", "0"]
+        subprocess.run(manage, cwd=ROOT, env=env, check=True, timeout=120)
+        world = subprocess.run(
+            [sys.executable, "-c", HOSTED_WORLD],
+            env=env,
+            check=True,
+            timeout=60,
+            capture_output=True,
+            text=True,
+        )
+        public_id, alice_cookie, bob_cookie = world.stdout.split()
+        ports = [free_port(), free_port()]
+        argv = [str(Path(sys.executable).with_name("mcp-inspector")), "--no-browser", "--port"]
+        with (
+            start_http_server([*argv, str(ports[0])], ports[0], env=env),
+            start_http_server([*argv, str(ports[1])], ports[1], env=env) as second,
+        ):
+
+            def socket(port: int, cookie: str) -> Any:
+                return ws_connect(
+                    f"ws://127.0.0.1:{port}/ws/sessions/{public_id}/",
+                    origin=f"http://127.0.0.1:{port}",  # type: ignore[arg-type]
+                    additional_headers={"Cookie": f"mcp_inspector_session={cookie}"},
+                )
+
+            async with asyncio.timeout(30), socket(ports[0], alice_cookie) as alice:
+                await _watchers_over(alice, ["alice"])
+                bob = await socket(ports[1], bob_cookie)
+                # alice (on the first process) hears bob join on the second, and bob hears alice.
+                await _watchers_over(alice, ["alice", "bob"])
+                await _watchers_over(bob, ["alice", "bob"])
+                # bob's process dies without a word: his tab leaves alice's list within a few beats.
+                second.kill()
+                second.wait(timeout=10)
+                await _watchers_over(alice, ["alice"])
+    finally:
+        subprocess.run(
+            [*psql, f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"], timeout=30, capture_output=True
+        )

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.template.loader import render_to_string
 
 from sessions.models import McpSession, PendingReview
@@ -224,7 +225,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _beat(self) -> None:
         while True:
-            await asyncio.sleep(together.HEARTBEAT)
+            await asyncio.sleep(settings.INSPECTOR_PRESENCE_HEARTBEAT)
             with contextlib.suppress(Exception):  # a layer hiccup: the next beat tries again
                 await self._announce("beat")
             if self.roster.prune():

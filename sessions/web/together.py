@@ -1,11 +1,11 @@
 """Working on a session together: who is watching it now, who did what, and notes pinned to frames.
 
 **Presence.** Every open tab's consumer announces itself to the session's channel-layer group
-(``Presence`` events: ``join``, then a ``beat`` every ``HEARTBEAT`` seconds, ``leave`` when it
-closes) and answers a newcomer's ``join`` with ``here`` on the newcomer's own channel. Each consumer
-keeps its own ``Roster`` of the tabs it heard from; a tab not heard from for ``EXPIRY`` seconds is
-dropped, so a web process that dies (and never says ``leave``) drops out of everyone's list within a
-few heartbeats. Nothing is stored: the group, on Redis in the hosted set-up, spans every web process.
+(``Presence`` events: ``join``, then a ``beat`` every ``INSPECTOR_PRESENCE_HEARTBEAT`` seconds,
+``leave`` when it closes) and answers a newcomer's ``join`` with ``here`` on the newcomer's own
+channel. Each consumer keeps its own ``Roster`` of the tabs it heard from; a tab not heard from for
+three beats is dropped, so the tabs of a web process that dies (and never says ``leave``) drop out
+of everyone's list. Nothing is stored: the group, on Redis in the hosted set-up, spans every web process.
 
 **Activity.** ``teams.Activity`` rows: the views record what they do on a person's behalf (connect,
 reconnect, disconnect, answer a review card, pin a note); the session's owner records the requests
@@ -24,6 +24,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -37,8 +38,6 @@ from sessions.teams.models import Activity, Note, Role
 from sessions.web.shortcuts import BadParameter, int_param, owned_session
 
 __all__ = [
-    "EXPIRY",
-    "HEARTBEAT",
     "MAX_NOTE",
     "Roster",
     "activity_context",
@@ -50,10 +49,8 @@ __all__ = [
     "threads",
 ]
 
-HEARTBEAT = 15.0
-"""Seconds between a tab's ``beat`` announcements."""
-EXPIRY = 3 * HEARTBEAT
-"""A tab not heard from for this long is gone (its web process died without saying ``leave``)."""
+BEATS_MISSED = 3
+"""A tab not heard from for this many heartbeats is gone (its web process died without a ``leave``)."""
 MAX_NOTE = 10_000
 ACTIVITY_SHOWN = 500
 
@@ -68,10 +65,16 @@ class _Tab:
     seen: float
 
 
+def _expiry() -> float:
+    return BEATS_MISSED * settings.INSPECTOR_PRESENCE_HEARTBEAT
+
+
 @dataclass
 class Roster:
     """The tabs watching a session, as one consumer heard of them; people are counted once."""
 
+    expiry: float = field(default_factory=_expiry)
+    """Seconds after which a tab not heard from is dropped."""
     tabs: dict[str, _Tab] = field(default_factory=dict)
 
     def people(self) -> list[tuple[int, str]]:
@@ -91,11 +94,11 @@ class Roster:
         return self.people() != before
 
     def prune(self, now: float | None = None) -> bool:
-        """Drop the tabs not heard from for ``EXPIRY`` seconds; whether the people watching changed."""
+        """Drop the tabs not heard from for ``expiry`` seconds; whether the people watching changed."""
         now = time.monotonic() if now is None else now
         before = self.people()
         for channel, tab in list(self.tabs.items()):
-            if now - tab.seen > EXPIRY:
+            if now - tab.seen > self.expiry:
                 del self.tabs[channel]
         return self.people() != before
 
