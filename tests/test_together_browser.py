@@ -104,8 +104,9 @@ def test_two_people_watch_one_session_and_see_each_others_answers_and_notes_with
         expect(alice.locator("#reviews article.review").filter(has_text="Tea or coffee?")).to_have_count(1)
         card.get_by_label("Reply (sent as the assistant's text)").fill("Tea, says bob")
         card.get_by_role("button", name="Approve and send").click()
-        ended = alice.locator("#reviews article.review-resolved")
+        ended = alice.locator("#reviews article.review-ended")
         expect(ended).to_contain_text("Answered by bob", timeout=SHORT)
+        expect(ended).to_be_visible()
         answer = timeline_rows(alice, "sampling/createMessage").filter(has_text="answered by bob")
         expect(answer).to_have_count(1, timeout=SHORT)
 

@@ -27,6 +27,8 @@ from sessions.web import live, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
+# How many of the review cards a tab showed stay once ended, saying how and who answered.
+ENDED_SHOWN = 3
 
 __all__ = ["SessionConsumer"]
 
@@ -54,11 +56,13 @@ def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]
     """The waiting review cards, and how those this tab showed ended (who answered); the cards shown."""
     reviews = list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING))
     shown = seen | {r.pk for r in reviews}
-    resolved = (
+    ended = (
         PendingReview.objects.filter(session=session, pk__in=shown)
         .exclude(status=PendingReview.Status.WAITING)
         .select_related("answered_by")
+        .order_by("-resolved", "-pk")
     )
+    resolved = list(ended[:ENDED_SHOWN])[::-1]
     context = {"reviews": reviews, "resolved": resolved, "session": session, "oob": True}
     return render_to_string("sessions/_reviews.html", context), shown
 
