@@ -275,6 +275,21 @@ async def test_requests_answers_and_connecting_are_attributed_to_the_person(
         assert frames and frames[-1].note == "edited and answered by bob"  # the reply differs from the start
         assert await Activity.objects.filter(session=live, action="answered", user=people["bob"]).aexists()
 
+        # A refusal names who refused, on the error frame the client sent.
+        response = await bob.post(
+            f"/s/{live.public_id}/request", {"method": "tools/call", "params": json.dumps(sampling)}
+        )
+        assert response.status_code == 200
+        second = await waiting_review(live, "sampling/createMessage")
+        response = await bob.post(f"/s/{live.public_id}/reviews/{second.pk}/reject")
+        assert response.status_code == 200
+        refused = await wait_until(
+            lambda: TimelineFrame.objects.filter(
+                session=live, direction="out", rpc_kind="error", method="sampling/createMessage"
+            ).first()
+        )
+        assert refused.note == "rejected by bob"
+
         # Disconnecting and reconnecting are attributed too.
         response = await bob.post(f"/s/{live.public_id}/disconnect")
         assert response.status_code < 400
