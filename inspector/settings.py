@@ -220,6 +220,9 @@ INSPECTOR_MAX_MESSAGE_BYTES = envint("INSPECTOR_MAX_MESSAGE_BYTES", 16 * 1024 * 
 # Hosted set-up: engine workers heartbeat this often (seconds); three missed beats and the sessions
 # they owned are marked lost.
 INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)
+# Each open tab of a session tells the others it is still watching this often (seconds); a tab not
+# heard from for three beats (its web process died) leaves everyone's "watching now".
+INSPECTOR_PRESENCE_HEARTBEAT = envfloat("INSPECTOR_PRESENCE_HEARTBEAT", 15.0)
 # Optional: an OpenAI-compatible chat completions API that drafts sampling replies for a person to
 # review (sessions/llm.py). Unset: sampling is answered by hand only.
 INSPECTOR_LLM_URL = envstr("INSPECTOR_LLM_URL", "")

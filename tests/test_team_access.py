@@ -84,6 +84,7 @@ URLS: dict[str, tuple[str, str]] = {
     "cancel": ("POST", "act"),
     "timeline": ("GET", "read"),
     "frame": ("GET", "read"),
+    "add_note": ("POST", "act"),
     "export": ("GET", "read"),
     "export_html": ("GET", "read"),
     "export_collection": ("GET", "read"),

@@ -262,6 +262,11 @@ class SessionOwner:
         await store.resolve_review(self.pk, resolved, self._answers.pop(resolved.key, None))
         self._outbox.put_nowait(m.ReviewChanged(resolved.key))
 
+    async def _activity(self, user_id: int, action: str, detail: str, seq: int | None = None) -> None:
+        """Record who did what (``teams.Activity``) and tell the viewers."""
+        activity_id = await store.record_activity(self.pk, user_id, action, detail, seq)
+        self._outbox.put_nowait(m.ActivityAdded(activity_id))
+
     async def _publish_outbox(self) -> None:
         while True:
             event = await self._outbox.get()
@@ -315,6 +320,13 @@ class SessionOwner:
         handle = await client.start_request(command.method, command.params, **options)
         self.calls[handle.id] = handle
         await self._reply(reply, m.Started(handle.id))
+        if command.user_id is not None:
+            seq = handle.leg.frame_seq
+            self._spawn(
+                self._activity(
+                    command.user_id, "sent", command.method, None if seq is None else self.base + seq
+                )
+            )
         outcome: dict[str, Any] = {"rpc_id": handle.id, "method": command.method}
         try:
             outcome["result"] = await handle
@@ -346,13 +358,21 @@ class SessionOwner:
             "edited": command.edited,
             "answered_by_id": command.user_id,
         }
-        note = command.note or ("edited by a person" if command.edited else None)
+        if command.note:
+            note: str | None = command.note
+        elif command.by:
+            note = f"{'edited and answered' if command.edited else 'answered'} by {command.by}"
+        else:
+            note = "edited by a person" if command.edited else None
         client.respond(command.key, command.result, note=note)
 
     async def on_reject(self, command: m.Reject) -> None:
         client = self._live_client()
         self._answers[command.key] = {"answered_by_id": command.user_id}
-        client.reject(command.key, command.code, command.message or "User rejected the request")
+        message = command.message or "User rejected the request"
+        client.reject(
+            command.key, command.code, message, note=f"rejected by {command.by}" if command.by else None
+        )
 
     async def on_set_roots(self, command: m.SetRoots) -> None:
         self.roots = list(command.roots)
@@ -373,6 +393,8 @@ class SessionOwner:
         """
         client = self._live_client()
         action, value = command.action, command.value
+        if command.user_id is not None and action != "listen":
+            self._spawn(self._activity(command.user_id, action, value))
         try:
             if action == "ping":
                 await client.ping()

@@ -15,12 +15,14 @@ from django.utils import timezone
 
 from sessions.engine import PendingRequest, PendingResolved, kill_recorded
 from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.teams.models import Activity
 
 __all__ = [
     "append_phase",
     "in_db_thread",
     "load_session",
     "mark_orphans_lost",
+    "record_activity",
     "resolve_review",
     "save_review",
     "store_frames",
@@ -123,6 +125,17 @@ def resolve_review(pk: int, resolved: PendingResolved, answer: dict[str, Any] | 
     if answer is not None:
         fields.update(answer)
     PendingReview.objects.filter(session_id=pk, key=resolved.key).update(**fields)
+
+
+@in_db_thread
+def record_activity(
+    pk: int, user_id: int | None, action: str, detail: str = "", frame_seq: int | None = None
+) -> int:
+    """Note who did what in the session (a request sent, a panel action); the new row's id."""
+    row = Activity.objects.create(
+        session_id=pk, user_id=user_id, action=action, detail=detail[:500], frame_seq=frame_seq
+    )
+    return row.pk
 
 
 def mark_orphans_lost() -> int:

@@ -10,9 +10,10 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
+from inspector.http import AuthedRequest, signed_in_user
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
+from sessions.web import together
 from sessions.web.shortcuts import int_param, owned_session
 
 __all__ = ["export", "export_collection", "export_html", "frame", "timeline_page"]
@@ -37,7 +38,10 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
     detail = await sync_to_async(frame_detail)(session, seq)
     if detail is None:
         raise Http404("No such frame")
-    return await sync_to_async(render)(request, "sessions/_frame_detail.html", {"session": session, **detail})
+    user = await signed_in_user(request)
+    notes = await sync_to_async(together.frame_context)(session, seq, user.pk)
+    context = {"session": session, **detail, **notes}
+    return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 
 @require_GET

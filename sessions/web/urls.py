@@ -20,6 +20,7 @@ from sessions.web import (
     skills,
     tasks,
     timeline,
+    together,
     tools,
 )
 
@@ -36,6 +37,7 @@ session_urls = [
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("timeline", timeline.timeline_page, name="timeline"),
     path("frames/<int:seq>", timeline.frame, name="frame"),
+    path("notes", together.add_note, name="add_note"),
     path("export", timeline.export, name="export"),
     path("export.html", timeline.export_html, name="export_html"),
     path("collection.json", timeline.export_collection, name="export_collection"),
