@@ -62,6 +62,8 @@ URLS: dict[str, tuple[str, str]] = {
     "healthz": ("GET", "public"),
     "login": ("GET", "public"),
     "auth-token": ("GET", "public"),
+    "sso-login": ("GET", "public"),
+    "sso-callback": ("GET", "public"),
     "home": ("GET", "team-read"),
     "connect": ("POST", "team-act"),
     "import_servers": ("POST", "team-act"),
