@@ -18,7 +18,6 @@ __all__ = [
     "envstr",
     "fernet_keys",
     "private_dir",
-    "private_file",
     "stored_secret_key",
     "user_data_dir",
 ]
@@ -129,23 +128,8 @@ def private_dir(path: Path) -> None:
     _owner_only(path, 0o700)
 
 
-def private_file(path: Path) -> None:
-    """Create an empty file only its owner may read (0600), or take group and others' access away.
-
-    For the SQLite database before SQLite opens it: SQLite gives its -wal and -shm files the
-    database's own permissions, so they follow.
-    """
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        _owner_only(path, 0o600)
-    for extra in ("-wal", "-shm", "-journal"):
-        companion = path.with_name(path.name + extra)
-        if companion.exists():
-            _owner_only(companion, 0o600)
-
-
 def _owner_only(path: Path, mode: int) -> None:
+    """Take group and others' access to path away (to mode), if we own it and they have any."""
     info = path.stat()
     # Only what we own: an INSPECTOR_DATA_DIR an administrator made for us stays as they set it.
     if info.st_uid == os.getuid() and info.st_mode & 0o077:

@@ -18,7 +18,6 @@ from inspector.env import (
     envstr,
     fernet_keys,
     private_dir,
-    private_file,
     stored_secret_key,
     user_data_dir,
 )
@@ -120,16 +119,11 @@ TEMPLATES = [
 DB = envstr("DB", "sqlite")
 DATABASES: dict[str, dict[str, Any]]
 if DB == "sqlite":
-    _sqlite_file = envstr("DB_NAME", str(DATA_DIR / "inspector.sqlite3"))
-    _is_path = _sqlite_file != ":memory:" and not _sqlite_file.startswith("file:")
-    if _is_path and Path(_sqlite_file).parent.is_dir():
-        # Made 0600 before SQLite creates it with the umask's (world-readable) mode; its -wal and
-        # -shm files take the database file's mode.
-        private_file(Path(_sqlite_file))
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": _sqlite_file,
+            # Its file is made 0600 as each connection opens (sessions/apps.py).
+            "NAME": envstr("DB_NAME", str(DATA_DIR / "inspector.sqlite3")),
             # WAL lets pages read while the recorder writes; IMMEDIATE takes the write lock up
             # front, so two writers queue (up to the timeout) instead of failing to upgrade.
             "OPTIONS": {
