@@ -269,7 +269,7 @@ SESSION_EXPIRE_AT_BROWSER_CLOSE = False
 # and headers, and each session's config. Comma-separated, newest first: the first encrypts, any one
 # decrypts; `manage.py rotate_secrets` re-encrypts everything with the first. Locally, when unset,
 # one is generated once into the data folder. Hosted, it must be set, the same on every web process
-# and engine worker (a start-up check says so: inspector/checks.py).
+# and engine worker (a start-up check says so: check_secret_keys in sessions/secrets.py).
 INSPECTOR_SECRET_KEYS = fernet_keys(
     "INSPECTOR_SECRET_KEYS",
     envsecret("INSPECTOR_SECRET_KEYS")
