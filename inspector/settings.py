@@ -8,9 +8,20 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key, user_data_dir
+from inspector.env import (
+    envbool,
+    envfloat,
+    envint,
+    envsecret,
+    envstr,
+    fernet_keys,
+    private_dir,
+    stored_secret_key,
+    user_data_dir,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),
@@ -19,7 +30,8 @@ RESOURCE_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else PACKAGE_
 
 # The user's data directory, never the install's: site-packages may be read-only or shared.
 DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", str(user_data_dir() / "mcp-inspector"))).expanduser()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# It holds the database and the keys: the user's alone (0700).
+private_dir(DATA_DIR)
 
 DEBUG = envbool("DEBUG", False)
 SECRET_KEY = envsecret("SECRET_KEY") or stored_secret_key(DATA_DIR / "secret_key")
@@ -29,14 +41,20 @@ ALLOWED_HOSTS = [h.strip() for h in _hosts.split(",") if h.strip()]
 
 
 def _trusted_origins(hosts: list[str]) -> list[str]:
-    """Derive CSRF trusted origins from ALLOWED_HOSTS, for use behind a TLS-terminating proxy."""
+    """Derive CSRF trusted origins from ALLOWED_HOSTS, for use behind a TLS-terminating proxy.
+
+    Behind such a proxy the browser is at https://host while we see plain http: that is the one
+    origin to trust besides our own. No http://host (a page on port 80 of the same host is another
+    origin), and nothing for loopback names, which no remote proxy serves: https://127.0.0.1 would be
+    a page on port 443 of this machine.
+    """
     origins = []
     for host in hosts:
-        if host == "*":
+        if host in ("*", "127.0.0.1", "localhost", "[::1]"):
             continue
         # ".example.com" in ALLOWED_HOSTS means the domain and all its subdomains.
         name = f"*{host}" if host.startswith(".") else host
-        origins += [f"http://{name}", f"https://{name}"]
+        origins.append(f"https://{name}")
     return origins
 
 
@@ -67,6 +85,8 @@ MIDDLEWARE = [
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
     "inspector.middleware.StaticFilesMiddleware",
+    # Everything past the static files is one person's: no cache may keep it.
+    "inspector.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -106,6 +126,7 @@ if DB == "sqlite":
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
+            # Its file is made 0600 as each connection opens (sessions/apps.py).
             "NAME": envstr("DB_NAME", str(DATA_DIR / "inspector.sqlite3")),
             # WAL lets pages read while the recorder writes; IMMEDIATE takes the write lock up
             # front, so two writers queue (up to the timeout) instead of failing to upgrade.
@@ -278,3 +299,30 @@ def _oidc_problems() -> list[str]:
 
 if INSPECTOR_OIDC_ISSUER and _oidc_problems():
     raise ImproperlyConfigured("; ".join(_oidc_problems()))
+
+# How long a login lasts (seconds), counted from the login: Django's session cookie age. Locally two
+# weeks, as before: the one-time token is burned, so a person logged out there must restart the
+# inspector to get a new one. Hosted, twelve hours, a working day: a stolen or forgotten cookie is
+# worth little for long, and logging in again is a password or single sign-on away. Not renewed on
+# each request, which would write to the database on every GET.
+SESSION_COOKIE_AGE = envint("INSPECTOR_SESSION_AGE", 12 * 3600 if INSPECTOR_HOSTED else 14 * 24 * 3600)
+if SESSION_COOKIE_AGE <= 0:
+    raise ImproperlyConfigured(f"INSPECTOR_SESSION_AGE must be more than 0 seconds; got {SESSION_COOKIE_AGE}")
+# A cookie that dies with the browser would not bound anything: browsers that restore the last
+# session restore such cookies too. The age above is what ends a login, on the server's side.
+SESSION_EXPIRE_AT_BROWSER_CLOSE = False
+
+# Fernet keys that encrypt secrets at rest (sessions/secrets.py): saved servers' tokens, environment
+# and headers, and each session's config. Comma-separated, newest first: the first encrypts, any one
+# decrypts; `manage.py rotate_secrets` re-encrypts everything with the first. Locally, when unset,
+# one is generated once into the data folder. Hosted, it must be set, the same on every web process
+# and engine worker (a start-up check says so: check_secret_keys in sessions/secrets.py).
+INSPECTOR_SECRET_KEYS = fernet_keys(
+    "INSPECTOR_SECRET_KEYS",
+    envsecret("INSPECTOR_SECRET_KEYS")
+    or (
+        ""
+        if INSPECTOR_HOSTED
+        else stored_secret_key(DATA_DIR / "encryption_keys", lambda: Fernet.generate_key().decode())
+    ),
+)

@@ -72,9 +72,10 @@ def test_the_runtime_and_consumer_suite_passes_on_postgres_and_redis(tmp_path: P
 
 def test_search_and_recordings_pass_on_postgres(tmp_path: Path) -> None:
     """Full-text search (a GIN index, a NUL refused) and recordings (long fields, NUL) have
-    PostgreSQL-only paths (the big-file tests stay on SQLite: the database adds nothing there)."""
+    PostgreSQL-only paths (the big-file tests stay on SQLite: the database adds nothing there); so
+    has the migration that encrypts secrets (jsonb columns become text)."""
     env = hosted_env("mcp_inspector_read", 12, INSPECTOR_DATA_DIR=str(tmp_path))
-    tests = ["tests/test_search.py", "tests/test_recordings.py"]
+    tests = ["tests/test_search.py", "tests/test_recordings.py", "tests/test_secrets.py"]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
         cwd=ROOT,
