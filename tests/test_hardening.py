@@ -25,6 +25,7 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 from support.processes import free_port, start_http_server
+from support.teams import team_of
 from support.web import finish
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import ClientConnection, connect
@@ -113,9 +114,11 @@ SEED = f"""
     from sessions.engine import Frame
     from sessions.frames import frame_row
     from sessions.models import McpSession, TimelineFrame
+    from sessions.teams.access import personal_team
     # The token login logs in the user named after the account.
     owner, _ = User.objects.get_or_create(username=getpass.getuser())
-    session = McpSession.objects.create(owner=owner, name="private", status="closed", last_seq=1)
+    team = personal_team(owner)
+    session = McpSession.objects.create(owner=owner, team=team, name="private", status="closed", last_seq=1)
     params = {{"level": "info", "data": "{MARKER}"}}
     note = {{"jsonrpc": "2.0", "method": "notifications/message", "params": params}}
     frame = Frame("message", "in", json.dumps(note).encode())
@@ -282,7 +285,9 @@ def alice_client(client: Client, django_user_model: type[User]) -> Client:
 @pytest.mark.django_db
 def test_every_page_fragment_and_export_for_a_logged_in_person_says_no_store(alice_client: Client) -> None:
     alice = User.objects.get(username="alice")
-    session = McpSession.objects.create(owner=alice, name="s", status="closed", public_id=uuid.uuid4())
+    session = McpSession.objects.create(
+        owner=alice, team=team_of(alice), name="s", status="closed", public_id=uuid.uuid4()
+    )
     for path in [
         "/",
         f"/s/{session.public_id}/",

@@ -22,6 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from support.teams import team_of
 
 from inspector.env import fernet_keys
 from sessions.models import McpSession, ServerConfig
@@ -50,6 +51,7 @@ def save_server(owner: User) -> tuple[ServerConfig, McpSession]:
     """alice's saved server and a session started from it (its config snapshot holds the secrets)."""
     server = ServerConfig.objects.create(
         owner=owner,
+        team=team_of(owner),
         name="billing",
         transport="http",
         url="https://mcp.example/mcp",
@@ -58,7 +60,9 @@ def save_server(owner: User) -> tuple[ServerConfig, McpSession]:
         secret_env=["BILLING_API_KEY"],
         headers={"X-Api-Key": HEADER_VALUE},
     )
-    session = McpSession.objects.create(owner=owner, server=server, name="billing", config=server.snapshot())
+    session = McpSession.objects.create(
+        owner=owner, team=team_of(owner), server=server, name="billing", config=server.snapshot()
+    )
     return server, session
 
 
@@ -128,7 +132,7 @@ def test_the_database_rows_hold_no_secret_in_plain_text(alice: User) -> None:
 @pytest.mark.django_db
 def test_encrypting_twice_gives_two_different_tokens_and_lookups_are_refused(alice: User) -> None:
     first, _ = save_server(alice)
-    second = ServerConfig.objects.create(owner=alice, name="again", bearer_token=TOKEN)
+    second = ServerConfig.objects.create(owner=alice, team=team_of(alice), name="again", bearer_token=TOKEN)
     assert stored(ServerConfig, "bearer_token", first.pk) != stored(ServerConfig, "bearer_token", second.pk)
     # So a lookup could never match; it is refused rather than silently finding nothing.
     with pytest.raises(FieldError, match="Unsupported lookup"):
@@ -171,7 +175,7 @@ def test_an_altered_value_is_refused_not_read_as_garbage(alice: User) -> None:
 def test_with_no_key_at_all_saving_a_secret_says_how_to_make_one(alice: User, settings: Any) -> None:
     settings.INSPECTOR_SECRET_KEYS = []
     with pytest.raises(ImproperlyConfigured, match=r"INSPECTOR_SECRET_KEYS is not set.*Fernet.generate_key"):
-        ServerConfig.objects.create(owner=alice, name="x", bearer_token=TOKEN)
+        ServerConfig.objects.create(owner=alice, team=team_of(alice), name="x", bearer_token=TOKEN)
 
 
 # --- rotation -------------------------------------------------------------------------------------
@@ -219,14 +223,14 @@ def test_rotate_secrets_refuses_when_a_key_still_in_use_is_not_listed(
 
 # --- the migration from plain text ----------------------------------------------------------------
 
-BEFORE = ("mcp_sessions", "0008_recording_imports")
+BEFORE = ("mcp_sessions", "0009_teams")
 
 
 @pytest.fixture
 def plain_text_database() -> Iterator[MigrationExecutor]:
     """The database as it was before secrets were encrypted; brought back to the latest at the end."""
     executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes("mcp_sessions")
+    latest = executor.loader.graph.leaf_nodes()
     executor.migrate([BEFORE])
     try:
         yield executor
@@ -238,9 +242,14 @@ def plain_text_database() -> Iterator[MigrationExecutor]:
 def test_the_migration_encrypts_rows_stored_in_plain_text_and_reverses(
     plain_text_database: MigrationExecutor,
 ) -> None:
-    old = plain_text_database.loader.project_state([BEFORE]).apps
+    # The state the database is in: every app at its newest, but the sessions before encryption.
+    graph = plain_text_database.loader.graph
+    nodes = [node for node in graph.leaf_nodes() if node[0] != BEFORE[0]] + [BEFORE]
+    old = plain_text_database.loader.project_state(nodes).apps
     owner = old.get_model("auth", "User").objects.create(username="alice")
+    team = old.get_model("teams", "Team").objects.create(name="alice's team")
     server = old.get_model("mcp_sessions", "ServerConfig").objects.create(
+        team=team,
         owner=owner,
         name="billing",
         bearer_token=TOKEN,
@@ -250,11 +259,11 @@ def test_the_migration_encrypts_rows_stored_in_plain_text_and_reverses(
     )
     config = {"name": "billing", "bearer_token": TOKEN, "env": {"BILLING_API_KEY": ENV_VALUE}, "args": []}
     old_sessions = old.get_model("mcp_sessions", "McpSession").objects
-    session = old_sessions.create(owner=owner, name="billing", config=config)
+    session = old_sessions.create(team=team, owner=owner, name="billing", config=config)
     assert TOKEN.encode() in stored_bytes()
 
     latest = MigrationExecutor(connection)
-    latest.migrate(latest.loader.graph.leaf_nodes("mcp_sessions"))
+    latest.migrate(latest.loader.graph.leaf_nodes())
 
     raw = stored_bytes()
     for secret in SECRETS:
