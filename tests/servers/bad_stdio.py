@@ -23,6 +23,8 @@ endless-line     tools/call {"size": N} (default 64 MiB): N bytes of "x" with no
                  the result (text "after endless line").
 deep             tools/call {"depth": N} (default 100000): a notifications/message whose data is N nested
                  arrays, then the result (text "after deep").
+stderr-flood     tools/call is never answered: numbered lines ("stderr flood 0", "stderr flood 1", ...)
+                 written to stderr without end, until the pipe closes or the process is killed.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ MODES = {
     "withdraw",
     "endless-line",
     "deep",
+    "stderr-flood",
 }
 TOOL = {"name": "t", "description": "test tool", "inputSchema": {"type": "object"}}
 FLOOD_LINE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"i":%d}}}\n'
@@ -125,6 +128,13 @@ def handle(mode: str, msg: dict) -> None:
             sys.exit(3)
         elif mode in ("hang", "hang-ignore-eof"):
             return
+        elif mode == "stderr-flood":
+            err = sys.stderr.buffer
+            k = 0
+            while True:  # BrokenPipeError ends it when the client closes the pipe
+                err.write(b"".join(b"stderr flood %d\n" % i for i in range(k, k + 100)))
+                err.flush()
+                k += 100
         elif mode == "flood":
             count = int(args.get("count", 1000))
             chunk: list[bytes] = []
