@@ -44,12 +44,12 @@ class Command(BaseCommand):
         await in_db_thread(workers.retire)(name)
 
     async def heartbeat(self, name: str) -> None:
-        """Beat, and mark lost the sessions of workers that stopped beating; a database hiccup is logged."""
+        """Beat, and reap (the sessions of workers that stopped beating, those no worker took); a
+        database hiccup is logged."""
         while True:
             await asyncio.sleep(settings.INSPECTOR_WORKER_HEARTBEAT)
             try:
                 await in_db_thread(workers.beat)(name)
-                lost = await in_db_thread(workers.reap)()
-                await workers.tell_viewers(lost)
+                await workers.reap_and_tell()
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
                 log.warning("heartbeat of %s failed: %s", name, exc)
