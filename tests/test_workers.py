@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 from django.utils import timezone
 from support.web import fresh_layer
@@ -187,3 +188,16 @@ async def test_a_start_no_worker_took_within_three_beats_fails_and_its_pages_are
     await taken.arefresh_from_db()
     assert waiting.status == "starting" and taken.status == "connecting"
     assert await workers.reap_and_tell() == []  # each is failed once
+
+
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0)
+def test_the_worker_healthcheck_passes_only_while_a_worker_here_beats() -> None:
+    with pytest.raises(CommandError, match="no engine worker on this machine"):
+        call_command("run_engine_worker", "--check")
+    here = workers.new_name()
+    EngineWorker.objects.create(name="elsewhere:1:a", last_seen=timezone.now())
+    EngineWorker.objects.create(name=here, last_seen=timezone.now() - timedelta(seconds=10))
+    with pytest.raises(CommandError):
+        call_command("run_engine_worker", "--check")  # stale here, fresh only on another machine
+    workers.beat(here)
+    call_command("run_engine_worker", "--check")

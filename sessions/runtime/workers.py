@@ -50,6 +50,12 @@ def beat(name: str) -> None:
     EngineWorker.objects.update_or_create(name=name, defaults={"last_seen": timezone.now()})
 
 
+def beating_here() -> bool:
+    """Whether a worker on this machine (its container, say) has a fresh heartbeat."""
+    here = EngineWorker.objects.filter(name__startswith=f"{socket.gethostname()}:")
+    return here.filter(last_seen__gte=_cutoff(timezone.now())).exists()
+
+
 def retire(name: str) -> None:
     """A worker that stops cleanly closes its sessions itself; it just leaves the register."""
     EngineWorker.objects.filter(name=name).delete()
