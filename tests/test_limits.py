@@ -175,3 +175,26 @@ async def test_a_stderr_flood_ends_at_the_byte_limit_and_a_reconnect_records_not
     more = await frames_of(session, seq__gt=session.last_seq)
     assert [(f.kind, f.transport.get("state")) for f in more] == [("state", "limit")]
     assert again.status == "failed" and "INSPECTOR_MAX_SESSION_BYTES" in again.status_note
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_a_flood_before_the_handshake_ends_ends_the_session_at_once_not_when_initialize_times_out(
+    bad_stdio: Any, settings: Settings
+) -> None:
+    settings.INSPECTOR_MAX_SESSION_FRAMES = 100
+    settings.INSPECTOR_MAX_SESSION_BYTES = 0
+    spec = bad_stdio("stderr-flood-init")
+    config = stdio_config(spec["command"], spec["args"], timeout=600, max_total_timeout=600)
+    async with live_runtime():
+        session = await McpSession.objects.acreate(owner=await make_user(), name="s", config=config)
+        await client.start_session(session)
+        # Well before initialize's 600 s timeout: the wait fails the test otherwise.
+        ended = await wait_until(
+            lambda: (s := McpSession.objects.get(pk=session.pk)).status not in McpSession.LIVE and s,
+            what="the session ended",
+        )
+    frames = await frames_of(session)
+    _check_nothing_lost(ended, frames)
+    assert len(frames) == 101
+    assert "limit of 100 frames" in ended.status_note

@@ -151,10 +151,12 @@ class SessionOwner:
         client.subscribe(self._on_event)
         try:
             await client.open()
-            await client.initialize()
+            await self._unless_stopped(client.initialize())
         except Exception as exc:
-            self._stop_reason = f"connecting failed: {exc}"
-            self._stop.set()
+            if not self.stopping:  # else the reason it stopped for stands (a limit, a disconnect)
+                self.stop(f"connecting failed: {exc}")
+            return
+        if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
         await store.update_session(
             self.pk,
@@ -166,10 +168,31 @@ class SessionOwner:
             client_capabilities=client.client_capabilities,
             instructions=client.instructions or "",
         )
-        if self.stopping:  # a limit reached during the handshake (a flood), say
-            return
         self._outbox.put_nowait(m.StateChanged("ready"))
         self._spawn(self._watch(client))
+
+    async def _unless_stopped(self, work: Awaitable[Any]) -> None:
+        """Await ``work`` (in a task of its own), or cancel it when the session is stopped first.
+
+        A server that floods before it answers ``initialize`` reaches a limit while the handshake
+        waits; the session ends then, not when the request times out.
+        """
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+            # Not suppress(): a cancellation of this task itself must go on up.
+            await asyncio.gather(task, stopped, return_exceptions=True)
+        if task.cancelled():
+            if not self.stopping:
+                raise EngineError("the handshake was cancelled")
+            return
+        if (error := task.exception()) is not None:
+            raise error
 
     async def _watch(self, client: ClientSession) -> None:
         await client.wait_closed()
