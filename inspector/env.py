@@ -56,15 +56,18 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be one of true/false, yes/no, on/off, 1/0; got {raw!r}")
 
 
-def envint(name: str, default: int) -> int:
-    """Return the variable as an integer."""
+def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+    """Return the variable as an integer (at least ``minimum``, when given)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer; got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}; got {raw!r}")
+    return value
 
 
 def envfloat(name: str, default: float) -> float:

@@ -326,3 +326,19 @@ INSPECTOR_SECRET_KEYS = fernet_keys(
         else stored_secret_key(DATA_DIR / "encryption_keys", lambda: Fernet.generate_key().decode())
     ),
 )
+
+# --- Limits (0: none) -----------------------------------------------------------------------------
+# Per session, across reconnects: the frame that reaches either limit is stored, then a state frame
+# says which limit, and the session ends (sessions/runtime/limits.py). Hosted: 1,000,000 frames and
+# 1 GiB of frame bytes. Local: none, since the person watches their own server (a flood may be what
+# they are looking at) and a session no tab watches ends after INSPECTOR_IDLE_TIMEOUT.
+INSPECTOR_MAX_SESSION_FRAMES = envint(
+    "INSPECTOR_MAX_SESSION_FRAMES", 1_000_000 if INSPECTOR_HOSTED else 0, minimum=0
+)
+INSPECTOR_MAX_SESSION_BYTES = envint(
+    "INSPECTOR_MAX_SESSION_BYTES", 1 << 30 if INSPECTOR_HOSTED else 0, minimum=0
+)
+# Live sessions one team may run at once (hosted: 20; local: none).
+INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = envint(
+    "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 20 if INSPECTOR_HOSTED else 0, minimum=0
+)

@@ -31,6 +31,7 @@ from sessions.frames import frame_row
 from sessions.models import McpSession
 from sessions.runtime import messages as m
 from sessions.runtime import store
+from sessions.runtime.limits import LimitReached, SessionBudget
 from sessions.runtime.recorder import Recorder
 from sessions.servers import Confinement, build_options, build_target
 
@@ -79,6 +80,9 @@ class SessionOwner:
         self._answers: dict[str, dict[str, Any]] = {}
         self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.recorder: Recorder | None = None
+        self.budget = SessionBudget(0, 0)
+        self.limited = False
+        """The session reached a limit: it is ending, and records nothing more."""
         self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
             m.Cancel: self.on_cancel,
             m.Respond: self.on_respond,
@@ -101,6 +105,7 @@ class SessionOwner:
         self.roots: list[Any] = loaded["roots"]
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
+        self.budget = SessionBudget.from_settings(frames=self.base, size=loaded["stored_bytes"])
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
         await store.update_session(
@@ -112,7 +117,10 @@ class SessionOwner:
         ]
         self._arm_idle()
         try:
-            await self._connect()
+            if (reached := self.budget.reached()) is not None:  # a reconnect, the session already full
+                self._end_at_limit(reached)
+            else:
+                await self._connect()
             await self._stop.wait()
         finally:
             await self._disconnect()
@@ -154,12 +162,14 @@ class SessionOwner:
         client.subscribe(self._on_event)
         try:
             await client.open()
-            await client.initialize()
+            await self._unless_stopped(client.initialize())
         except Exception as exc:
-            # Failed, even though closing the half-open client leaves it "closed".
-            self._connect_failed = True
-            self._stop_reason = f"connecting failed: {exc}"
-            self._stop.set()
+            if not self.stopping:  # else the reason it stopped for stands (a limit, a disconnect)
+                # Failed, even though closing the half-open client leaves it "closed".
+                self._connect_failed = True
+                self.stop(f"connecting failed: {exc}")
+            return
+        if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
         await store.update_session(
             self.pk,
@@ -173,6 +183,29 @@ class SessionOwner:
         )
         self._outbox.put_nowait(m.StateChanged("ready"))
         self._spawn(self._watch(client))
+
+    async def _unless_stopped(self, work: Awaitable[Any]) -> None:
+        """Await ``work`` (in a task of its own), or cancel it when the session is stopped first.
+
+        A server that floods before it answers ``initialize`` reaches a limit while the handshake
+        waits; the session ends then, not when the request times out.
+        """
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+            # Not suppress(): a cancellation of this task itself must go on up.
+            await asyncio.gather(task, stopped, return_exceptions=True)
+        if task.cancelled():
+            if not self.stopping:
+                raise EngineError("the handshake was cancelled")
+            return
+        if (error := task.exception()) is not None:
+            raise error
 
     async def _watch(self, client: ClientSession) -> None:
         await client.wait_closed()
@@ -211,9 +244,12 @@ class SessionOwner:
 
     def _on_event(self, event: Event) -> None:
         assert self.recorder is not None
+        if self.limited:
+            return  # the session is ending at its limit: what the engine receives now is not recorded
         if isinstance(event, Frame):
             self.engine_seq = event.seq
-            self.recorder.add(frame_row(event, self.base))
+            row = frame_row(event, self.base)
+            self.recorder.add(row)
             if event.direction == "in" and event.rpc_kind in ("result", "error") and event.rpc_id is not None:
                 self.responses[event.rpc_id] = {
                     "response_seq": self.base + event.seq,
@@ -234,6 +270,8 @@ class SessionOwner:
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
                 self._spawn(store.update_session(self.pk, exit_code=code))
+            if (reached := self.budget.count(row["size"])) is not None:
+                self._end_at_limit(reached)
         elif isinstance(event, Progress):
             self._outbox.put_nowait(
                 m.CallProgress(event.request_id, event.progress, event.total, event.message)
@@ -242,6 +280,15 @@ class SessionOwner:
             self._spawn(self._review_opened(event))
         elif isinstance(event, PendingResolved):
             self._spawn(self._review_closed(event))
+
+    def _end_at_limit(self, reached: LimitReached) -> None:
+        """Every frame so far is recorded; one more says which limit was reached, then the session ends."""
+        assert self.recorder is not None
+        self.limited = True
+        self.engine_seq += 1  # the number the engine's next frame would have had: it is not recorded
+        self.recorder.add(frame_row(reached.frame(self.engine_seq), self.base))
+        log.warning("session %s ended: %s", self.pk, reached.message)
+        self.stop(reached.message)
 
     async def _record_phase(self, frame: Frame) -> None:
         state = frame.transport.get("state", "")

@@ -11,6 +11,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from sessions.engine import PendingRequest, PendingResolved, kill_recorded
@@ -74,7 +75,15 @@ def load_session(pk: int) -> dict[str, Any]:
         "last_seq": row.last_seq,
         "roots": row.roots,
         "next_request_id": _next_request_id(row),
+        "stored_bytes": _stored_bytes(row),
     }
+
+
+def _stored_bytes(row: McpSession) -> int:
+    """The bytes of the frames a session holds, when a limit counts them (a reconnect continues the count)."""
+    if not settings.INSPECTOR_MAX_SESSION_BYTES or not row.last_seq:
+        return 0
+    return TimelineFrame.objects.filter(session=row).aggregate(total=Sum("size"))["total"] or 0
 
 
 def _next_request_id(row: McpSession) -> int:
