@@ -92,6 +92,8 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The person's current team, role and teams, for the top bar (evaluated only when used).
+                "sessions.web.people.people",
             ],
         },
     },
@@ -147,6 +149,31 @@ if REDIS_URL:
 else:
     # Fine for one process; set REDIS_URL when running more than one.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
+# share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
+CACHES: dict[str, dict[str, Any]]
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcp-inspector",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Passwords people choose (hosted accounts, invitations, create_admin): Django's checks.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": envint("INSPECTOR_PASSWORD_MIN_LENGTH", 10)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -236,3 +263,11 @@ INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
 # the like are refused): comma-separated host names, addresses and CIDR blocks. A team's own list
 # comes on top, in each session's config (``egress_allow``). Checked at start-up (inspector/checks.py).
 INSPECTOR_EGRESS_ALLOW = [e.strip() for e in envstr("INSPECTOR_EGRESS_ALLOW", "").split(",") if e.strip()]
+# Password logins (hosted): failed attempts allowed per username and per client address within the
+# window (seconds), before the login page refuses with 429 until the window has passed.
+INSPECTOR_LOGIN_FAILURES_PER_USER = envint("INSPECTOR_LOGIN_FAILURES_PER_USER", 5)
+INSPECTOR_LOGIN_FAILURES_PER_ADDRESS = envint("INSPECTOR_LOGIN_FAILURES_PER_ADDRESS", 20)
+INSPECTOR_LOGIN_WINDOW = envint("INSPECTOR_LOGIN_WINDOW", 15 * 60)
+# How many reverse proxies in front of the web processes append to X-Forwarded-For (0: none, the
+# client is REMOTE_ADDR). The client address limits logins and is shown in a person's login sessions.
+INSPECTOR_PROXIES = envint("INSPECTOR_PROXIES", 0)
