@@ -60,6 +60,13 @@ def not_found(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     return HttpResponseNotFound(render(request, "sessions/_error.html", {"message": text}).content)
 
 
+def forbidden(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
+    """403: say why (a role too low, no team yet); a page of its own unless htmx asked for a fragment."""
+    message = str(exception) or "You may not do this."
+    template = "sessions/_error.html" if getattr(request, "htmx", False) else "error.html"
+    return render(request, template, {"message": message}, status=403)
+
+
 @login_not_required
 @require_safe
 def healthz(request: HtmxHttpRequest) -> HttpResponse:

@@ -86,7 +86,9 @@ def test_the_login_page_asks_for_a_username_and_password_and_offers_no_token_for
     assert 'name="token"' not in page
 
 
-def test_a_right_password_logs_in_with_a_new_session_key_and_follows_next(client: Client, alice: User) -> None:
+def test_a_right_password_logs_in_with_a_new_session_key_and_follows_next(
+    client: Client, alice: User
+) -> None:
     client.get("/auth/login")
     before = client.cookies.get(settings.SESSION_COOKIE_NAME)
     response = log_in(client, "alice", next="/search")
@@ -148,7 +150,9 @@ def test_an_unknown_username_is_limited_like_a_real_one(client: Client, alice: U
     assert ERROR.findall(real.content.decode()) == ERROR.findall(made_up.content.decode())
 
 
-def test_twenty_failures_from_one_address_refuse_it_whatever_the_username(client: Client, alice: User) -> None:
+def test_twenty_failures_from_one_address_refuse_it_whatever_the_username(
+    client: Client, alice: User
+) -> None:
     for n in range(settings.INSPECTOR_LOGIN_FAILURES_PER_ADDRESS):
         assert log_in(client, f"guess{n}", "wrong-guess").status_code == 403
     assert log_in(client, "alice").status_code == 429
@@ -312,7 +316,9 @@ def test_no_one_ends_another_persons_session_by_its_id(client: Client, alice: Us
     assert daves.get("/").status_code == 200
 
 
-def test_changing_the_password_ends_the_other_sessions_and_keeps_this_one(client: Client, alice: User) -> None:
+def test_changing_the_password_ends_the_other_sessions_and_keeps_this_one(
+    client: Client, alice: User
+) -> None:
     other = Client()
     log_in(other, "alice")
     log_in(client, "alice")
@@ -334,7 +340,9 @@ def test_changing_the_password_ends_the_other_sessions_and_keeps_this_one(client
     assert log_in(Client(), "alice", new).status_code == 302
 
 
-def test_guessing_the_current_password_on_the_account_page_is_rate_limited(client: Client, alice: User) -> None:
+def test_guessing_the_current_password_on_the_account_page_is_rate_limited(
+    client: Client, alice: User
+) -> None:
     log_in(client, "alice")
     data = {"old_password": "guess", "new_password1": "x-plover-99", "new_password2": "x-plover-99"}
     for _ in range(settings.INSPECTOR_LOGIN_FAILURES_PER_USER):
@@ -431,7 +439,9 @@ def test_a_weak_password_or_a_taken_username_keeps_the_invitation_open(
     assert sign_up(client, token).status_code == 302
 
 
-def test_a_signed_in_person_joins_with_their_account(client: Client, team_a: Team, alice: User, dave: User) -> None:
+def test_a_signed_in_person_joins_with_their_account(
+    client: Client, team_a: Team, alice: User, dave: User
+) -> None:
     token = invite(team_a, alice, Role.VIEWER)
     log_in(client, "dave")
     page = client.get("/auth/invite", {"token": token}).content.decode()
@@ -446,7 +456,9 @@ def test_a_signed_in_person_joins_with_their_account(client: Client, team_a: Tea
     assert Client().post("/auth/invite", {"token": other, "action": "join"}).status_code == 403
 
 
-def test_a_member_is_not_joined_twice_and_the_link_stays_open(client: Client, team_a: Team, alice: User) -> None:
+def test_a_member_is_not_joined_twice_and_the_link_stays_open(
+    client: Client, team_a: Team, alice: User
+) -> None:
     token = invite(team_a, alice, Role.VIEWER)
     client.force_login(alice)
     response = client.post("/auth/invite", {"token": token, "action": "join"})
@@ -476,7 +488,9 @@ def test_the_invite_page_offers_single_sign_on_when_it_is_configured(
     assert "/auth/oidc/login?next=%2Fauth%2Finvite%3Ftoken%3D" in page
 
 
-def test_invitations_are_off_in_the_local_mode(client: Client, team_a: Team, alice: User, settings: Any) -> None:
+def test_invitations_are_off_in_the_local_mode(
+    client: Client, team_a: Team, alice: User, settings: Any
+) -> None:
     token = invite(team_a, alice)
     settings.INSPECTOR_HOSTED = False
     assert client.get("/auth/invite", {"token": token}).status_code == 404
