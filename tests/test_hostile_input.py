@@ -409,7 +409,9 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
         uri = listed["resources/list"]["resources"][0]["uri"]
         read = await request(session, "resources/read", {"uri": uri}, wait=10)
         reviews = await waiting_reviews(session)
-        saved = await ServerConfig.objects.acreate(owner=alice, name="gone", command="/nonexistent/server")
+        saved = await ServerConfig.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name="gone", command="/nonexistent/server"
+        )
         people = await team_ids(alice)
         base = f"/s/{session.public_id}/"
         tabs = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
