@@ -87,6 +87,9 @@ def team_settings(request: AuthedRequest) -> HttpResponse:
 def member_role(request: AuthedRequest, member_id: int) -> HttpResponse:
     """Give a member another role (a team keeps at least one admin)."""
     scope, _ = _admin(request)
+    # The id first: another team's member is a 404 whatever the form says.
+    if not Membership.objects.filter(team_id=scope.team_id, pk=member_id).exists():
+        raise Http404("No such member in this team")
     form = RoleForm(request.POST)
     if not form.is_valid():
         return _page(request, status=400, members_error="Choose viewer, operator or admin.")
@@ -206,6 +209,6 @@ def switch_team(request: AuthedRequest) -> HttpResponse:
     """Make another of the person's teams the current one (404 for a team they are not in)."""
     team_id = int_param(request.POST, "team", minimum=1)
     if team_id is None or access.role_in(request.user.pk, team_id) is None:
-        raise Http404("You are not a member of that team")
+        raise Http404("Not a team of yours")
     request.session[access.TEAM_KEY] = team_id
     return redirect("home")
