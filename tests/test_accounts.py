@@ -192,6 +192,7 @@ def test_the_rate_limit_is_shared_through_redis_when_redis_url_is_set(settings: 
         }
     }
     try:
+        assert type(caches["default"]).__name__ == "RedisCache"
         for _ in range(settings.INSPECTOR_LOGIN_FAILURES_PER_USER):
             log_in(Client(), "alice", "wrong-guess")
         caches["default"].close()
