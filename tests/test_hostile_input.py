@@ -272,6 +272,8 @@ class Walk:
         values = {**self.arguments, **override}
         if route.startswith("servers/"):
             values["pk"] = values["server"]
+        elif route.startswith("catalog/"):
+            values["pk"] = values["entry_id"]
         elif "reviews/" in route:
             values["pk"] = values[next(kind for part, kind in REVIEW_OF if part in route)]
         return "/" + ARG.sub(lambda match: values[match["name"]], route)
