@@ -115,6 +115,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 # The login page's "Sign in with …" button, when single sign-on is set up.
                 "inspector.sso.login_options",
+                # The person's current team, role and teams, for the top bar (evaluated only when used).
+                "sessions.web.people.people",
             ],
         },
     },
@@ -171,6 +173,31 @@ if REDIS_URL:
 else:
     # Fine for one process; set REDIS_URL when running more than one.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
+# share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
+CACHES: dict[str, dict[str, Any]]
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcp-inspector",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Passwords people choose (hosted accounts, invitations, create_admin): Django's checks.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": envint("INSPECTOR_PASSWORD_MIN_LENGTH", 10)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -342,3 +369,11 @@ INSPECTOR_MAX_SESSION_BYTES = envint(
 INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = envint(
     "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 20 if INSPECTOR_HOSTED else 0, minimum=0
 )
+# Password logins (hosted): failed attempts allowed per username and per client address within the
+# window (seconds), before the login page refuses with 429 until the window has passed.
+INSPECTOR_LOGIN_FAILURES_PER_USER = envint("INSPECTOR_LOGIN_FAILURES_PER_USER", 5)
+INSPECTOR_LOGIN_FAILURES_PER_ADDRESS = envint("INSPECTOR_LOGIN_FAILURES_PER_ADDRESS", 20)
+INSPECTOR_LOGIN_WINDOW = envint("INSPECTOR_LOGIN_WINDOW", 15 * 60)
+# How many reverse proxies in front of the web processes append to X-Forwarded-For (0: none, the
+# client is REMOTE_ADDR). The client address limits logins and is shown in a person's login sessions.
+INSPECTOR_PROXIES = envint("INSPECTOR_PROXIES", 0)

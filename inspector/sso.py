@@ -237,8 +237,9 @@ async def start(request: HttpRequest) -> HttpResponse:
             raise SignInProblem(f"{p.name} is not set up correctly here ({exc}).", 502) from None
     except SignInProblem as problem:
         return _problem(request, p, problem)
-    # The person may have opened an invitation first (same-site, so the session is here now).
-    invitation = await request.session.aget(PENDING_INVITATION, "")
+    # The invitation the person opened: its page's link carries it (or an earlier page kept it in the
+    # session, which is here: this request is same-site).
+    invitation = request.GET.get("invitation", "") or await request.session.aget(PENDING_INVITATION, "")
     flow = {
         "state": authorization["state"],
         "nonce": authorization["nonce"],

@@ -24,7 +24,7 @@ from support.web import session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.teams.models import CatalogServer, Membership, Role, Team
+from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Role, Team
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,6 +53,27 @@ RULES: dict[str, dict[str, tuple[str, str]]] = {
     # Team-wide pages with no id: each person in their own team.
     "team-read": dict.fromkeys(PEOPLE, (OK, OK)),
     "team-act": {"alice": (OK, OK), "bob": (OK, OK), "carol": (FORBIDDEN, FORBIDDEN), "dave": (OK, OK)},
+    # Changing the team (settings, invitations, the catalog): its admins. A member whose role is too
+    # low is told so before any id is looked up.
+    "team-admin": {
+        "alice": (OK, OK),
+        "bob": (FORBIDDEN, FORBIDDEN),
+        "carol": (FORBIDDEN, FORBIDDEN),
+        "dave": (OK, OK),
+    },
+    "admin-on-team-id": {
+        "alice": (OK, HIDDEN),
+        "bob": (FORBIDDEN, FORBIDDEN),
+        "carol": (FORBIDDEN, FORBIDDEN),
+        "dave": (HIDDEN, OK),
+    },
+    # A login session of the team's admin (alice's in A, dave's in B): only its own person ends it.
+    "own-login": {
+        "alice": (OK, HIDDEN),
+        "bob": (HIDDEN, HIDDEN),
+        "carol": (HIDDEN, HIDDEN),
+        "dave": (HIDDEN, OK),
+    },
     # Open to anyone: health, login pages.
     "public": dict.fromkeys(PEOPLE, (OK, OK)),
 }
@@ -112,7 +133,25 @@ URLS: dict[str, tuple[str, str]] = {
     "review_consent": ("POST", "act"),
     "review_roots": ("POST", "act"),
     "roots_save": ("POST", "act"),
+    "logout": ("POST", "public"),
+    "invite": ("GET", "public"),
+    "account": ("GET", "team-read"),
+    "change_password": ("POST", "team-read"),
+    "end_other_logins": ("POST", "team-read"),
+    "end_login": ("POST", "own-login"),
+    "team": ("GET", "team-read"),
+    "switch_team": ("POST", "team-read"),
+    "team_settings": ("POST", "team-admin"),
+    "invitation_create": ("POST", "team-admin"),
+    "catalog_new": ("POST", "team-admin"),
+    "member_role": ("POST", "admin-on-team-id"),
+    "member_remove": ("POST", "admin-on-team-id"),
+    "invitation_revoke": ("POST", "admin-on-team-id"),
+    "catalog_edit": ("POST", "admin-on-team-id"),
+    "catalog_delete": ("POST", "admin-on-team-id"),
 }
+# Requests that log the person out: they are logged in again before the next.
+LOGS_OUT = {"logout"}
 
 # Path arguments other than ids: a tab, a listing, a task action, a call and its content.
 FIXED_ARGS = {"name": "overview", "kind": "prompts", "action": "get", "rpc_id": "1", "seq": "1", "index": "0"}
@@ -141,6 +180,9 @@ class TeamIds:
     review: PendingReview
     server: ServerConfig
     catalog: CatalogServer
+    admin: Membership
+    invitation: Invitation
+    login: LoginSession
 
 
 def _team(name: str) -> Team:
@@ -180,7 +222,10 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         team=team, owner=owner, name="saved", transport="http", url="http://192.0.2.1/mcp"
     )
     catalog = CatalogServer.objects.create(team=team, name="approved", command="true")
-    return TeamIds(team, session, review, server, catalog)
+    admin = Membership.objects.get(team=team, user=owner)
+    invitation, _ = Invitation.make(team, Role.VIEWER, owner)
+    login = LoginSession.objects.create(user=owner, session_key=f"elsewhere-{uuid.uuid4().hex[:20]}")
+    return TeamIds(team, session, review, server, catalog, admin, invitation, login)
 
 
 @database_sync_to_async
@@ -198,7 +243,15 @@ def _world() -> tuple[dict[str, User], dict[str, TeamIds]]:
 
 def _url(route: str, ids: TeamIds) -> str:
     """The route with the team's ids (and fixed values for the other path arguments)."""
-    values = {"public_id": str(ids.session.public_id), **FIXED_ARGS}
+    values = {
+        "public_id": str(ids.session.public_id),
+        # The team's admin: removing or demoting them is refused (the team's only admin), past the check.
+        "member_id": str(ids.admin.pk),
+        "invitation_id": str(ids.invitation.pk),
+        "entry_id": str(ids.catalog.pk),
+        "login_id": str(ids.login.pk),
+        **FIXED_ARGS,
+    }
     values["pk"] = str(
         ids.review.pk if route.startswith("s/") else (ids.catalog.pk if "catalog" in route else ids.server.pk)
     )
@@ -212,7 +265,7 @@ def _url(route: str, ids: TeamIds) -> str:
 
 # What a 404 says when the id of the session, or of a saved or catalog server, is not the person's team's.
 # Other 404s ("No such frame", "No such tool") come from past the check: the id was theirs.
-UNKNOWN_ID = ("No such session", "No such server")
+UNKNOWN_ID = ("No such session", "No such server", "No such member", "No such invitation", "No such login")
 
 
 def _outcome(status: int, body: str) -> str:
@@ -234,6 +287,10 @@ def _restore(world: dict[str, TeamIds]) -> None:
         if not PendingReview.objects.filter(pk=ids.review.pk).exists():
             ids.review.save(force_insert=True)
         PendingReview.objects.filter(pk=ids.review.pk).update(status="waiting")
+        for kept in (ids.catalog, ids.login):
+            if not type(kept).objects.filter(pk=kept.pk).exists():
+                kept.save(force_insert=True)
+        Invitation.objects.filter(pk=ids.invitation.pk).update(revoked=False)
 
 
 async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:
@@ -256,6 +313,8 @@ async def test_every_url_answers_each_person_as_the_table_says(settings: Any) ->
                 response = await (client.get(url) if method == "GET" else client.post(url, {}))
                 body = "" if response.streaming else response.content.decode()
                 got = _outcome(response.status_code, body)
+                if url_name in LOGS_OUT:
+                    await client.aforce_login(people[person])
                 if got != wanted:
                     differences.append(
                         f"{person} {method} {url} ({url_name}, team {team}'s ids): {got} "

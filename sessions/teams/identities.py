@@ -21,7 +21,8 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions.teams.models import Invitation, Membership, Role, SsoIdentity, Team, token_digest
+from sessions.teams import invitations
+from sessions.teams.models import Membership, SsoIdentity, Team
 
 __all__ = ["DefaultTeam", "NotAllowed", "accept_invitation", "person_for", "username_for"]
 
@@ -61,28 +62,16 @@ def username_for(claims: Mapping[str, Any]) -> str:
     return name
 
 
-def accept_invitation(token: str, user: Any) -> Invitation | None:
-    """Make ``user`` a member of the team an open invitation is for, and use the invitation up.
+def accept_invitation(token: str, user: Any) -> Membership | None:
+    """Make ``user`` a member of the team an open invitation is for (``sessions.teams.invitations``).
 
-    None when the token names no usable invitation (unknown, used, revoked, expired). A member
-    already keeps their role when it is higher than the invitation's.
-
-    Stands in for ``sessions.teams.invitations.accept(token, user)`` (the invitations work, in
-    progress elsewhere): once that lands, this becomes a call to it.
+    None when the token names no usable invitation (unknown, used, revoked, expired) or the person is
+    a member of that team already (the invitation then stays open for someone else).
     """
-    with transaction.atomic():
-        invitation = Invitation.objects.select_for_update().filter(digest=token_digest(token)).first()
-        if invitation is None or not invitation.usable:
-            return None
-        membership, created = Membership.objects.get_or_create(
-            team_id=invitation.team_id, user_id=user.pk, defaults={"role": invitation.role}
-        )
-        if not created and Role.rank(invitation.role) > Role.rank(membership.role):
-            membership.role = invitation.role
-            membership.save(update_fields=["role"])
-        invitation.used, invitation.used_by = timezone.now(), user
-        invitation.save(update_fields=["used", "used_by"])
-        return invitation
+    try:
+        return invitations.accept(token, user)
+    except invitations.InvitationError:
+        return None
 
 
 def _claim(claims: Mapping[str, Any], name: str, limit: int) -> str:
