@@ -209,10 +209,10 @@ def _safe_next(request: HttpRequest, url: str) -> str:
     return url if ok and _LOCAL_PATH.fullmatch(url) else "/"
 
 
-def _problem(request: HttpRequest, p: Provider, problem: SignInProblem) -> HttpResponse:
-    return render(
-        request, "auth/sso_problem.html", {"name": p.name, "message": problem.message}, status=problem.status
-    )
+async def _problem(request: HttpRequest, p: Provider, problem: SignInProblem) -> HttpResponse:
+    # Rendered off the event loop: the page's top bar may read the person's teams.
+    context = {"name": p.name, "message": problem.message}
+    return await sync_to_async(render)(request, "auth/sso_problem.html", context, status=problem.status)
 
 
 @login_not_required
@@ -236,7 +236,7 @@ async def start(request: HttpRequest) -> HttpResponse:
         except RuntimeError as exc:  # a discovery document without an authorization endpoint
             raise SignInProblem(f"{p.name} is not set up correctly here ({exc}).", 502) from None
     except SignInProblem as problem:
-        return _problem(request, p, problem)
+        return await _problem(request, p, problem)
     # The invitation the person opened: its page's link carries it (or an earlier page kept it in the
     # session, which is here: this request is same-site).
     invitation = request.GET.get("invitation", "") or await request.session.aget(PENDING_INVITATION, "")
@@ -358,10 +358,12 @@ async def callback(request: HttpRequest) -> HttpResponse:
         claims = await _claims(request, p, flow)
         await sync_to_async(_sign_in)(request, p, claims, flow.get("invitation", ""))
     except SignInProblem as problem:
-        response = _problem(request, p, problem)
+        response = await _problem(request, p, problem)
     else:
         next_url = _safe_next(request, flow.get("next", "/"))
-        response = render(request, "auth/sso_done.html", {"name": p.name, "next": next_url})
+        response = await sync_to_async(render)(
+            request, "auth/sso_done.html", {"name": p.name, "next": next_url}
+        )
         # A navigation of our own site, so the browser sends the new (Strict) session cookie with it.
         response.headers["Refresh"] = f"0; url={next_url}"
     # One use: a second answer with the same state finds no flow.

@@ -103,7 +103,6 @@ def _login_page(
         "error": error,
         "form": form or AuthenticationForm(request),
         "logged_out": request.GET.get("logged_out") == "1",
-        "sso_url": _sso_url(_safe_next(request, next_url)),
     }
     response = render(request, "auth/login.html", context, status=status)
     response.headers["Referrer-Policy"] = TOKEN_PAGE_REFERRER_POLICY

@@ -49,5 +49,6 @@ class Person:
 
 
 def people(request: HttpRequest) -> dict[str, Any]:
-    """``hosted``, ``sso`` and ``person``; nothing is looked up here (async views render fragments too)."""
-    return {"hosted": settings.INSPECTOR_HOSTED, "sso": sso_configured(), "person": Person(request)}
+    """``hosted`` and ``person`` (``sso``, the sign-in button, comes from ``inspector.sso.login_options``);
+    nothing is looked up here (async views render fragments too)."""
+    return {"hosted": settings.INSPECTOR_HOSTED, "person": Person(request)}
