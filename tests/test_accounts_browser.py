@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.fernet import Fernet
 from support import browser as browser_support
 from support.browser import CHROMIUM, MCP_INSPECTOR, SHORT, STARTUP_TIMEOUT, LiveApp, assert_clean, open_page
 from support.processes import free_port, stop_process
@@ -52,9 +53,11 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
     port = free_port()
     drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE", "REDIS_URL")
     env = {k: v for k, v in os.environ.items() if k not in drop}
+    data_dir = tmp_path_factory.mktemp("hosted-data")
     env |= {
-        "INSPECTOR_DATA_DIR": str(tmp_path_factory.mktemp("hosted-data")),
+        "INSPECTOR_DATA_DIR": str(data_dir),
         "INSPECTOR_HOSTED": "true",
+        "INSPECTOR_SECRET_KEYS": Fernet.generate_key().decode(),
         "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.Popen(
@@ -101,7 +104,7 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
                 capture_output=True,
                 timeout=60,
             )
-        yield LiveApp(proc, f"http://127.0.0.1:{port}", match["url"], seen)
+        yield LiveApp(proc, f"http://127.0.0.1:{port}", match["url"], seen, data_dir)
         proc.terminate()
         code = proc.wait(timeout=15)
         assert code == 0, f"mcp-inspector exited with {code}:\n{''.join(seen)[-4000:]}"

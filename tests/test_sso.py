@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from cryptography.fernet import Fernet
 from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import User
 from django.core import signing
@@ -263,6 +264,7 @@ def live_inspector(provider: Provider, tmp_path_factory: pytest.TempPathFactory)
         "DJANGO_SETTINGS_MODULE": "inspector.settings",
         "INSPECTOR_DATA_DIR": str(tmp_path_factory.mktemp("inspector-data")),
         "INSPECTOR_HOSTED": "true",
+        "INSPECTOR_SECRET_KEYS": Fernet.generate_key().decode(),
         "INSPECTOR_OIDC_ISSUER": provider.issuer,
         "INSPECTOR_OIDC_CLIENT_ID": provider.client_id,
         "INSPECTOR_OIDC_CLIENT_SECRET": provider.client_secret,
