@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from support.browser import CHROMIUM, CHROMIUM_ARGS, LONG
 from support.processes import free_port, start_http_server
 
@@ -169,57 +171,172 @@ def connect(client: httpx.Client, headers: dict[str, str], spec: dict) -> str:
     return started.headers["location"]
 
 
-def test_a_web_process_and_a_separate_engine_worker_share_live_sessions(
+def psql(db_name: str, query: str) -> list[list[str]]:
+    """Rows of a query on the test's database, read with psql (the test process has no Django there)."""
+    argv = ["psql", "-h", POSTGRES[0], "-U", "postgres", "-d", db_name, "-At", "-F", "\t", "-c", query]
+    out = subprocess.run(argv, check=True, timeout=30, capture_output=True, text=True).stdout
+    return [line.split("\t") for line in out.splitlines() if line]
+
+
+def manage(env: dict[str, str], *args: str, **extra: str) -> str:
+    run = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env={**env, **extra},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def password_login(client: httpx.Client, username: str, password: str) -> dict[str, str]:
+    """Log in with a password (the hosted mode); the headers an unsafe request then needs."""
+    page = client.get("/auth/login")
+    form_token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert form_token, page.text[:500]
+    fields = {"username": username, "password": password, "next": "/", "csrfmiddlewaretoken": form_token[1]}
+    login = client.post("/auth/login", data=fields, headers={"Origin": str(client.base_url)})
+    assert login.status_code == 302, login.text[:1000]
+    return {"X-CSRFToken": client.cookies["mcp_inspector_csrftoken"], "Origin": str(client.base_url)}
+
+
+class Watcher:
+    """A browser tab's live socket, read by a thread: everything the page is sent, as text."""
+
+    def __init__(self, base: str, client: httpx.Client, path: str) -> None:
+        from websockets.sync.client import connect as ws_connect
+
+        cookies = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
+        url = base.replace("http://", "ws://") + path
+        self.socket = ws_connect(url, additional_headers={"Cookie": cookies, "Origin": base}, open_timeout=20)
+        self.seen: list[str] = []
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(Exception):
+            for message in self.socket:
+                with self.changed:
+                    self.seen.append(str(message))
+                    self.changed.notify_all()
+
+    def wait_for(self, text: str, timeout: float) -> None:
+        with self.changed:
+            assert self.changed.wait_for(lambda: any(text in m for m in self.seen), timeout), (
+                f"{text!r} never reached this tab: {''.join(self.seen)[-2000:]}"
+            )
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.socket.close()
+
+
+def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_call(
     hosted_database: str, tmp_path: Path, everything_stdio: dict
 ) -> None:
+    """The hosted set-up as a team runs it: two web processes and two engine workers on PostgreSQL and
+    Redis; alice and bob log in with passwords on different web processes and both watch alice's
+    session of an approved server; its worker is SIGKILLed in the middle of a long call. Both pages
+    hear "lost" live, every frame recorded before is there with no gap, and with no worker left a new
+    session says why it cannot start."""
+    heartbeat = 2.0
     env = hosted_env(
         hosted_database,
         13,
         INSPECTOR_DATA_DIR=str(tmp_path),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
         INSPECTOR_EMBEDDED_RUNTIME="false",
-        INSPECTOR_TOKEN="hosted-test-token",
-        INSPECTOR_WORKER_HEARTBEAT="0.5",
+        INSPECTOR_WORKER_HEARTBEAT=str(heartbeat),
     )
     prepare(env, 13)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    seed = (
+        "from django.contrib.auth.models import User\n"
+        "from sessions.teams.models import CatalogServer, Membership, Team\n"
+        "team = Team.objects.get(name='Team A')\n"
+        "bob = User.objects.create_user('bob', password='bob-long-password-1')\n"
+        "Membership.objects.create(team=team, user=bob, role='operator')\n"
+        "entry = CatalogServer.objects.create(team=team, name='everything',"
+        f" command={everything_stdio['command']!r}, args={everything_stdio['args']!r})\n"
+        "print(entry.pk)\n"
+    )
+    entry = manage(env, "shell", "-c", seed).strip().splitlines()[-1]
     with (
-        engine_worker(env) as worker,
-        web_process(env) as base,
-        httpx.Client(base_url=base, follow_redirects=False, timeout=20) as client,
+        engine_worker(env) as first,
+        engine_worker(env) as second,
+        web_process(env) as web_a,
+        web_process(env) as web_b,
+        httpx.Client(base_url=web_a, follow_redirects=False, timeout=20) as alice,
+        httpx.Client(base_url=web_b, follow_redirects=False, timeout=20) as bob,
     ):
-        headers = log_in(client, "hosted-test-token")
-        session_url = connect(client, headers, everything_stdio)
-        call = None
-        for _ in range(100):
-            call = client.post(
-                session_url + "request",
-                data={
-                    "method": "tools/call",
-                    "params": '{"name": "echo", "arguments": {"message": "hosted"}}',
-                },
-                headers=headers,
+        alice_headers = password_login(alice, "alice", "alice-long-password-1")
+        bob_headers = password_login(bob, "bob", "bob-long-password-1")
+        started = alice.post(f"/catalog/{entry}/connect", headers=alice_headers)
+        assert started.status_code == 302, started.text[:1000]
+        session_url = started.headers["location"]
+        public_id = session_url.strip("/").split("/")[-1]
+        watchers = [
+            Watcher(web_a, alice, f"/ws/sessions/{public_id}/"),
+            Watcher(web_b, bob, f"/ws/sessions/{public_id}/"),
+        ]
+        try:
+            for watcher in watchers:
+                watcher.wait_for('status-ready"', timeout=60)
+            # bob starts a long call on his web process; both tabs see its progress.
+            arguments = (
+                '{"name": "trigger-long-running-operation", "arguments": {"duration": 60, "steps": 60}}'
             )
-            if call.status_code == 200:
-                break
-            # 409 until the worker has taken the session; the wait is bounded by the loop.
-            client.get(session_url)
-        assert call is not None and call.status_code == 200, call.text if call else ""
-        # A slow answer (a loaded machine) leaves a running card; the page shows it once done.
-        page, deadline = call, time.monotonic() + 30
-        while "Echo: hosted" not in page.text:
-            assert time.monotonic() < deadline, page.text[:2000]
-            page = client.get(session_url)
-        page = client.get(session_url)
-        assert "ready" in page.text and "mcp-servers/everything" not in page.text or "Everything" in page.text
+            call = bob.post(
+                session_url + "request",
+                data={"method": "tools/call", "params": arguments},
+                headers=bob_headers,
+            )
+            assert call.status_code == 200, call.text[:1000]
+            for watcher in watchers:
+                watcher.wait_for("notifications/progress", timeout=30)
 
-        # The worker dies without a word (SIGKILL): its heartbeat stops, and the web process's
-        # reaper marks the session lost instead of leaving it ready forever.
-        worker.kill()
-        worker.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while 'status-lost" role="status">lost<' not in page.text:
-            assert time.monotonic() < deadline, page.text[:2000]
-            page = client.get(session_url)
-        assert "stopped answering" in page.text
+            owner = psql(
+                hosted_database, f"SELECT worker FROM mcp_sessions_mcpsession WHERE public_id = '{public_id}'"
+            )
+            pid = int(owner[0][0].split(":")[1])
+            victim, survivor = (first, second) if first.pid == pid else (second, first)
+            assert victim.pid == pid, (owner, first.pid, second.pid)
+            victim.kill()
+            victim.wait(timeout=30)
+            # Lost within a few heartbeats (three missed beats make a worker dead), with no reload.
+            for watcher in watchers:
+                watcher.wait_for('status-lost"', timeout=heartbeat * 3 + 30)
+        finally:
+            for watcher in watchers:
+                watcher.close()
+
+        # Nothing recorded is lost: frames 1..last with no gap, the progress before the kill among them.
+        rows = psql(
+            hosted_database,
+            "SELECT count(*), count(DISTINCT f.seq), max(f.seq), min(f.seq), s.last_seq, "
+            "sum(CASE WHEN f.method = 'notifications/progress' THEN 1 ELSE 0 END) "
+            "FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s ON s.id = f.session_id "
+            f"WHERE s.public_id = '{public_id}' GROUP BY s.last_seq",
+        )
+        count, distinct, highest, lowest, last_seq, progress = map(int, rows[0])
+        assert count == distinct == highest == last_seq and lowest == 1, rows
+        assert progress >= 1
+
+        # No worker at all: a new session says why it cannot start.
+        survivor.terminate()
+        survivor.wait(timeout=30)
+        deadline = time.monotonic() + heartbeat * 3 + 30
+        while psql(hosted_database, "SELECT count(*) FROM mcp_sessions_engineworker")[0][0] != "0":
+            assert time.monotonic() < deadline, "the stopped worker is still listed"
+            time.sleep(0.2)
+        again = alice.post(f"/catalog/{entry}/connect", headers=alice_headers)
+        assert again.status_code == 302
+        page = alice.get(again.headers["location"])
+        assert 'status-failed"' in page.text and "no engine worker is running" in page.text, page.text[:3000]
 
 
 # Set by the page itself when its live socket opens (htmx's ws extension): the consumer joins the
