@@ -33,6 +33,7 @@ SECRET_VARIABLES = (
     "INSPECTOR_LLM_API_KEY",
     "INSPECTOR_TOKEN",
     "INSPECTOR_SECRET_KEYS",
+    "INSPECTOR_OIDC_CLIENT_SECRET",
 )
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
