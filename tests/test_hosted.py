@@ -206,32 +206,45 @@ class Watcher:
     """A browser tab's live socket, read by a thread: everything the page is sent, as text."""
 
     def __init__(self, base: str, client: httpx.Client, path: str) -> None:
-        from websockets.sync.client import connect as ws_connect
-
         cookies = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
-        url = base.replace("http://", "ws://") + path
-        self.socket = ws_connect(url, additional_headers={"Cookie": cookies, "Origin": base}, open_timeout=20)
+        self.url = base.replace("http://", "ws://") + path
+        self.headers = {"Cookie": cookies, "Origin": base}
         self.seen: list[str] = []
+        self.problem: BaseException | None = None
         self.changed = threading.Condition()
+        self.opened = threading.Event()
+        self.socket: Any = None
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
+        assert self.opened.wait(30) and self.problem is None, f"the socket did not open: {self.problem!r}"
 
     def _read(self) -> None:
-        with contextlib.suppress(Exception):
-            for message in self.socket:
-                with self.changed:
-                    self.seen.append(str(message))
-                    self.changed.notify_all()
+        from websockets.sync.client import connect as ws_connect
+
+        try:
+            with ws_connect(self.url, additional_headers=self.headers, open_timeout=20) as socket:
+                self.socket = socket
+                self.opened.set()
+                for message in socket:
+                    with self.changed:
+                        self.seen.append(str(message))
+                        self.changed.notify_all()
+        except Exception as exc:  # the test's own close ends it too
+            self.problem = exc
+        finally:
+            self.opened.set()
 
     def wait_for(self, text: str, timeout: float) -> None:
         with self.changed:
             assert self.changed.wait_for(lambda: any(text in m for m in self.seen), timeout), (
-                f"{text!r} never reached this tab: {''.join(self.seen)[-2000:]}"
+                f"{text!r} never reached this tab ({self.problem!r}): {''.join(self.seen)[-2000:]}"
             )
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.socket.close()
+        if self.socket is not None:
+            with contextlib.suppress(Exception):
+                self.socket.close()
+        self.thread.join(timeout=10)
 
 
 def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_call(

@@ -191,10 +191,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
             case m.StateChanged():
                 await self._state_changed()
             case m.CallProgress() as event:
-                await self._send(
-                    "sessions/_progress.html",
-                    {"progress": event.fields(), "session": self.session, "oob": True},
-                )
+                # rpc_id too: the template names the card by it when the progress carries none.
+                progress = event.fields()
+                context = {"progress": progress, "rpc_id": progress.get("rpc_id"), "session": self.session}
+                await self._send("sessions/_progress.html", {**context, "oob": True})
             case m.CallDone(outcome):
                 context = await database_sync_to_async(call_context)(
                     self.session, outcome["rpc_id"], outcome=outcome
