@@ -253,6 +253,9 @@ class ShareOpening(models.Model):
     class Meta:
         ordering = ["-at"]
 
+    def __str__(self) -> str:
+        return f"{self.share} opened by {self.user or self.address or '?'}"
+
 
 class Activity(models.Model):
     """Who did what in a session: connected, sent a request, answered a review, shared, noted."""
