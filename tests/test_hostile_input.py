@@ -40,6 +40,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, ServerConfig
+from sessions.teams.models import Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -269,6 +270,10 @@ class Walk:
         values = {**self.arguments, **override}
         if route.startswith("servers/"):
             values["pk"] = values["server"]
+        elif route.startswith("catalog/"):
+            values["pk"] = values.get("catalog", "1")
+        elif "/shares/" in route:
+            values["pk"] = values["share"]
         elif "reviews/" in route:
             values["pk"] = values[next(kind for part, kind in REVIEW_OF if part in route)]
         return "/" + ARG.sub(lambda match: values[match["name"]], route)
@@ -387,7 +392,11 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
         uri = listed["resources/list"]["resources"][0]["uri"]
         read = await request(session, "resources/read", {"uri": uri}, wait=10)
         reviews = await waiting_reviews(session)
-        saved = await ServerConfig.objects.acreate(owner=alice, name="gone", command="/nonexistent/server")
+        saved = await ServerConfig.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name="gone", command="/nonexistent/server"
+        )
+        token = "hostile-walk-" + "t" * 30
+        share = await Share.objects.acreate(session=session, digest=token_digest(token), audience="anyone")
         base = f"/s/{session.public_id}/"
         tabs = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
         pages = ["/", "/search", "/compare", base, *(f"{base}?tab={tab}" for tab in tabs)]
@@ -402,6 +411,8 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             "rpc_id": str(read["rpc_id"]),
             "index": "0",
             "server": str(saved.pk),
+            "token": token,
+            "share": str(share.pk),
             "name": "tools",
             "kind": "resources",
             "action": "get",

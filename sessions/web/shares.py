@@ -315,10 +315,10 @@ def _panel(shared: SharedSession, tab: str) -> dict[str, Any]:
 @require_GET
 def shared_panel(request: HttpRequest, token: str, name: str) -> HttpResponse:
     """The overview or the Conformance tab of a shared session."""
-    if name not in SHARED_PANELS:
-        raise Http404("No such panel")
 
     def panel(share: Share, shared: SharedSession, base: dict[str, Any]) -> HttpResponse:
+        if name not in SHARED_PANELS:
+            raise Http404("No such panel")
         context = {**base, **_panel(shared, name), "panels": SHARED_PANELS}
         return render(request, "shares/_panel_tab.html", context)
 
