@@ -147,7 +147,10 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         seq = answer["response_seq"]
         for socket in (bob_socket, carol_socket):
             seen = await _until(socket, f'id="f-{seq}"')
+            seen += await _drain(socket)
             assert "see-it-live" in seen and "hx-post" not in seen
+            shown = re.findall(r'id="f-(\d+)"', seen)
+            assert len(shown) == len(set(shown)), "each new frame is shown once"
 
         # Revoking each link closes its viewer's socket within a second, saying why.
         for token, socket in ((team_token, bob_socket), (anyone_token, carol_socket)):

@@ -159,9 +159,11 @@ class SharedConsumer(AsyncWebsocketConsumer):
             if event.last - self.after > PAGE:
                 await self._replace_rows(await _rows(self.shared, self.filter), live=True)
             else:
+                # Read from the database: it may hold frames of batches whose events come next.
                 rows = await _rows(self.shared, self.filter, after=self.after, limit=PAGE)
                 if rows:
                     await self._send("sessions/_timeline_append.html", {"rows": rows})
+                    self.after = max(self.after, rows[-1]["seq"])
         self.after = max(self.after, event.last)
         await self._send("sessions/_frame_count.html", {"count": event.last})
 
