@@ -57,7 +57,7 @@ def test_a_visitor_watches_a_shared_session_live_until_it_is_revoked(
     expect(carol.locator("#panel")).to_contain_text("Latency by method")
 
     send_raw(alice, "tools/list")
-    expect(timeline_rows(carol, "tools/list")).to_have_count(1)  # live, over the shared socket
+    expect(timeline_rows(carol, "tools/list")).to_have_count(2)  # request and answer, live
     timeline_rows(carol, "tools/list").first.click()
     expect(carol.locator("#frame-detail")).to_contain_text("tools/list")
 
