@@ -152,3 +152,8 @@ def test_a_session_and_a_frame_are_redacted_as_copies_that_cannot_be_saved() -> 
     copy = Redactor.for_session(CONFIG).frame(frame)
     assert b"BEARERSECRET" not in copy.raw and copy.transport == {"http": {"url": f"/mcp?token={MASK}"}}
     assert frame.raw == b'{"result": "BEARERSECRET"}'
+
+
+def test_a_sharer_may_add_only_a_few_short_patterns() -> None:
+    assert Rules(patterns=["x" * 201]).problems() and Rules(patterns=["a"] * 21).problems()
+    assert not Rules(patterns=["a"] * 20).problems()

@@ -191,6 +191,9 @@ async def test_a_viewer_opens_a_team_link_but_cannot_act_by_post_or_by_socket(ev
             assert response.status_code == 403, path
         for path in ("", "frames/1", "export"):
             assert (await client.post(f"/shared/{token}/{path}", {})).status_code == 405, path
+        # She exports redacted; the recording as it is needs an operator.
+        assert (await client.get(f"/s/{session.public_id}/export.html?redacted=0")).status_code == 403
+        assert (await client.get(f"/s/{session.public_id}/collection.json")).status_code == 200
         assert await Share.objects.acount() == 1 and (await Share.objects.aget()).revoked is None
 
         # A command on either socket does nothing: after it, a view change is answered, and no

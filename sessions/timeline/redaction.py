@@ -52,6 +52,8 @@ QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<
 # Authorization: Bearer xyz / name: value lines.
 HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
 MAX_DEPTH = 200
+MAX_PATTERNS = 20
+MAX_PATTERN_CHARS = 200
 # What a row shows instead of its preview when its bytes were too big to redact for a list.
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
 
@@ -84,6 +86,9 @@ class Rules:
     def problems(self) -> list[str]:
         """What is wrong with the sharer's rules (a pattern that is not a regular expression)."""
         found = []
+        # Every pattern runs over every frame a share shows: keep them few and short.
+        if len(self.patterns) > MAX_PATTERNS or any(len(p) > MAX_PATTERN_CHARS for p in self.patterns):
+            found.append(f"at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_CHARS} characters")
         for pattern in self.patterns:
             try:
                 re.compile(pattern)
