@@ -16,6 +16,7 @@ A sharer adds rules (``Rules``): more names, JSON paths (``params.arguments.pass
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ MAX_PATTERN_CHARS = 200
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
 
 
+@functools.lru_cache(maxsize=4096)  # the same names come back in every frame
 def looks_secret(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not NOT_SECRET_NAME.fullmatch(name)
 
