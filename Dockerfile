@@ -14,7 +14,7 @@ COPY sessions/ sessions/
 COPY templates/ templates/
 COPY static/ static/
 # A regular install, as from a wheel: templates/ and static/ go inside the package.
-RUN pip install .
+RUN pip install ".[hosted]"
 
 # collectstatic from the installed package (/app holds no source). A throwaway key and data dir:
 # it needs settings, not secrets.

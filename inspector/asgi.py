@@ -13,8 +13,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
 from inspector.uploads import leave_bodies_to_django  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime  # noqa: E402
@@ -26,7 +26,8 @@ leave_bodies_to_django()
 router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Same origin only (scheme, host and port), as for pages: inspector/origins.py.
+        "websocket": WebsocketOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
 

@@ -1,4 +1,4 @@
-"""Login by one-time token, included under /auth/."""
+"""Logging in (one-time token locally, password hosted), logging out, invitations; included under /auth/."""
 
 from __future__ import annotations
 
@@ -9,4 +9,6 @@ from inspector import views
 urlpatterns: list[URLPattern] = [
     path("login", views.login_page, name="login"),
     path("token", views.token_login, name="auth-token"),
+    path("logout", views.logout_view, name="logout"),
+    path("invite", views.invite_page, name="invite"),
 ]

@@ -18,10 +18,17 @@ from django.core import checks
 from django.template import TemplateDoesNotExist, TemplateSyntaxError, engines
 from django.template.loader import get_template
 
-__all__ = ["check_install", "startup_problems"]
+__all__ = ["check_egress_allow", "check_install", "startup_problems"]
 
 # The login page and the pages every user sees first, and what they load.
-TEMPLATES = ("auth/token.html", "auth/login.html", "base.html", "home.html", "sessions/session.html")
+TEMPLATES = (
+    "auth/token.html",
+    "auth/login.html",
+    "auth/_sso.html",
+    "base.html",
+    "home.html",
+    "sessions/session.html",
+)
 STATIC_FILES = ("inspector/app.css", "inspector/app.js", "inspector/login.js", "inspector/favicon.svg")
 
 
@@ -77,6 +84,20 @@ def check_install(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any)
             )
         )
     return problems
+
+
+@checks.register()
+def check_egress_allow(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Tell whether INSPECTOR_EGRESS_ALLOW's entries are host names, addresses or CIDR blocks."""
+    from sessions.engine import EgressPolicy
+
+    try:
+        EgressPolicy.from_entries(settings.INSPECTOR_EGRESS_ALLOW)
+    except ValueError as exc:
+        return [checks.Error(f"INSPECTOR_EGRESS_ALLOW: {exc}", id="inspector.E004")]
+    return []
 
 
 def startup_problems() -> tuple[list[str], list[str]]:

@@ -3,12 +3,37 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
-__all__ = ["envbool", "envfloat", "envint", "envsecret", "envstr", "stored_secret_key", "user_data_dir"]
+__all__ = [
+    "SECRET_VARIABLES",
+    "envbool",
+    "envfloat",
+    "envint",
+    "envsecret",
+    "envstr",
+    "secret_variables",
+    "fernet_keys",
+    "private_dir",
+    "stored_secret_key",
+    "user_data_dir",
+]
+
+# Every variable the app reads with envsecret (tests/test_env.py checks the list is complete): none of
+# them, nor its _FILE twin, is ever handed to a server the app starts.
+SECRET_VARIABLES = (
+    "SECRET_KEY",
+    "DB_PASSWORD",
+    "REDIS_URL",
+    "INSPECTOR_LLM_API_KEY",
+    "INSPECTOR_TOKEN",
+    "INSPECTOR_SECRET_KEYS",
+)
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -31,15 +56,18 @@ def envbool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be one of true/false, yes/no, on/off, 1/0; got {raw!r}")
 
 
-def envint(name: str, default: int) -> int:
-    """Return the variable as an integer."""
+def envint(name: str, default: int, *, minimum: int | None = None) -> int:
+    """Return the variable as an integer (at least ``minimum``, when given)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be an integer; got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}; got {raw!r}")
+    return value
 
 
 def envfloat(name: str, default: float) -> float:
@@ -71,6 +99,11 @@ def envsecret(name: str, default: str = "") -> str:
     return value or default
 
 
+def secret_variables() -> frozenset[str]:
+    """The names of the app's secrets in the environment: each of SECRET_VARIABLES and its _FILE twin."""
+    return frozenset(SECRET_VARIABLES) | {f"{name}_FILE" for name in SECRET_VARIABLES}
+
+
 def user_data_dir() -> Path:
     """Return the directory for users' application data: $XDG_DATA_HOME, or ~/.local/share."""
     xdg = os.environ.get("XDG_DATA_HOME", "")
@@ -78,7 +111,7 @@ def user_data_dir() -> Path:
     return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
 
 
-def stored_secret_key(path: Path) -> str:
+def stored_secret_key(path: Path, generate: Callable[[], str] = get_random_secret_key) -> str:
     """Return the secret key kept at path, generating and saving it on first use."""
     try:
         existing = path.read_text(encoding="utf-8").strip()
@@ -86,9 +119,39 @@ def stored_secret_key(path: Path) -> str:
         existing = ""
     if existing:
         return existing
-    key = get_random_secret_key()
-    # Create with owner-only permissions; the key signs sessions and CSRF tokens.
+    key = generate()
+    # Create with owner-only permissions; the key signs sessions and CSRF tokens, or encrypts secrets.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(key + "\n")
     return key
+
+
+def fernet_keys(name: str, text: str) -> list[str]:
+    """Split comma- or line-separated Fernet keys (newest first); refuse one that is not a key."""
+    keys = [key.strip() for key in text.replace("\n", ",").split(",") if key.strip()]
+    for number, key in enumerate(keys, start=1):
+        try:
+            Fernet(key)
+        except ValueError:
+            # Never the value itself: it may be a real key with a typo.
+            raise ImproperlyConfigured(
+                f"{name}: key number {number} is not a Fernet key (32 bytes, url-safe base64); "
+                "make one with: python -c 'from cryptography.fernet import Fernet; "
+                "print(Fernet.generate_key().decode())'"
+            ) from None
+    return keys
+
+
+def private_dir(path: Path) -> None:
+    """Create the directory for the owner alone (0700), or take group and others' access away."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _owner_only(path, 0o700)
+
+
+def _owner_only(path: Path, mode: int) -> None:
+    """Take group and others' access to path away (to mode), if we own it and they have any."""
+    info = path.stat()
+    # Only what we own: an INSPECTOR_DATA_DIR an administrator made for us stays as they set it.
+    if info.st_uid == os.getuid() and info.st_mode & 0o077:
+        path.chmod(mode)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
@@ -16,11 +15,14 @@ from django.http import (
     HttpResponseBase,
     HttpResponseForbidden,
 )
-from django.utils.http import is_same_domain
+from django.utils.cache import patch_cache_control
 from whitenoise.middleware import WhiteNoiseMiddleware
+
+from inspector.origins import is_own_origin
 
 __all__ = [
     "ContentSecurityPolicyMiddleware",
+    "NoStoreMiddleware",
     "NulParameterMiddleware",
     "SameOriginMiddleware",
     "StaticFilesMiddleware",
@@ -103,6 +105,18 @@ class ContentSecurityPolicyMiddleware(_Middleware):
         return response
 
 
+class NoStoreMiddleware(_Middleware):
+    """Cache-Control: no-store on everything the app renders (pages, fragments, exports, the login
+    pages): each is one person's, and may show what a server sent; no browser or proxy may keep it.
+
+    Placed after the static files, which are the same for everyone and cached as WhiteNoise says.
+    """
+
+    def after(self, request: HttpRequest, response: HttpResponseBase) -> HttpResponseBase:
+        patch_cache_control(response, no_store=True)
+        return response
+
+
 class NulParameterMiddleware(_Middleware):
     """Refuse a NUL character in any query or form parameter, or a URL part: no text field takes
     one, and PostgreSQL refuses it in text, so the answer is a 400 here rather than a 500 anywhere.
@@ -120,20 +134,6 @@ class NulParameterMiddleware(_Middleware):
                     content_type="text/plain",
                 )
         return None
-
-
-def _trusted(origin: str) -> bool:
-    """Tell whether origin is listed in CSRF_TRUSTED_ORIGINS (exactly, or as "scheme://*.domain")."""
-    if origin in settings.CSRF_TRUSTED_ORIGINS:
-        return True
-    parts = urlsplit(origin)
-    for trusted in settings.CSRF_TRUSTED_ORIGINS:
-        if "*" not in trusted:
-            continue
-        pattern = urlsplit(trusted)
-        if pattern.scheme == parts.scheme and is_same_domain(parts.netloc, pattern.netloc.replace("*", "")):
-            return True
-    return False
 
 
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
@@ -159,11 +159,9 @@ class SameOriginMiddleware(_Middleware):
     def refusal(request: HttpRequest) -> str | None:
         """Return why request must be refused, or None to let it through."""
         origin = request.headers.get("Origin")
-        if origin is not None:
-            # get_host() validates Host against ALLOWED_HOSTS first (400 on failure).
-            own = f"{request.scheme}://{request.get_host()}"
-            if origin != own and not _trusted(origin):
-                return "cross-origin request"
+        # get_host() validates Host against ALLOWED_HOSTS first (400 on failure).
+        if origin is not None and not is_own_origin(origin, request.scheme or "", request.get_host()):
+            return "cross-origin request"
         site = request.headers.get("Sec-Fetch-Site")
         if site in ("cross-site", "same-site"):
             navigation = request.headers.get("Sec-Fetch-Mode") == "navigate"

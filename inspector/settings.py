@@ -6,10 +6,22 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import envbool, envfloat, envint, envsecret, envstr, stored_secret_key, user_data_dir
+from inspector.env import (
+    envbool,
+    envfloat,
+    envint,
+    envsecret,
+    envstr,
+    fernet_keys,
+    private_dir,
+    stored_secret_key,
+    user_data_dir,
+)
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),
@@ -18,7 +30,8 @@ RESOURCE_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else PACKAGE_
 
 # The user's data directory, never the install's: site-packages may be read-only or shared.
 DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", str(user_data_dir() / "mcp-inspector"))).expanduser()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+# It holds the database and the keys: the user's alone (0700).
+private_dir(DATA_DIR)
 
 DEBUG = envbool("DEBUG", False)
 SECRET_KEY = envsecret("SECRET_KEY") or stored_secret_key(DATA_DIR / "secret_key")
@@ -28,14 +41,20 @@ ALLOWED_HOSTS = [h.strip() for h in _hosts.split(",") if h.strip()]
 
 
 def _trusted_origins(hosts: list[str]) -> list[str]:
-    """Derive CSRF trusted origins from ALLOWED_HOSTS, for use behind a TLS-terminating proxy."""
+    """Derive CSRF trusted origins from ALLOWED_HOSTS, for use behind a TLS-terminating proxy.
+
+    Behind such a proxy the browser is at https://host while we see plain http: that is the one
+    origin to trust besides our own. No http://host (a page on port 80 of the same host is another
+    origin), and nothing for loopback names, which no remote proxy serves: https://127.0.0.1 would be
+    a page on port 443 of this machine.
+    """
     origins = []
     for host in hosts:
-        if host == "*":
+        if host in ("*", "127.0.0.1", "localhost", "[::1]"):
             continue
         # ".example.com" in ALLOWED_HOSTS means the domain and all its subdomains.
         name = f"*{host}" if host.startswith(".") else host
-        origins += [f"http://{name}", f"https://{name}"]
+        origins.append(f"https://{name}")
     return origins
 
 
@@ -66,6 +85,8 @@ MIDDLEWARE = [
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
     "inspector.middleware.StaticFilesMiddleware",
+    # Everything past the static files is one person's: no cache may keep it.
+    "inspector.middleware.NoStoreMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -92,6 +113,10 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                # The login page's "Sign in with …" button, when single sign-on is set up.
+                "inspector.sso.login_options",
+                # The person's current team, role and teams, for the top bar (evaluated only when used).
+                "sessions.web.people.people",
             ],
         },
     },
@@ -103,6 +128,7 @@ if DB == "sqlite":
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
+            # Its file is made 0600 as each connection opens (sessions/apps.py).
             "NAME": envstr("DB_NAME", str(DATA_DIR / "inspector.sqlite3")),
             # WAL lets pages read while the recorder writes; IMMEDIATE takes the write lock up
             # front, so two writers queue (up to the timeout) instead of failing to upgrade.
@@ -147,6 +173,31 @@ if REDIS_URL:
 else:
     # Fine for one process; set REDIS_URL when running more than one.
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
+# share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
+CACHES: dict[str, dict[str, Any]]
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcp-inspector",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Passwords people choose (hosted accounts, invitations, create_admin): Django's checks.
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": envint("INSPECTOR_PASSWORD_MIN_LENGTH", 10)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -217,6 +268,9 @@ INSPECTOR_MAX_MESSAGE_BYTES = envint("INSPECTOR_MAX_MESSAGE_BYTES", 16 * 1024 * 
 # Hosted set-up: engine workers heartbeat this often (seconds); three missed beats and the sessions
 # they owned are marked lost.
 INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)
+# Each open tab of a session tells the others it is still watching this often (seconds); a tab not
+# heard from for three beats (its web process died) leaves everyone's "watching now".
+INSPECTOR_PRESENCE_HEARTBEAT = envfloat("INSPECTOR_PRESENCE_HEARTBEAT", 15.0)
 # Optional: an OpenAI-compatible chat completions API that drafts sampling replies for a person to
 # review (sessions/llm.py). Unset: sampling is answered by hand only.
 INSPECTOR_LLM_URL = envstr("INSPECTOR_LLM_URL", "")
@@ -232,3 +286,94 @@ INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)
 # a team's approved catalog, spawned servers get only their declared environment, HTTP targets pass
 # the egress rules. Independent of how the runtime is deployed (embedded or engine workers).
 INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
+# Hosted: what HTTP targets may reach besides the public internet (loopback, private networks and
+# the like are refused): comma-separated host names, addresses and CIDR blocks. A team's own list
+# comes on top, in each session's config (``egress_allow``). Checked at start-up (inspector/checks.py).
+INSPECTOR_EGRESS_ALLOW = [e.strip() for e in envstr("INSPECTOR_EGRESS_ALLOW", "").split(",") if e.strip()]
+
+# --- Single sign-on (hosted mode; inspector/sso.py) -------------------------------------------------
+# OpenID Connect: set the issuer and the client to show "Sign in with <INSPECTOR_OIDC_NAME>" on the
+# login page. Unset (or the local mode): no single sign-on.
+INSPECTOR_OIDC_ISSUER = envstr("INSPECTOR_OIDC_ISSUER", "")
+INSPECTOR_OIDC_CLIENT_ID = envstr("INSPECTOR_OIDC_CLIENT_ID", "")
+INSPECTOR_OIDC_CLIENT_SECRET = envsecret("INSPECTOR_OIDC_CLIENT_SECRET")
+INSPECTOR_OIDC_SCOPES = envstr("INSPECTOR_OIDC_SCOPES", "openid email profile")
+INSPECTOR_OIDC_NAME = envstr("INSPECTOR_OIDC_NAME", "single sign-on")
+# A team every person who signs in this way joins at their first sign-in, with this role. Unset:
+# a person needs an invitation (opened before choosing single sign-on) to get an account.
+INSPECTOR_OIDC_TEAM = envstr("INSPECTOR_OIDC_TEAM", "")
+INSPECTOR_OIDC_ROLE = envstr("INSPECTOR_OIDC_ROLE", "viewer")
+
+
+def _oidc_problems() -> list[str]:
+    """What is wrong with the single sign-on settings, when an issuer is set."""
+    problems = []
+    issuer = urlsplit(INSPECTOR_OIDC_ISSUER)
+    loopback = issuer.hostname in ("localhost", "127.0.0.1", "::1")
+    if issuer.scheme != "https" and not (issuer.scheme == "http" and loopback):
+        # OpenID Connect requires an https issuer; plain http only for a provider on this machine.
+        problems.append(f"INSPECTOR_OIDC_ISSUER must be an https:// URL; got {INSPECTOR_OIDC_ISSUER!r}")
+    if issuer.query or issuer.fragment:
+        problems.append("INSPECTOR_OIDC_ISSUER must have no query or fragment")
+    if not INSPECTOR_OIDC_CLIENT_ID:
+        problems.append("INSPECTOR_OIDC_CLIENT_ID must be set with INSPECTOR_OIDC_ISSUER")
+    if "openid" not in INSPECTOR_OIDC_SCOPES.split():
+        problems.append(f"INSPECTOR_OIDC_SCOPES must include openid; got {INSPECTOR_OIDC_SCOPES!r}")
+    if INSPECTOR_OIDC_ROLE not in ("viewer", "operator", "admin"):
+        problems.append(f"INSPECTOR_OIDC_ROLE must be viewer, operator or admin; got {INSPECTOR_OIDC_ROLE!r}")
+    return problems
+
+
+if INSPECTOR_OIDC_ISSUER and _oidc_problems():
+    raise ImproperlyConfigured("; ".join(_oidc_problems()))
+
+# How long a login lasts (seconds), counted from the login: Django's session cookie age. Locally two
+# weeks, as before: the one-time token is burned, so a person logged out there must restart the
+# inspector to get a new one. Hosted, twelve hours, a working day: a stolen or forgotten cookie is
+# worth little for long, and logging in again is a password or single sign-on away. Not renewed on
+# each request, which would write to the database on every GET.
+SESSION_COOKIE_AGE = envint("INSPECTOR_SESSION_AGE", 12 * 3600 if INSPECTOR_HOSTED else 14 * 24 * 3600)
+if SESSION_COOKIE_AGE <= 0:
+    raise ImproperlyConfigured(f"INSPECTOR_SESSION_AGE must be more than 0 seconds; got {SESSION_COOKIE_AGE}")
+# A cookie that dies with the browser would not bound anything: browsers that restore the last
+# session restore such cookies too. The age above is what ends a login, on the server's side.
+SESSION_EXPIRE_AT_BROWSER_CLOSE = False
+
+# Fernet keys that encrypt secrets at rest (sessions/secrets.py): saved servers' tokens, environment
+# and headers, and each session's config. Comma-separated, newest first: the first encrypts, any one
+# decrypts; `manage.py rotate_secrets` re-encrypts everything with the first. Locally, when unset,
+# one is generated once into the data folder. Hosted, it must be set, the same on every web process
+# and engine worker (a start-up check says so: check_secret_keys in sessions/secrets.py).
+INSPECTOR_SECRET_KEYS = fernet_keys(
+    "INSPECTOR_SECRET_KEYS",
+    envsecret("INSPECTOR_SECRET_KEYS")
+    or (
+        ""
+        if INSPECTOR_HOSTED
+        else stored_secret_key(DATA_DIR / "encryption_keys", lambda: Fernet.generate_key().decode())
+    ),
+)
+
+# --- Limits (0: none) -----------------------------------------------------------------------------
+# Per session, across reconnects: the frame that reaches either limit is stored, then a state frame
+# says which limit, and the session ends (sessions/runtime/limits.py). Hosted: 1,000,000 frames and
+# 1 GiB of frame bytes. Local: none, since the person watches their own server (a flood may be what
+# they are looking at) and a session no tab watches ends after INSPECTOR_IDLE_TIMEOUT.
+INSPECTOR_MAX_SESSION_FRAMES = envint(
+    "INSPECTOR_MAX_SESSION_FRAMES", 1_000_000 if INSPECTOR_HOSTED else 0, minimum=0
+)
+INSPECTOR_MAX_SESSION_BYTES = envint(
+    "INSPECTOR_MAX_SESSION_BYTES", 1 << 30 if INSPECTOR_HOSTED else 0, minimum=0
+)
+# Live sessions one team may run at once (hosted: 20; local: none).
+INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = envint(
+    "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 20 if INSPECTOR_HOSTED else 0, minimum=0
+)
+# Password logins (hosted): failed attempts allowed per username and per client address within the
+# window (seconds), before the login page refuses with 429 until the window has passed.
+INSPECTOR_LOGIN_FAILURES_PER_USER = envint("INSPECTOR_LOGIN_FAILURES_PER_USER", 5)
+INSPECTOR_LOGIN_FAILURES_PER_ADDRESS = envint("INSPECTOR_LOGIN_FAILURES_PER_ADDRESS", 20)
+INSPECTOR_LOGIN_WINDOW = envint("INSPECTOR_LOGIN_WINDOW", 15 * 60)
+# How many reverse proxies in front of the web processes append to X-Forwarded-For (0: none, the
+# client is REMOTE_ADDR). The client address limits logins and is shown in a person's login sessions.
+INSPECTOR_PROXIES = envint("INSPECTOR_PROXIES", 0)

@@ -1,10 +1,19 @@
-"""Project-level pages: health check and login."""
+"""Project-level pages: health check, logging in and out, and joining a team by an invitation.
+
+Local mode (the default): the one-time token login only. Hosted mode (``INSPECTOR_HOSTED``): password
+logins (rate-limited), invitations; the token login is off. Logging out works in both.
+"""
 
 from __future__ import annotations
 
-from django.contrib.auth import login
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import BadRequest
+from django.db import transaction
 from django.http import (
     Http404,
     HttpResponse,
@@ -13,13 +22,22 @@ from django.http import (
     HttpResponseRedirect,
 )
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
-from django.views.decorators.http import require_http_methods, require_safe
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from inspector import auth
 from inspector.http import HtmxHttpRequest
+from sessions.teams import access, invitations
+from sessions.teams.logins import client_address
+from sessions.teams.models import Invitation
+from sessions.teams.throttle import LoginThrottle
+from sessions.web.people import sso_configured
+
+# The backend a new account (made on the invitation page) is logged in with.
+PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 # Pages that carry or take the token send no path or query in Referer headers, even to us.
 # Not "no-referrer": under it browsers send `Origin: null` with the form's POST, which the
@@ -42,6 +60,13 @@ def not_found(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     return HttpResponseNotFound(render(request, "sessions/_error.html", {"message": text}).content)
 
 
+def forbidden(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
+    """403: say why (a role too low, no team yet); a page of its own unless htmx asked for a fragment."""
+    message = str(exception) or "You may not do this."
+    template = "sessions/_error.html" if getattr(request, "htmx", False) else "error.html"
+    return render(request, template, {"message": message}, status=403)
+
+
 @login_not_required
 @require_safe
 def healthz(request: HtmxHttpRequest) -> HttpResponse:
@@ -57,23 +82,62 @@ def _safe_next(request: HtmxHttpRequest, url: str) -> str:
     return url if url and ok else "/"
 
 
-def _login_page(request: HtmxHttpRequest, next_url: str, error: str = "", status: int = 200) -> HttpResponse:
-    response = render(
-        request,
-        "auth/login.html",
-        {"next": _safe_next(request, next_url), "error": error},
-        status=status,
-    )
+def _sso_url(next_url: str, invitation: str = "") -> str:
+    """Where "sign in with single sign-on" goes, back to ``next_url`` after (carrying the invitation a
+    person opened, so that their first sign-in can join with it); empty when SSO is not set up."""
+    if not sso_configured():
+        return ""
+    query = {"next": next_url, **({"invitation": invitation} if invitation else {})}
+    return reverse("sso-login") + "?" + urlencode(query)
+
+
+def _login_page(
+    request: HtmxHttpRequest,
+    next_url: str,
+    error: str = "",
+    status: int = 200,
+    form: AuthenticationForm | None = None,
+) -> HttpResponse:
+    context = {
+        "next": _safe_next(request, next_url),
+        "error": error,
+        "form": form or AuthenticationForm(request),
+        "logged_out": request.GET.get("logged_out") == "1",
+    }
+    response = render(request, "auth/login.html", context, status=status)
     response.headers["Referrer-Policy"] = TOKEN_PAGE_REFERRER_POLICY
     return response
 
 
 @login_not_required
 @never_cache
-@require_safe
+@sensitive_post_parameters("password")
+@require_http_methods(["GET", "HEAD", "POST"])
 def login_page(request: HtmxHttpRequest) -> HttpResponse:
-    """Explain how to log in: open the URL the terminal shows, or paste its token."""
-    return _login_page(request, request.GET.get("next", ""))
+    """Local: how to log in (the URL the terminal shows). Hosted: the password form, rate-limited."""
+    if request.method != "POST":
+        return _login_page(request, request.GET.get("next", ""))
+    next_url = request.POST.get("next", "")
+    if not settings.INSPECTOR_HOSTED:
+        error = "Password login is for the hosted mode. Open the login URL the inspector printed."
+        return _login_page(request, next_url, error, status=405)
+    username = str(request.POST.get("username") or "")[:300]
+    throttle = LoginThrottle(username, client_address(request))
+    refusal = throttle.refusal()
+    if refusal:
+        # Before any password is checked, and the same whether or not the account exists.
+        response = _login_page(request, next_url, refusal, status=429)
+        response.headers["Retry-After"] = str(throttle.window())
+        return response
+    form = AuthenticationForm(request, data=request.POST)
+    if not form.is_valid():
+        if form.has_error("__all__", "invalid_login"):
+            throttle.failed()
+            return _login_page(request, next_url, status=403, form=form)
+        return _login_page(request, next_url, status=400, form=form)
+    throttle.succeeded()
+    login(request, form.get_user())
+    return HttpResponseRedirect(_safe_next(request, next_url))
 
 
 @login_not_required
@@ -82,6 +146,9 @@ def login_page(request: HtmxHttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "HEAD", "POST"])
 def token_login(request: HtmxHttpRequest) -> HttpResponse:
     """Exchange the one-time token for a session: GET shows a form that POSTs it, POST logs in."""
+    if settings.INSPECTOR_HOSTED:
+        error = "The one-time token login is off in the hosted mode: log in with your account."
+        return _login_page(request, "", error, status=404)
     if request.method != "POST":
         # No side effect here: the page's script (or a click) POSTs the token with a CSRF token.
         context = {
@@ -103,3 +170,87 @@ def token_login(request: HtmxHttpRequest) -> HttpResponse:
     login(request, auth.local_user())
     # Redirect, so the token leaves the address bar and a reload does not re-submit it.
     return HttpResponseRedirect(_safe_next(request, form.cleaned_data["next"]))
+
+
+@never_cache
+@require_POST
+def logout_view(request: HtmxHttpRequest) -> HttpResponse:
+    """End this browser's session (locally the token is spent: a restart prints a new login URL)."""
+    logout(request)
+    return HttpResponseRedirect(reverse("login") + "?logged_out=1")
+
+
+def _invite_page(
+    request: HtmxHttpRequest,
+    token: str,
+    *,
+    invitation: Invitation | None = None,
+    error: str = "",
+    form: UserCreationForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    # Where signing in elsewhere (the login page, single sign-on) comes back to: this page, to join.
+    back = reverse("invite") + "?" + urlencode({"token": token}) if invitation is not None else ""
+    context = {
+        "invitation": invitation,
+        "token": token if invitation is not None else "",
+        "error": error,
+        "form": form or UserCreationForm(),
+        "login_url": reverse("login") + "?" + urlencode({"next": back}) if back else "",
+        "sso_url": _sso_url(back, token) if back else "",
+    }
+    response = render(request, "auth/invite.html", context, status=status)
+    # The token is in the page's URL: send no path or query in Referer headers.
+    response.headers["Referrer-Policy"] = TOKEN_PAGE_REFERRER_POLICY
+    return response
+
+
+@login_not_required
+@never_cache
+@sensitive_post_parameters("token", "password1", "password2")
+@require_http_methods(["GET", "HEAD", "POST"])
+def invite_page(request: HtmxHttpRequest) -> HttpResponse:
+    """An invitation link: GET shows it (no side effect); POST makes an account and joins, or joins as the
+    signed-in person. One use, until it expires, unless revoked (``sessions.teams.invitations``)."""
+    source = request.POST if request.method == "POST" else request.GET
+    token = str(source.get("token") or "")
+    if not settings.INSPECTOR_HOSTED:
+        message = "Invitations are for the hosted mode; this inspector is one person's."
+        return _invite_page(request, token, error=message, status=404)
+    try:
+        invitation = invitations.find(token)
+    except invitations.InvitationError as error:
+        return _invite_page(request, token, error=str(error), status=error.status)
+    if request.method != "POST":
+        return _invite_page(request, token, invitation=invitation)
+
+    action = request.POST.get("action")
+    signed_in = request.user.is_authenticated
+    if action == "join" and signed_in:
+        try:
+            membership = invitations.accept(token, request.user)
+        except invitations.InvitationError as error:
+            return _invite_page(request, token, invitation=invitation, error=str(error), status=error.status)
+    elif action == "create" and not signed_in:
+        form: UserCreationForm = UserCreationForm(request.POST)
+        if not form.is_valid():
+            return _invite_page(request, token, invitation=invitation, form=form, status=400)
+        try:
+            # One transaction: the account exists only if the invitation was still there to use.
+            with transaction.atomic():
+                user = form.save()
+                membership = invitations.accept(token, user)
+        except invitations.InvitationError as error:
+            return _invite_page(request, token, invitation=invitation, error=str(error), status=error.status)
+        login(request, user, backend=PASSWORD_BACKEND)
+    elif action == "join":
+        refusal = "Log in first, then open the invitation link again to join with your account."
+        return _invite_page(request, token, invitation=invitation, error=refusal, status=403)
+    elif action == "create":
+        refusal = "You are logged in: join with this account, or log out first to make a new one."
+        return _invite_page(request, token, invitation=invitation, error=refusal, status=400)
+    else:
+        return _invite_page(request, token, invitation=invitation, error="Choose how to join.", status=400)
+    # The team just joined becomes the current one.
+    request.session[access.TEAM_KEY] = membership.team_id
+    return HttpResponseRedirect("/")

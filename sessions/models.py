@@ -13,6 +13,7 @@ from django.db import connection, models
 
 from sessions.engine import mask_headers
 from sessions.frames import JSON_FIELDS, ROW_FIELDS
+from sessions.secrets import EncryptedJSONField, EncryptedTextField
 from sessions.servers import DEFAULT_PROTOCOL_VERSION, TRANSPORTS
 
 __all__ = ["McpSession", "PendingReview", "ServerConfig", "TimelineFrame"]
@@ -40,12 +41,12 @@ class ServerConfig(models.Model):
     transport = models.CharField(max_length=10, choices=list(TRANSPORTS), default="stdio")
     command = models.CharField(max_length=1000, blank=True)
     args = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = EncryptedJSONField(default=dict, blank=True)
     secret_env = models.JSONField(default=list, blank=True, help_text="names of env values to mask")
     cwd = models.CharField(max_length=1000, blank=True)
     url = models.CharField(max_length=2000, blank=True)
-    headers = models.JSONField(default=dict, blank=True)
-    bearer_token = models.CharField(max_length=4000, blank=True)
+    headers = EncryptedJSONField(default=dict, blank=True)
+    bearer_token = EncryptedTextField(blank=True)
     verify_tls = models.BooleanField(default=True, help_text="check the server's TLS certificate")
     ca_file = models.CharField(max_length=1000, blank=True, help_text="PEM file of CA certificates to trust")
     protocol_version = models.CharField(max_length=20, default=DEFAULT_PROTOCOL_VERSION)
@@ -136,7 +137,7 @@ class McpSession(models.Model):
     )
     server = models.ForeignKey(ServerConfig, null=True, blank=True, on_delete=models.SET_NULL)
     name = models.CharField(max_length=200)
-    config = models.JSONField(default=dict)
+    config = EncryptedJSONField(default=dict)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.STARTING)
     status_note = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)

@@ -8,8 +8,10 @@ imports nothing from Django.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.engine import (
@@ -18,6 +20,7 @@ from sessions.engine import (
     MODERN_VERSIONS,
     ClientCapabilities,
     ClientOptions,
+    EgressPolicy,
     HttpTarget,
     StdioTarget,
     Target,
@@ -25,8 +28,10 @@ from sessions.engine import (
 
 __all__ = [
     "CLIENT_INFO",
+    "Confinement",
     "DEFAULT_PROTOCOL_VERSION",
     "HANDSHAKE_VERSIONS",
+    "HOSTED_PATH",
     "LOG_LEVELS",
     "MODES",
     "STATELESS_VERSIONS",
@@ -81,15 +86,71 @@ def split_command(text: str) -> list[str]:
         raise ValueError(f"cannot split the command: {exc}") from None
 
 
-def build_target(config: dict[str, Any]) -> Target:
-    """Turn a server config into an engine target."""
-    if config.get("transport", "stdio") == "stdio":
-        return StdioTarget(
-            config["command"],
-            list(config.get("args", [])),
-            env=dict(config.get("env", {})),
-            cwd=config.get("cwd") or None,
+# The PATH of a stdio server in the hosted set-up, unless its config declares one.
+HOSTED_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """What a server the app starts may get and reach; decided by whoever runs the session.
+
+    The CLI passes none: it is the user's own process, and its servers get the user's environment and
+    reach anything, as any program the user runs would.
+    """
+
+    hosted: bool = False
+    """The hosted team tool: a stdio server gets only its declared environment (with ``HOSTED_PATH``
+    and a fresh HOME unless declared); HTTP targets are held to the egress rules."""
+    withheld_env: frozenset[str] = field(default_factory=frozenset)
+    """Local mode: variables of this process a stdio server never gets (the app's own secrets)."""
+    egress_allow: tuple[str, ...] = ()
+    """Hosted mode: the operator's allow-list (host names, addresses, CIDR blocks); each config's
+    ``egress_allow`` (a team's list) is added to it."""
+
+
+def _only_from_catalog(config: dict[str, Any], key: str) -> None:
+    # A path on the machine that runs the session: a user could read (or probe) any file of the
+    # worker's through it. The catalog's entries are an administrator's.
+    if config.get(key) and not config.get("catalog"):
+        raise ValueError(
+            f"{key} names a file on the inspector's own machine: in the hosted set-up only a server "
+            f"from the catalog may set it"
         )
+
+
+def _stdio_target(config: dict[str, Any], confinement: Confinement | None) -> StdioTarget:
+    command, args = config["command"], list(config.get("args", []))
+    declared = {str(k): str(v) for k, v in dict(config.get("env", {})).items()}
+    cwd = config.get("cwd") or None
+    if confinement is None:
+        return StdioTarget(command, args, env=declared, cwd=cwd)
+    if confinement.hosted:
+        _only_from_catalog(config, "cwd")
+        env = {"PATH": HOSTED_PATH, **declared}
+        return StdioTarget(
+            command, args, env=env, cwd=cwd, inherit_env=False, fresh_home="HOME" not in declared
+        )
+    inherited = {k: v for k, v in os.environ.items() if k not in confinement.withheld_env}
+    return StdioTarget(command, args, env=inherited | declared, cwd=cwd, inherit_env=False)
+
+
+def _egress_policy(config: dict[str, Any], confinement: Confinement | None) -> EgressPolicy | None:
+    if confinement is None or not confinement.hosted:
+        return None
+    _only_from_catalog(config, "ca_file")
+    team = config.get("egress_allow") or []
+    if not isinstance(team, list):
+        raise ValueError("egress_allow must be a list of host names, addresses and CIDR blocks")
+    return EgressPolicy.from_entries([*confinement.egress_allow, *team])
+
+
+def build_target(config: dict[str, Any], confinement: Confinement | None = None) -> Target:
+    """Turn a server config into an engine target, within ``confinement`` (none: the CLI's way).
+
+    Raises ``ValueError`` for a config the confinement does not allow.
+    """
+    if config.get("transport", "stdio") == "stdio":
+        return _stdio_target(config, confinement)
     return HttpTarget(
         config["url"],
         transport=config.get("transport", "auto"),
@@ -97,6 +158,7 @@ def build_target(config: dict[str, Any]) -> Target:
         bearer_token=config.get("bearer_token") or None,
         verify_tls=config.get("verify_tls", True),
         ca_file=config.get("ca_file") or None,
+        egress=_egress_policy(config, confinement),
     )
 
 

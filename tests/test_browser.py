@@ -174,10 +174,10 @@ def test_sampling_and_elicitation_wait_for_a_person_and_return_what_they_sent(
     expect(home).to_have_title(re.compile(r"^\(1\) "))
     review.get_by_label("Reply (sent as the assistant's text)").fill("Ultramarine, said a person")
     review.get_by_role("button", name="Approve and send").click()
-    # Answered, the card leaves the list and the title its count; the response frame says a person edited it.
+    # Answered, the card leaves the list and the title its count; the response frame says who edited it.
     expect(review).to_have_count(0)
     expect(home).not_to_have_title(re.compile(r"^\(\d+\) "))
-    edited = timeline_rows(home, "sampling/createMessage").filter(has_text="edited by a person")
+    edited = timeline_rows(home, "sampling/createMessage").filter(has_text="edited and answered by")
     expect(edited).to_have_count(1)
     card = call_card(home, "tools/call", "trigger-sampling-request").first
     expect(card.get_by_role("status")).to_have_text("done", timeout=SHORT)
@@ -211,7 +211,7 @@ def test_roots_list_waits_for_review_and_the_edited_roots_reach_the_server(
     review.get_by_role("button", name="Send roots").click()
     expect(review).to_have_count(0)
     answer = timeline_rows(home, "roots/list").filter(has=home.locator(".dir", has_text="→"))
-    expect(answer.filter(has_text="edited by a person")).to_have_count(1)
+    expect(answer.filter(has_text="edited and answered by")).to_have_count(1)
 
     list_tools(home, until=("get-roots-list",))
     open_tool(home, "get-roots-list").get_by_role("button", name="Call get-roots-list").click()

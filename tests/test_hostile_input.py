@@ -28,7 +28,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
-from support.teams import ateam_of
+from support.teams import ateam_of, team_of
 from support.web import (
     live_runtime,
     logged_in_client,
@@ -40,7 +40,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, ServerConfig
-from sessions.teams.models import Share, token_digest
+from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,6 +76,8 @@ BODIES = [
 ]
 # Left out while the session is live (they end it, or restart it over and over); walked once it is closed.
 ENDS_THE_SESSION = {"disconnect", "reinitialize", "delete_session"}
+# Never walked: logging out takes no parameter, and would leave the rest of the walk logged out.
+LOGS_OUT = {"logout"}
 ARG = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 # request.GET.get("x"), request.POST["x"], int_param(request.GET, "x"): the names a view reads.
 READS = re.compile(r"""(?:GET|POST|data)(?:\.get(?:list)?\(|\[|,)\s*["']([^"']+)["']""")
@@ -271,7 +273,7 @@ class Walk:
         if route.startswith("servers/"):
             values["pk"] = values["server"]
         elif route.startswith("catalog/"):
-            values["pk"] = values.get("catalog", "1")
+            values["pk"] = values["entry_id"]
         elif "/shares/" in route:
             values["pk"] = values["share"]
         elif "reviews/" in route:
@@ -354,6 +356,23 @@ def waiting_reviews(session: McpSession) -> dict[str, int]:
     return made
 
 
+@database_sync_to_async
+def team_ids(user: Any) -> dict[str, str]:
+    """The ids the team and account pages take: the person's membership, an invitation, a catalog
+    entry and a login session of their team (made here, in their personal team)."""
+    team = team_of(user)
+    entry = CatalogServer.objects.create(team=team, name="walked", command="true")
+    invitation, _ = Invitation.make(team, "viewer", user)
+    login = LoginSession.objects.create(user=user, session_key="walk-" + uuid.uuid4().hex[:30])
+    member = Membership.objects.get(team=team, user=user)
+    return {
+        "member_id": str(member.pk),
+        "invitation_id": str(invitation.pk),
+        "entry_id": str(entry.pk),
+        "login_id": str(login.pk),
+    }
+
+
 async def scrape(client: AsyncClient, pages: list[str]) -> dict[tuple[str, str], list[Form]]:
     forms: dict[tuple[str, str], list[Form]] = {}
     for page in pages:
@@ -370,6 +389,8 @@ async def walk(walker: Walk, *, live: bool) -> None:
     # Closed, the session's own pages; deleting it comes last.
     patterns = sorted(url_patterns(), key=lambda item: item[1].name == "delete_session")
     for route, pattern in patterns:
+        if pattern.name in LOGS_OUT:
+            continue
         if live and pattern.name in ENDS_THE_SESSION or not live and not route.startswith("s/"):
             continue
         await walker.route(route, pattern)
@@ -395,6 +416,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
         saved = await ServerConfig.objects.acreate(
             owner=alice, team=await ateam_of(alice), name="gone", command="/nonexistent/server"
         )
+        people = await team_ids(alice)
         token = "hostile-walk-" + "t" * 30
         share = await Share.objects.acreate(session=session, digest=token_digest(token), audience="anyone")
         base = f"/s/{session.public_id}/"
@@ -404,6 +426,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
         pages += [
             f"{base}tools/form?name={quote(tool['name'])}" for tool in listed["tools/list"]["tools"][:4]
         ]
+        pages += ["/team", "/account", "/team/catalog/new", f"/team/catalog/{people['entry_id']}"]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -416,6 +439,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             "name": "tools",
             "kind": "resources",
             "action": "get",
+            **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }
         walker = Walk(client, arguments, forms)

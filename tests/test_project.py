@@ -126,17 +126,15 @@ def test_secret_key_is_generated_once_and_kept_private(tmp_path: Path) -> None:
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_health_accepts_allowed_origin_and_rejects_foreign_origin() -> None:
     with anyio.fail_after(5):
-        allowed = WebsocketCommunicator(
-            application, "/ws/health/", headers=[(b"origin", b"http://127.0.0.1:6274")]
-        )
+        ours = [(b"origin", b"http://127.0.0.1:6274"), (b"host", b"127.0.0.1:6274")]
+        allowed = WebsocketCommunicator(application, "/ws/health/", headers=ours)
         connected, _ = await allowed.connect()
         assert connected
         assert await allowed.receive_json_from() == {"ok": True}
         await allowed.disconnect()
 
-        foreign = WebsocketCommunicator(
-            application, "/ws/health/", headers=[(b"origin", b"http://evil.example")]
-        )
+        theirs = [(b"origin", b"http://evil.example"), (b"host", b"127.0.0.1:6274")]
+        foreign = WebsocketCommunicator(application, "/ws/health/", headers=theirs)
         connected, _ = await foreign.connect()
         assert not connected
         await foreign.disconnect()

@@ -509,7 +509,7 @@ async def test_a_model_drafts_the_sampling_reply_and_the_person_approves_it(
             frames = await frames_of(
                 session, direction="out", rpc_kind="result", method="sampling/createMessage"
             )
-            assert frames and frames[-1].note == "drafted by fake-model-1, approved by a person"
+            assert frames and frames[-1].note == "drafted by fake-model-1, approved by alice"
 
 
 async def test_a_draft_that_fails_says_why_and_the_card_stays(

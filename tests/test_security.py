@@ -36,8 +36,16 @@ from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFra
 
 FOREIGN = "http://evil.example"
 SAME_ORIGIN = "http://testserver"
-# Pages anyone may open; everything else needs a login.
-PUBLIC_PATHS = {"/healthz", "/auth/login", "/auth/token"}
+# Single sign-on's pages: public too, and not there (404) unless it is set up (tests/test_sso.py).
+SSO_PATHS = {"/auth/oidc/login", "/auth/oidc/callback"}
+# Pages anyone may open, with what they answer a bare GET in the local mode; everything else needs a login.
+PUBLIC_PATHS = {
+    "/healthz": 200,
+    "/auth/login": 200,
+    "/auth/token": 200,
+    "/auth/invite": 404,  # invitations are the hosted mode's (tests/test_accounts.py)
+    **dict.fromkeys(SSO_PATHS, 404),
+}
 
 
 @pytest.fixture
@@ -447,7 +455,7 @@ def test_every_page_but_health_and_login_needs_a_login(client: Client, path: str
     response = client.get(path)
     finish(response)
     if path in PUBLIC_PATHS:
-        assert response.status_code == 200, path
+        assert response.status_code == PUBLIC_PATHS[path], path
     elif path.startswith("/shared/"):
         # A share link's view needs its token, not a login (tests/test_shares.py): this one is unknown.
         assert response.status_code == 404 and b"No such share link" in response.content, path

@@ -27,7 +27,16 @@ from support.web import session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.teams.models import CatalogServer, Membership, Role, Share, Team, token_digest
+from sessions.teams.models import (
+    CatalogServer,
+    Invitation,
+    LoginSession,
+    Membership,
+    Role,
+    Share,
+    Team,
+    token_digest,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,6 +65,27 @@ RULES: dict[str, dict[str, tuple[str, str]]] = {
     # Team-wide pages with no id: each person in their own team.
     "team-read": dict.fromkeys(PEOPLE, (OK, OK)),
     "team-act": {"alice": (OK, OK), "bob": (OK, OK), "carol": (FORBIDDEN, FORBIDDEN), "dave": (OK, OK)},
+    # Changing the team (settings, invitations, the catalog): its admins. A member whose role is too
+    # low is told so before any id is looked up.
+    "team-admin": {
+        "alice": (OK, OK),
+        "bob": (FORBIDDEN, FORBIDDEN),
+        "carol": (FORBIDDEN, FORBIDDEN),
+        "dave": (OK, OK),
+    },
+    "admin-on-team-id": {
+        "alice": (OK, HIDDEN),
+        "bob": (FORBIDDEN, FORBIDDEN),
+        "carol": (FORBIDDEN, FORBIDDEN),
+        "dave": (HIDDEN, OK),
+    },
+    # A login session of the team's admin (alice's in A, dave's in B): only its own person ends it.
+    "own-login": {
+        "alice": (OK, HIDDEN),
+        "bob": (HIDDEN, HIDDEN),
+        "carol": (HIDDEN, HIDDEN),
+        "dave": (HIDDEN, OK),
+    },
     # Open to anyone: health, login pages.
     "public": dict.fromkeys(PEOPLE, (OK, OK)),
     # A share link's view, by its token: A's link is for anyone, B's for B's members only.
@@ -67,6 +97,8 @@ URLS: dict[str, tuple[str, str]] = {
     "healthz": ("GET", "public"),
     "login": ("GET", "public"),
     "auth-token": ("GET", "public"),
+    "sso-login": ("GET", "public"),
+    "sso-callback": ("GET", "public"),
     "home": ("GET", "team-read"),
     "connect": ("POST", "team-act"),
     "import_servers": ("POST", "team-act"),
@@ -89,6 +121,7 @@ URLS: dict[str, tuple[str, str]] = {
     "cancel": ("POST", "act"),
     "timeline": ("GET", "read"),
     "frame": ("GET", "read"),
+    "add_note": ("POST", "act"),
     "export": ("GET", "read"),
     "export_html": ("GET", "read"),
     "export_collection": ("GET", "read"),
@@ -125,7 +158,25 @@ URLS: dict[str, tuple[str, str]] = {
     "shared_export": ("GET", "shared"),
     "shared_export_html": ("GET", "shared"),
     "shared_collection": ("GET", "shared"),
+    "logout": ("POST", "public"),
+    "invite": ("GET", "public"),
+    "account": ("GET", "team-read"),
+    "change_password": ("POST", "team-read"),
+    "end_other_logins": ("POST", "team-read"),
+    "end_login": ("POST", "own-login"),
+    "team": ("GET", "team-read"),
+    "switch_team": ("POST", "team-read"),
+    "team_settings": ("POST", "team-admin"),
+    "invitation_create": ("POST", "team-admin"),
+    "catalog_new": ("POST", "team-admin"),
+    "member_role": ("POST", "admin-on-team-id"),
+    "member_remove": ("POST", "admin-on-team-id"),
+    "invitation_revoke": ("POST", "admin-on-team-id"),
+    "catalog_edit": ("POST", "admin-on-team-id"),
+    "catalog_delete": ("POST", "admin-on-team-id"),
 }
+# Requests that log the person out: they are logged in again before the next.
+LOGS_OUT = {"logout"}
 
 # Path arguments other than ids: a tab, a listing, a task action, a call and its content.
 FIXED_ARGS = {"name": "overview", "kind": "prompts", "action": "get", "rpc_id": "1", "seq": "1", "index": "0"}
@@ -154,6 +205,9 @@ class TeamIds:
     review: PendingReview
     server: ServerConfig
     catalog: CatalogServer
+    admin: Membership
+    invitation: Invitation
+    login: LoginSession
     token: str
     share: Share
 
@@ -195,13 +249,16 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         team=team, owner=owner, name="saved", transport="http", url="http://192.0.2.1/mcp"
     )
     catalog = CatalogServer.objects.create(team=team, name="approved", command="true")
+    admin = Membership.objects.get(team=team, user=owner)
+    invitation, _ = Invitation.make(team, Role.VIEWER, owner)
+    login = LoginSession.objects.create(user=owner, session_key=f"elsewhere-{uuid.uuid4().hex[:20]}")
     # Team A's session is shared with anyone who has the link; team B's with B's members only.
     token = f"link-of-{word}"
     audience = Share.Audience.ANYONE if word == "aardvark" else Share.Audience.TEAM
     share = Share.objects.create(
         session=session, created_by=owner, digest=token_digest(token), audience=audience
     )
-    return TeamIds(team, session, review, server, catalog, token, share)
+    return TeamIds(team, session, review, server, catalog, admin, invitation, login, token, share)
 
 
 @database_sync_to_async
@@ -219,7 +276,16 @@ def _world() -> tuple[dict[str, User], dict[str, TeamIds]]:
 
 def _url(route: str, ids: TeamIds) -> str:
     """The route with the team's ids (and fixed values for the other path arguments)."""
-    values = {"public_id": str(ids.session.public_id), "token": ids.token, **FIXED_ARGS}
+    values = {
+        "public_id": str(ids.session.public_id),
+        # The team's admin: removing or demoting them is refused (the team's only admin), past the check.
+        "member_id": str(ids.admin.pk),
+        "invitation_id": str(ids.invitation.pk),
+        "entry_id": str(ids.catalog.pk),
+        "login_id": str(ids.login.pk),
+        "token": ids.token,
+        **FIXED_ARGS,
+    }
     values["pk"] = str(
         ids.review.pk if route.startswith("s/") else (ids.catalog.pk if "catalog" in route else ids.server.pk)
     )
@@ -233,7 +299,14 @@ def _url(route: str, ids: TeamIds) -> str:
 
 # What a 404 says when the id of the session, or of a saved or catalog server, is not the person's team's.
 # Other 404s ("No such frame", "No such tool") come from past the check: the id was theirs.
-UNKNOWN_ID = ("No such session", "No such server", "No such share link")
+UNKNOWN_ID = (
+    "No such session",
+    "No such server",
+    "No such member",
+    "No such invitation",
+    "No such login",
+    "No such share link",
+)
 
 
 def _outcome(status: int, body: str) -> str:
@@ -258,6 +331,10 @@ def _restore(world: dict[str, TeamIds]) -> None:
             ids.share.save(force_insert=True)
         Share.objects.filter(pk=ids.share.pk).update(revoked=None)
         PendingReview.objects.filter(pk=ids.review.pk).update(status="waiting")
+        for kept in (ids.catalog, ids.login):
+            if not type(kept).objects.filter(pk=kept.pk).exists():
+                kept.save(force_insert=True)
+        Invitation.objects.filter(pk=ids.invitation.pk).update(revoked=False)
 
 
 async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:
@@ -280,6 +357,8 @@ async def test_every_url_answers_each_person_as_the_table_says(settings: Any) ->
                 response = await (client.get(url) if method == "GET" else client.post(url, {}))
                 body = "" if response.streaming else response.content.decode()
                 got = _outcome(response.status_code, body)
+                if url_name in LOGS_OUT:
+                    await client.aforce_login(people[person])
                 if got != wanted:
                     differences.append(
                         f"{person} {method} {url} ({url_name}, team {team}'s ids): {got} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._clock import Clock
 from ._connect import make_transport
+from ._egress import EgressPolicy, EgressRefused, is_forbidden_address, is_numeric_disguise
 from ._errors import (
     ConnectionClosed,
     EngineError,
@@ -65,6 +66,8 @@ __all__ = [
     "ClientSession",
     "Clock",
     "ConnectionClosed",
+    "EgressPolicy",
+    "EgressRefused",
     "EngineError",
     "Event",
     "Frame",
@@ -99,6 +102,8 @@ __all__ = [
     "VersionNegotiationFailed",
     "connect",
     "error_name",
+    "is_forbidden_address",
+    "is_numeric_disguise",
     "kill_recorded",
     "kill_tree",
     "make_transport",

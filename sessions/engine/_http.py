@@ -36,6 +36,9 @@ _SSE = "text/event-stream"
 _MAX_RECONNECT_DELAY = 30.0
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# What sending a request may raise: a URL httpx cannot parse (``0177.0.0.1``) is no HTTPError, and
+# uncaught it would end the sending task and leave the request waiting for its timeout.
+_SEND_FAILED = (httpx.HTTPError, httpx.InvalidURL)
 
 
 def why(exc: BaseException) -> str:
@@ -88,6 +91,14 @@ def default_client(target: HttpTarget) -> httpx.AsyncClient:
     # (plain http never uses it, and redirects are not followed).
     https = target.url.lower().startswith("https:")
     verify: bool | ssl.SSLContext = _tls_context(target.ca_file) if https and target.verify_tls else False
+    if target.egress is not None:
+        from ._egress_net import confined_transport
+
+        # No proxies from the environment either: a proxy would connect where the rules cannot see.
+        transport = confined_transport(target.egress, verify=verify, limits=limits)
+        return httpx.AsyncClient(
+            timeout=timeout, transport=transport, trust_env=False, follow_redirects=False
+        )
     return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
 
 
@@ -386,7 +397,7 @@ class StreamableHttpTransport(_HttpBase):
         try:
             request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
             response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except _SEND_FAILED as exc:
             self._record_failure("POST failed", exc)
             self.sink.requests_failed(ids, TransportError(f"POST {self.target.url} failed: {why(exc)}"))
             return
@@ -497,7 +508,7 @@ class StreamableHttpTransport(_HttpBase):
             response = await self.client.send(
                 self.client.build_request("GET", self.target.url, headers=headers), stream=True
             )
-        except httpx.HTTPError as exc:
+        except _SEND_FAILED as exc:
             self._record_failure("resuming failed", exc)
             return None
         head = self._head(response, out.seq)
@@ -529,7 +540,7 @@ class StreamableHttpTransport(_HttpBase):
             try:
                 request = self.client.build_request("GET", self.target.url, headers=headers)
                 response = await self.client.send(request, stream=True)
-            except httpx.HTTPError as exc:
+            except _SEND_FAILED as exc:
                 self._record_failure("standalone stream failed", exc)
                 continue
             try:
@@ -569,7 +580,7 @@ class StreamableHttpTransport(_HttpBase):
                 if response.status_code == 405:
                     head.note = "the server does not let clients end sessions (405 is allowed)"
                 self.sink.record(head)
-            except (TimeoutError, httpx.HTTPError) as exc:
+            except (TimeoutError, *_SEND_FAILED) as exc:
                 self._record_failure("DELETE failed", exc)
         await self._close_client()
 
@@ -596,7 +607,7 @@ class LegacySseTransport(_HttpBase):
             response = await self.client.send(
                 self.client.build_request("GET", self.target.url, headers=headers), stream=True
             )
-        except httpx.HTTPError as exc:
+        except _SEND_FAILED as exc:
             await self._client.aclose()
             raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
         head = self._head(response, out.seq)
@@ -679,7 +690,7 @@ class LegacySseTransport(_HttpBase):
         try:
             request = self.client.build_request("POST", self.endpoint, content=raw, headers=headers)
             response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except _SEND_FAILED as exc:
             self._record_failure("POST failed", exc)
             self.sink.requests_failed(ids, TransportError(f"POST {self.endpoint} failed: {why(exc)}"))
             return

@@ -186,9 +186,11 @@ class ServerRequests:
         future.set_result(result)
         self._publish(PendingResolved(key, "answered", note or ""))
 
-    def reject(self, key: str, code: int, message: str) -> None:
+    def reject(self, key: str, code: int, message: str, *, note: str | None = None) -> None:
         """Refuse a waiting request with a JSON-RPC error."""
-        _, future = self._entry(key)
+        request_id, future = self._entry(key)
+        if note:
+            self._notes[request_id] = note
         future.set_exception(McpError(code, message))
         self._publish(PendingResolved(key, "rejected", message))
 

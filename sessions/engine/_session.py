@@ -323,9 +323,11 @@ class ClientSession:
         """Answer a pending server→client request with ``result``."""
         self._serving.respond(key, result, note=note)
 
-    def reject(self, key: str, code: int = -1, message: str = "User rejected the request") -> None:
+    def reject(
+        self, key: str, code: int = -1, message: str = "User rejected the request", *, note: str | None = None
+    ) -> None:
         """Refuse a pending server→client request with a JSON-RPC error (-1: the user said no)."""
-        self._serving.reject(key, code, message)
+        self._serving.reject(key, code, message, note=note)
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +31,9 @@ class StdioTarget:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     inherit_env: bool = True
+    """Start from this process's environment (``env`` on top); off: the server gets ``env`` alone."""
+    fresh_home: bool = False
+    """Set HOME to a new empty directory of the server's own, removed when the transport closes."""
     # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
     close_grace: float = 2.0
     term_grace: float = 2.0
@@ -93,11 +98,14 @@ class StdioTransport:
         self._closing = False
         self._gone: asyncio.Event | None = None
         self._exited = asyncio.Event()
+        self._home: str | None = None
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
         env = dict(os.environ) if self.target.inherit_env else {}
         env.update(self.target.env)
+        if self.target.fresh_home:
+            self._home = env["HOME"] = tempfile.mkdtemp(prefix="mcp-server-home-")
         # Everything the server starts inherits the marker, even what leaves its session.
         marker = env[MARKER] = new_marker()
         try:
@@ -115,6 +123,7 @@ class StdioTransport:
                 preexec_fn=die_with_parent(),
             )
         except OSError as exc:
+            await self._remove_home()
             raise TransportError(f"cannot start {self.target.command!r}: {exc.strerror or exc}") from exc
         self.server_process = ServerProcess.of(self.process.pid, marker)
         gone = asyncio.Event()
@@ -220,6 +229,13 @@ class StdioTransport:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._remove_home()
+
+    async def _remove_home(self) -> None:
+        # After the whole tree is dead, so nothing writes there any more; in a thread: it may be big.
+        home, self._home = self._home, None
+        if home is not None:
+            await asyncio.to_thread(shutil.rmtree, home, ignore_errors=True)
 
     def kill(self) -> None:
         """SIGKILL the server and every process it started, wherever they went (blocks briefly)."""

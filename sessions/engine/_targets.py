@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._egress import EgressPolicy
 from ._stdio import StdioTarget
 
 __all__ = ["HttpKind", "HttpTarget", "StdioTarget", "Target", "mask_headers"]
@@ -28,6 +29,8 @@ class HttpTarget:
     connect_timeout: float = 10.0
     open_get_stream: bool = True
     """Open the standalone GET stream for server-initiated messages after initialization."""
+    egress: EgressPolicy | None = None
+    """Egress rules every connection is held to (resolved addresses checked, no proxy); ``None``: none."""
 
 
 Target = StdioTarget | HttpTarget

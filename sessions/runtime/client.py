@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from sessions.models import McpSession
 from sessions.runtime import messages as m
+from sessions.runtime import workers
 from sessions.runtime.host import ensure_embedded_runtime
+from sessions.runtime.store import in_db_thread
 
 __all__ = ["CommandFailed", "call", "request", "send_command", "start_session"]
 
@@ -22,8 +25,19 @@ class NoAnswer(CommandFailed):
 
 
 async def start_session(session: McpSession) -> None:
-    """Ask the runtime to open the session's connection (an owner task takes it from there)."""
+    """Ask the runtime to open the session's connection (an owner task takes it from there).
+
+    Hosted, with no engine worker alive, the session fails at once and says so (it would otherwise
+    show "starting" for ever); ``session`` then holds its new status and note.
+    """
     ensure_embedded_runtime()
+    if not settings.INSPECTOR_EMBEDDED_RUNTIME:
+        failed = await in_db_thread(workers.ask_for_worker)(session.pk)
+        if failed is not None:
+            session.status, session.status_note = failed.session.status, failed.session.status_note
+            session.last_seq, session.ended = failed.session.last_seq, failed.session.ended
+            await workers.tell_failed([failed])
+            return
     await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk).encode())
 
 

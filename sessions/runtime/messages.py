@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "RUNTIME_CHANNEL",
+    "ActivityAdded",
     "CallDone",
     "CallProgress",
     "Cancel",
@@ -24,6 +25,8 @@ __all__ = [
     "Failed",
     "Feature",
     "FramesStored",
+    "NoteAdded",
+    "Presence",
     "Reinitialize",
     "Reject",
     "Reply",
@@ -95,6 +98,8 @@ class Request(Command):
     """How long the asker waits for ``Done``; a longer request also ends with a ``CallDone`` event."""
     stored: bool = True
     """Reply ``Done`` only once the response frame is in the database (the asker reads it next)."""
+    user_id: int | None = None
+    """Who sent it: the owner records it in the session's activity, with the request's frame."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,8 @@ class Respond(Command):
     edited: bool = False
     note: str | None = None
     user_id: int | None = None
+    by: str = ""
+    """Who answered, by name: the response frame's note says "answered by <by>"."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ class Reject(Command):
     code: int = -1
     message: str = "User rejected the request"
     user_id: int | None = None
+    by: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,6 +148,7 @@ class Feature(Command):
     NAME = "feature"
     action: str
     value: str = ""
+    user_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -264,8 +273,50 @@ class ReviewChanged(Event):
     key: str
 
 
+@dataclass(frozen=True)
+class ActivityAdded(Event):
+    """Someone did something in the session (``teams.Activity``): viewers add it to the activity log."""
+
+    NAME = "activity"
+    activity_id: int
+
+
+@dataclass(frozen=True)
+class NoteAdded(Event):
+    """A note was pinned to a frame, or a reply added to one (``teams.Note``)."""
+
+    NAME = "note"
+    note_id: int
+
+
+@dataclass(frozen=True)
+class Presence(Event):
+    """A tab watching the session (its consumer's ``channel``), from that tab's consumer to the others.
+
+    ``kind``: ``join`` (a tab opened), ``here`` (an answer to a join, sent to the joiner's channel
+    alone), ``beat`` (still here) or ``leave``. A tab not heard from for a while is gone (its process
+    died): each consumer keeps its own roster with expiry (sessions/web/together.py).
+    """
+
+    NAME = "presence"
+    kind: str
+    channel: str
+    user_id: int
+    name: str
+
+
 EVENTS: dict[str, type[Event]] = {
-    e.NAME: e for e in (FramesStored, StateChanged, CallProgress, CallDone, ReviewChanged)
+    e.NAME: e
+    for e in (
+        FramesStored,
+        StateChanged,
+        CallProgress,
+        CallDone,
+        ReviewChanged,
+        ActivityAdded,
+        NoteAdded,
+        Presence,
+    )
 }
 
 

@@ -14,6 +14,7 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 from django.utils import timezone
 
+from inspector.env import secret_variables
 from sessions.engine import (
     ClientSession,
     EngineError,
@@ -30,14 +31,24 @@ from sessions.frames import frame_row
 from sessions.models import McpSession
 from sessions.runtime import messages as m
 from sessions.runtime import store
+from sessions.runtime.limits import LimitReached, SessionBudget
 from sessions.runtime.recorder import Recorder
-from sessions.servers import build_options, build_target
+from sessions.servers import Confinement, build_options, build_target
 
-__all__ = ["SessionOwner"]
+__all__ = ["SessionOwner", "confinement"]
 
 log = logging.getLogger(__name__)
 
 FINAL_STATES = {"closed", "failed"}
+
+
+def confinement() -> Confinement:
+    """What the servers this process starts may get and reach, from the settings."""
+    return Confinement(
+        hosted=settings.INSPECTOR_HOSTED,
+        withheld_env=secret_variables(),
+        egress_allow=tuple(settings.INSPECTOR_EGRESS_ALLOW),
+    )
 
 
 class SessionOwner:
@@ -63,11 +74,15 @@ class SessionOwner:
         self.viewers = 0
         self._stop = asyncio.Event()
         self._stop_reason = ""
+        self._connect_failed = False
         self._idle: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._answers: dict[str, dict[str, Any]] = {}
         self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.recorder: Recorder | None = None
+        self.budget = SessionBudget(0, 0)
+        self.limited = False
+        """The session reached a limit: it is ending, and records nothing more."""
         self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
             m.Cancel: self.on_cancel,
             m.Respond: self.on_respond,
@@ -90,6 +105,7 @@ class SessionOwner:
         self.roots: list[Any] = loaded["roots"]
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
+        self.budget = SessionBudget.from_settings(frames=self.base, size=loaded["stored_bytes"])
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
         await store.update_session(
@@ -101,7 +117,10 @@ class SessionOwner:
         ]
         self._arm_idle()
         try:
-            await self._connect()
+            if (reached := self.budget.reached()) is not None:  # a reconnect, the session already full
+                self._end_at_limit(reached)
+            else:
+                await self._connect()
             await self._stop.wait()
         finally:
             await self._disconnect()
@@ -124,7 +143,7 @@ class SessionOwner:
     @property
     def final_status(self) -> str:
         state = self.client.state if self.client is not None else "failed"
-        return "failed" if state == "failed" else "closed"
+        return "failed" if state == "failed" or self._connect_failed else "closed"
 
     async def _connect(self) -> None:
         options = build_options(
@@ -134,7 +153,7 @@ class SessionOwner:
             max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES,
         )
         try:
-            client = ClientSession(make_transport(build_target(self.config)), options)
+            client = ClientSession(make_transport(build_target(self.config, confinement())), options)
         except Exception as exc:  # a config the engine cannot use
             self._stop_reason = f"cannot connect: {exc}"
             self._stop.set()
@@ -143,10 +162,14 @@ class SessionOwner:
         client.subscribe(self._on_event)
         try:
             await client.open()
-            await client.initialize()
+            await self._unless_stopped(client.initialize())
         except Exception as exc:
-            self._stop_reason = f"connecting failed: {exc}"
-            self._stop.set()
+            if not self.stopping:  # else the reason it stopped for stands (a limit, a disconnect)
+                # Failed, even though closing the half-open client leaves it "closed".
+                self._connect_failed = True
+                self.stop(f"connecting failed: {exc}")
+            return
+        if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
         await store.update_session(
             self.pk,
@@ -160,6 +183,29 @@ class SessionOwner:
         )
         self._outbox.put_nowait(m.StateChanged("ready"))
         self._spawn(self._watch(client))
+
+    async def _unless_stopped(self, work: Awaitable[Any]) -> None:
+        """Await ``work`` (in a task of its own), or cancel it when the session is stopped first.
+
+        A server that floods before it answers ``initialize`` reaches a limit while the handshake
+        waits; the session ends then, not when the request times out.
+        """
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+            # Not suppress(): a cancellation of this task itself must go on up.
+            await asyncio.gather(task, stopped, return_exceptions=True)
+        if task.cancelled():
+            if not self.stopping:
+                raise EngineError("the handshake was cancelled")
+            return
+        if (error := task.exception()) is not None:
+            raise error
 
     async def _watch(self, client: ClientSession) -> None:
         await client.wait_closed()
@@ -198,9 +244,12 @@ class SessionOwner:
 
     def _on_event(self, event: Event) -> None:
         assert self.recorder is not None
+        if self.limited:
+            return  # the session is ending at its limit: what the engine receives now is not recorded
         if isinstance(event, Frame):
             self.engine_seq = event.seq
-            self.recorder.add(frame_row(event, self.base))
+            row = frame_row(event, self.base)
+            self.recorder.add(row)
             if event.direction == "in" and event.rpc_kind in ("result", "error") and event.rpc_id is not None:
                 self.responses[event.rpc_id] = {
                     "response_seq": self.base + event.seq,
@@ -221,6 +270,8 @@ class SessionOwner:
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
                 self._spawn(store.update_session(self.pk, exit_code=code))
+            if (reached := self.budget.count(row["size"])) is not None:
+                self._end_at_limit(reached)
         elif isinstance(event, Progress):
             self._outbox.put_nowait(
                 m.CallProgress(event.request_id, event.progress, event.total, event.message)
@@ -229,6 +280,15 @@ class SessionOwner:
             self._spawn(self._review_opened(event))
         elif isinstance(event, PendingResolved):
             self._spawn(self._review_closed(event))
+
+    def _end_at_limit(self, reached: LimitReached) -> None:
+        """Every frame so far is recorded; one more says which limit was reached, then the session ends."""
+        assert self.recorder is not None
+        self.limited = True
+        self.engine_seq += 1  # the number the engine's next frame would have had: it is not recorded
+        self.recorder.add(frame_row(reached.frame(self.engine_seq), self.base))
+        log.warning("session %s ended: %s", self.pk, reached.message)
+        self.stop(reached.message)
 
     async def _record_phase(self, frame: Frame) -> None:
         state = frame.transport.get("state", "")
@@ -248,6 +308,11 @@ class SessionOwner:
     async def _review_closed(self, resolved: PendingResolved) -> None:
         await store.resolve_review(self.pk, resolved, self._answers.pop(resolved.key, None))
         self._outbox.put_nowait(m.ReviewChanged(resolved.key))
+
+    async def _activity(self, user_id: int, action: str, detail: str, seq: int | None = None) -> None:
+        """Record who did what (``teams.Activity``) and tell the viewers."""
+        activity_id = await store.record_activity(self.pk, user_id, action, detail, seq)
+        self._outbox.put_nowait(m.ActivityAdded(activity_id))
 
     async def _publish_outbox(self) -> None:
         while True:
@@ -302,6 +367,13 @@ class SessionOwner:
         handle = await client.start_request(command.method, command.params, **options)
         self.calls[handle.id] = handle
         await self._reply(reply, m.Started(handle.id))
+        if command.user_id is not None:
+            seq = handle.leg.frame_seq
+            self._spawn(
+                self._activity(
+                    command.user_id, "sent", command.method, None if seq is None else self.base + seq
+                )
+            )
         outcome: dict[str, Any] = {"rpc_id": handle.id, "method": command.method}
         try:
             outcome["result"] = await handle
@@ -333,13 +405,21 @@ class SessionOwner:
             "edited": command.edited,
             "answered_by_id": command.user_id,
         }
-        note = command.note or ("edited by a person" if command.edited else None)
+        if command.note:
+            note: str | None = command.note
+        elif command.by:
+            note = f"{'edited and answered' if command.edited else 'answered'} by {command.by}"
+        else:
+            note = "edited by a person" if command.edited else None
         client.respond(command.key, command.result, note=note)
 
     async def on_reject(self, command: m.Reject) -> None:
         client = self._live_client()
         self._answers[command.key] = {"answered_by_id": command.user_id}
-        client.reject(command.key, command.code, command.message or "User rejected the request")
+        message = command.message or "User rejected the request"
+        client.reject(
+            command.key, command.code, message, note=f"rejected by {command.by}" if command.by else None
+        )
 
     async def on_set_roots(self, command: m.SetRoots) -> None:
         self.roots = list(command.roots)
@@ -360,6 +440,8 @@ class SessionOwner:
         """
         client = self._live_client()
         action, value = command.action, command.value
+        if command.user_id is not None and action != "listen":
+            self._spawn(self._activity(command.user_id, action, value))
         try:
             if action == "ping":
                 await client.ping()

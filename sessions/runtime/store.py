@@ -11,16 +11,19 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from sessions.engine import PendingRequest, PendingResolved, kill_recorded
 from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.teams.models import Activity
 
 __all__ = [
     "append_phase",
     "in_db_thread",
     "load_session",
     "mark_orphans_lost",
+    "record_activity",
     "resolve_review",
     "save_review",
     "store_frames",
@@ -72,7 +75,15 @@ def load_session(pk: int) -> dict[str, Any]:
         "last_seq": row.last_seq,
         "roots": row.roots,
         "next_request_id": _next_request_id(row),
+        "stored_bytes": _stored_bytes(row),
     }
+
+
+def _stored_bytes(row: McpSession) -> int:
+    """The bytes of the frames a session holds, when a limit counts them (a reconnect continues the count)."""
+    if not settings.INSPECTOR_MAX_SESSION_BYTES or not row.last_seq:
+        return 0
+    return TimelineFrame.objects.filter(session=row).aggregate(total=Sum("size"))["total"] or 0
 
 
 def _next_request_id(row: McpSession) -> int:
@@ -123,6 +134,17 @@ def resolve_review(pk: int, resolved: PendingResolved, answer: dict[str, Any] | 
     if answer is not None:
         fields.update(answer)
     PendingReview.objects.filter(session_id=pk, key=resolved.key).update(**fields)
+
+
+@in_db_thread
+def record_activity(
+    pk: int, user_id: int | None, action: str, detail: str = "", frame_seq: int | None = None
+) -> int:
+    """Note who did what in the session (a request sent, a panel action); the new row's id."""
+    row = Activity.objects.create(
+        session_id=pk, user_id=user_id, action=action, detail=detail[:500], frame_seq=frame_seq
+    )
+    return row.pk
 
 
 def mark_orphans_lost() -> int:

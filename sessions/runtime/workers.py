@@ -8,6 +8,10 @@ them are told. Their stdio servers died with it (``PR_SET_PDEATHSIG``); what tho
 is killed here too, when the reaper runs on the same machine. Workers reap each other as they beat,
 and each hosted web process runs a reaper task that does the same every beat, so a crash is noticed
 even when no worker is left. Never on a GET: loading a page changes nothing.
+
+A session never waits for a worker for ever: asking for one when none has a fresh heartbeat fails it
+at once, and one that no worker took within three beats (the worker that took its ``StartSession``
+died at once, say) is failed by the reaper. Either way a ``state`` frame and the status note say why.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import logging
 import os
 import secrets
 import socket
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -25,12 +30,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.engine import kill_recorded
-from sessions.models import EngineWorker, McpSession
-from sessions.runtime.messages import StateChanged, encode_event
+from sessions.engine import Frame, kill_recorded
+from sessions.frames import frame_row, summary
+from sessions.models import EngineWorker, McpSession, TimelineFrame
+from sessions.runtime.messages import FramesStored, StateChanged, encode_event
 from sessions.runtime.store import in_db_thread
 
 MISSED_BEATS = 3
+NO_WORKER = "no engine worker is running: start one with `python manage.py run_engine_worker`, then reconnect"
 log = logging.getLogger(__name__)
 
 
@@ -43,15 +50,26 @@ def beat(name: str) -> None:
     EngineWorker.objects.update_or_create(name=name, defaults={"last_seen": timezone.now()})
 
 
+def beating_here() -> bool:
+    """Whether a worker on this machine (its container, say) has a fresh heartbeat."""
+    here = EngineWorker.objects.filter(name__startswith=f"{socket.gethostname()}:")
+    return here.filter(last_seen__gte=_cutoff(timezone.now())).exists()
+
+
 def retire(name: str) -> None:
     """A worker that stops cleanly closes its sessions itself; it just leaves the register."""
     EngineWorker.objects.filter(name=name).delete()
 
 
+def _cutoff(now: datetime) -> datetime:
+    """A heartbeat older than this is a worker gone."""
+    return now - timedelta(seconds=settings.INSPECTOR_WORKER_HEARTBEAT * MISSED_BEATS)
+
+
 def reap() -> list[McpSession]:
     """Mark lost the live sessions of workers whose heartbeat stopped; return those sessions."""
     now = timezone.now()
-    cutoff = now - timedelta(seconds=settings.INSPECTOR_WORKER_HEARTBEAT * MISSED_BEATS)
+    cutoff = _cutoff(now)
     lost: list[McpSession] = []
     for worker in EngineWorker.objects.filter(last_seen__lt=cutoff):
         with transaction.atomic():
@@ -63,7 +81,11 @@ def reap() -> list[McpSession]:
                 f"(last heartbeat {worker.last_seen:%H:%M:%S} UTC); "
                 "frames up to its last write are kept"
             )
-            sessions = list(McpSession.objects.filter(worker=worker.name, status__in=McpSession.LIVE))
+            sessions = list(
+                McpSession.objects.filter(worker=worker.name, status__in=McpSession.LIVE)
+                # Asked again (a reconnect) and not taken yet: fail_untaken's, not this worker's.
+                .exclude(status=McpSession.Status.STARTING, worker_channel="")
+            )
             McpSession.objects.filter(pk__in=[s.pk for s in sessions]).update(
                 status=McpSession.Status.LOST,
                 status_note=note,
@@ -84,11 +106,102 @@ async def tell_viewers(sessions: list[McpSession]) -> None:
         await layer.group_send(session.group_name, encode_event(StateChanged("lost")))
 
 
+# --- a session that no worker takes ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FailedStart:
+    """A session failed before any worker took it, and the state frame stored to say why."""
+
+    session: McpSession
+    frame: dict[str, Any]
+
+
+def ask_for_worker(session_pk: int) -> FailedStart | None:
+    """Hosted, before sending StartSession: fail the session at once when no worker is alive;
+    otherwise note when it asked (a ``starting`` phase: the reaper's clock for ``fail_untaken``)."""
+    now = timezone.now()
+    if not EngineWorker.objects.filter(last_seen__gte=_cutoff(now)).exists():
+        return fail_start(session_pk, NO_WORKER)
+    with transaction.atomic():
+        session = McpSession.objects.select_for_update().filter(pk=session_pk).first()
+        if session is not None:
+            phase = {"state": "starting", "note": "waiting for an engine worker", "wall": now.timestamp()}
+            session.phases = [*session.phases, phase]
+            session.save(update_fields=["phases"])
+    return None
+
+
+def fail_start(session_pk: int, note: str) -> FailedStart | None:
+    """Fail a session that no worker has taken, with a state frame that says why; None once taken."""
+    with transaction.atomic():
+        session = (
+            McpSession.objects.select_for_update()
+            .filter(pk=session_pk, status=McpSession.Status.STARTING, worker_channel="")
+            .first()
+        )
+        if session is None:
+            return None
+        seq = session.last_seq + 1
+        frame = Frame("state", "local", seq=seq, transport={"state": "failed"}, note=note)
+        row = frame_row(frame, 0)
+        TimelineFrame.insert_rows(session.pk, [row])
+        session.status = McpSession.Status.FAILED
+        session.status_note = note
+        session.ended = timezone.now()
+        session.last_seq = seq
+        session.phases = [*session.phases, {"state": "failed", "note": note, "wall": frame.wall, "seq": seq}]
+        session.save(update_fields=["status", "status_note", "ended", "last_seq", "phases"])
+    return FailedStart(session, row)
+
+
+def fail_untaken() -> list[FailedStart]:
+    """Fail the sessions that asked for a worker three beats ago or more and were not taken."""
+    now = timezone.now()
+    cutoff = _cutoff(now).timestamp()
+    waited = settings.INSPECTOR_WORKER_HEARTBEAT * MISSED_BEATS
+    note = (
+        f"no engine worker took this session within {waited:g} s ({MISSED_BEATS} heartbeats): the worker "
+        "asked may have stopped. Check that one runs (`python manage.py run_engine_worker`), then reconnect"
+    )
+    failed = []
+    for session in McpSession.objects.filter(status=McpSession.Status.STARTING, worker_channel=""):
+        if _asked_at(session) < cutoff and (done := fail_start(session.pk, note)) is not None:
+            failed.append(done)
+    return failed
+
+
+def _asked_at(session: McpSession) -> float:
+    """When the session last asked for a worker: its ``starting`` phase, else its creation."""
+    last = session.phases[-1] if isinstance(session.phases, list) and session.phases else {}
+    if (
+        isinstance(last, dict)
+        and last.get("state") == "starting"
+        and isinstance(last.get("wall"), int | float)
+    ):
+        return float(last["wall"])
+    return session.created.timestamp()
+
+
+async def tell_failed(failed: list[FailedStart]) -> None:
+    """Show the pages watching these sessions their state frame and that they failed."""
+    layer: Any = get_channel_layer()
+    for item in failed:
+        seq = item.frame["seq"]
+        group = item.session.group_name
+        await layer.group_send(group, encode_event(FramesStored(seq, seq, [summary(item.frame)])))
+        await layer.group_send(
+            group, encode_event(StateChanged(McpSession.Status.FAILED, item.session.status_note))
+        )
+
+
 async def reap_and_tell() -> list[McpSession]:
     """One round of reaping (on the runtime's database thread), then tell the pages watching."""
     lost = await in_db_thread(reap)()
+    failed = await in_db_thread(fail_untaken)()
     await tell_viewers(lost)
-    return lost
+    await tell_failed(failed)
+    return lost + [f.session for f in failed]
 
 
 _reaper: tuple[asyncio.AbstractEventLoop, asyncio.Task[None]] | None = None

@@ -22,6 +22,7 @@ __all__ = [
     "Role",
     "Share",
     "ShareOpening",
+    "SsoIdentity",
     "Team",
     "token_digest",
 ]
@@ -293,3 +294,31 @@ class Note(models.Model):
 
     def __str__(self) -> str:
         return f"note on frame {self.frame_seq}"
+
+
+class SsoIdentity(models.Model):
+    """A person's account at an OpenID Connect provider, linked to their account here at first sign-in.
+
+    Known by the provider's issuer and subject (``sub``), never by e-mail: an address is not proof of
+    who holds an account here, so a provider's claim never takes over a local account that has it.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    email = models.CharField(
+        max_length=254, blank=True, help_text="as the provider last said; never used to link"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    last_login = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["issuer", "subject"]
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_account_per_sso_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

@@ -25,6 +25,7 @@ from django.template.loader import render_to_string
 
 from sessions.frames import message_of, pretty_json, record_line
 from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Note
 from sessions.timeline import conformance
 from sessions.timeline.queries import request_of
 from sessions.timeline.redaction import Redactor
@@ -77,8 +78,29 @@ def _chunk(
     if not rows:
         return "", None
     shown = rows if redactor is None else [redactor.frame(r) for r in rows]
-    html = render_to_string("sessions/export/frames.html", {"frames": [frame_view(r) for r in shown]})
+    views = [frame_view(r) for r in shown]
+    notes = _notes(session, rows[0].seq, rows[-1].seq)
+    for item in views:
+        item["notes"] = notes.get(item["f"].seq, [])
+        if redactor is not None:
+            for note in item["notes"]:
+                note.text = redactor.text(note.text)  # in this file only: a note is never saved here
+    html = render_to_string("sessions/export/frames.html", {"frames": views})
     return html, rows[-1].seq
+
+
+def _notes(session: McpSession, first: int, last: int) -> dict[int, list[Note]]:
+    """The notes on frames ``first``..``last`` by frame, each thread's replies right after its first note."""
+    found = Note.objects.filter(session=session, frame_seq__gte=first, frame_seq__lte=last)
+    notes = list(found.select_related("author"))
+    by_thread: dict[int, list[Note]] = {}
+    for note in notes:
+        by_thread.setdefault(note.reply_to_id or note.pk, []).append(note)
+    by_frame: dict[int, list[Note]] = {}
+    for note in notes:
+        if note.reply_to_id is None:
+            by_frame.setdefault(note.frame_seq, []).extend(by_thread[note.pk])
+    return by_frame
 
 
 async def document(

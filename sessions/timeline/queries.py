@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 
 from sessions.frames import SUMMARY_FIELDS, message_of, pretty_json
 from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Note
 
 __all__ = [
     "PAGE",
@@ -117,7 +118,22 @@ def page_of_rows(
             rows = rows.filter(seq__lt=before)
         found = list(rows.order_by("-seq").values(*SUMMARY_FIELDS)[:limit])
         found.reverse()
+    _count_notes(session, found)
     return found
+
+
+def _count_notes(session: McpSession, rows: list[dict[str, Any]]) -> None:
+    """Add each row's number of notes (``teams.Note``), for the timeline's marker."""
+    if not rows:
+        return
+    counts = dict(
+        Note.objects.filter(session=session, frame_seq__gte=rows[0]["seq"], frame_seq__lte=rows[-1]["seq"])
+        .values("frame_seq")
+        .annotate(n=Count("pk"))
+        .values_list("frame_seq", "n")
+    )
+    for row in rows:
+        row["notes"] = counts.get(row["seq"], 0)
 
 
 # Requests the lifecycle owns: sending them again by hand would confuse the session, not test the server.

@@ -14,6 +14,7 @@ from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.teams import policy
 from sessions.teams.models import CatalogServer, Role
+from sessions.web import together
 from sessions.web.shortcuts import error_response, person_scope_async
 
 __all__ = ["connect_catalog"]
@@ -41,6 +42,7 @@ async def connect_catalog(request: AuthedRequest, pk: int) -> HttpResponse:
         name=entry.name,
         config=await sync_to_async(policy.prepared)(scope, config),
     )
+    await together.record(session, user.pk, "connected")
     await client.start_session(session)
     url = f"/s/{session.public_id}/"
     if request.htmx:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.template.loader import render_to_string
 
 from sessions.models import McpSession, PendingReview
@@ -22,10 +23,12 @@ from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.timeline.calls import call_context
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import live, tasks
+from sessions.web import live, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
+# How many of the review cards a tab showed stay once ended, saying how and who answered.
+ENDED_SHOWN = 3
 
 __all__ = ["SessionConsumer"]
 
@@ -49,9 +52,40 @@ def _rows(session: McpSession, flt: TimelineFilter, **where: Any) -> list[dict[s
 
 
 @database_sync_to_async
-def _render_reviews(session: McpSession) -> str:
-    reviews = PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)
-    return render_to_string("sessions/_reviews.html", {"reviews": reviews, "session": session, "oob": True})
+def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]:
+    """The waiting review cards, and how those this tab showed ended (who answered); the cards shown."""
+    reviews = list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING))
+    shown = seen | {r.pk for r in reviews}
+    ended = (
+        PendingReview.objects.filter(session=session, pk__in=shown)
+        .exclude(status=PendingReview.Status.WAITING)
+        .select_related("answered_by")
+        .order_by("-resolved", "-pk")
+    )
+    resolved = list(ended[:ENDED_SHOWN])[::-1]
+    context = {"reviews": reviews, "resolved": resolved, "session": session, "oob": True}
+    return render_to_string("sessions/_reviews.html", context), shown
+
+
+@database_sync_to_async
+def _render_activity(session: McpSession, activity_id: int) -> str:
+    entry = together.activity_entry(session, activity_id)
+    if entry is None:
+        return ""
+    return render_to_string("sessions/activity/_live_entry.html", {"entry": entry, "session": session})
+
+
+@database_sync_to_async
+def _render_note(session: McpSession, note_id: int, user_id: int) -> list[str]:
+    """A new note's frame: its marker on the timeline, and its threads if the tab has it open."""
+    context = together.note_update(session, note_id, user_id)
+    if context is None:
+        return []
+    marker = {"seq": context["note_seq"], "count": context["count"], "oob": True}
+    return [
+        render_to_string("sessions/notes/_marker.html", marker),
+        render_to_string("sessions/notes/_threads.html", context),
+    ]
 
 
 def _frame_number(text: str) -> int:
@@ -89,12 +123,17 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.browsing = False
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
+        self.reviews_shown: set[int] = set()
+        self.user_id, self.name = user.pk, user.get_username()
+        self.roster = together.Roster()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._catch_up()
         await self._send_reviews()
         self.watching = ""
         await self._watch()
+        await self._announce("join")
+        self._beat_task = asyncio.get_running_loop().create_task(self._beat())
 
     async def _watch(self) -> None:
         """Tell the session's owner that a tab watches it (idle sessions end); a new owner hears it too."""
@@ -104,9 +143,13 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.watching = self.session.worker_channel
 
     async def disconnect(self, code: int) -> None:
-        jump = getattr(self, "_jump_task", None)
-        if jump is not None:
-            jump.cancel()
+        for name in ("_jump_task", "_beat_task"):
+            task = getattr(self, name, None)
+            if task is not None:
+                task.cancel()
+        if hasattr(self, "roster"):
+            with contextlib.suppress(Exception):  # the others drop this tab within EXPIRY anyway
+                await self._announce("leave")
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
         if getattr(self, "watching", ""):
@@ -159,6 +202,42 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await self._send("sessions/_call.html", {**context, "oob": True})
             case m.ReviewChanged():
                 await self._send_reviews()
+            case m.ActivityAdded(activity_id):
+                fragment = await _render_activity(self.session, activity_id)
+                if fragment:
+                    await self.send(text_data=fragment)
+            case m.NoteAdded(note_id):
+                for fragment in await _render_note(self.session, note_id, self.user_id):
+                    await self.send(text_data=fragment)
+            case m.Presence() as event:
+                await self._presence(event)
+
+    # --- who else is watching (see sessions/web/together.py) --------------------------------
+
+    async def _announce(self, kind: str) -> None:
+        event = m.Presence(kind, self.channel_name, self.user_id, self.name)
+        await self.channel_layer.group_send(self.group, m.encode_event(event))
+
+    async def _presence(self, event: m.Presence) -> None:
+        if event.kind == "join" and event.channel != self.channel_name:
+            # Tell the newcomer this tab is here too: on its own channel, not the whole group.
+            here = m.Presence("here", self.channel_name, self.user_id, self.name)
+            with contextlib.suppress(Exception):
+                await self.channel_layer.send(event.channel, m.encode_event(here))
+        if self.roster.heard(event):
+            await self._send_presence()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(settings.INSPECTOR_PRESENCE_HEARTBEAT)
+            with contextlib.suppress(Exception):  # a layer hiccup: the next beat tries again
+                await self._announce("beat")
+            if self.roster.prune():
+                await self._send_presence()
+
+    async def _send_presence(self) -> None:
+        context = {"people": self.roster.people(), "me": self.user_id}
+        await self._send("sessions/activity/_presence.html", context)
 
     async def _frames_stored(self, event: m.FramesStored) -> None:
         rows = [r for r in event.rows if r["seq"] > self.after]
@@ -228,7 +307,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self._send("sessions/_timeline_replace.html", context)
 
     async def _send_reviews(self) -> None:
-        await self.send(text_data=await _render_reviews(self.session))
+        html, self.reviews_shown = await _render_reviews(self.session, self.reviews_shown)
+        await self.send(text_data=html)
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         await self.send(text_data=render_to_string(template, context))

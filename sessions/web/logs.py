@@ -86,7 +86,7 @@ async def set_level(request: AuthedRequest, public_id: Any) -> HttpResponse:
     level = request.POST.get("level", "")
     if level not in LOG_LEVELS:
         return HttpResponseBadRequest("level must be an RFC 5424 level")
-    problem = await feature(session, "set_level", level)
+    problem = await feature(request, session, "set_level", level)
     context = await sync_to_async(panel_context)(session, request, {} if problem else {"level": level})
     failed = f"setting the level failed: {problem}" if problem else None
     return await render_panel(request, session, "logging", context, list_error=failed)
@@ -97,7 +97,7 @@ async def ping(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Ping the server and show the round trip."""
     session = await owned_session(request, public_id)
     started = time.monotonic()
-    problem = await feature(session, "ping")
+    problem = await feature(request, session, "ping")
     answer = {"event": "done", **({"error": {"message": problem}} if problem else {})}
     # Measured here: through the owner and back, so a little more than the wire's round trip.
     context = {"answer": answer, "latency_ms": (time.monotonic() - started) * 1000}

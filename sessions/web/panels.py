@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import conformance
-from sessions.web import logs, prompts, resources, roots, skills, tasks, tools
+from sessions.web import logs, prompts, resources, roots, skills, tasks, together, tools
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
 __all__ = ["PANELS", "list_items", "panel", "panel_context", "visible"]
@@ -40,6 +40,7 @@ PANELS: dict[str, PanelContext] = {
     "roots": roots.panel_context,
     "skills": skills.panel_context,
     "conformance": _conformance,
+    "activity": together.activity_context,
 }
 # Panels for features a server may not offer at all: their tab shows only when it does.
 OPTIONAL: dict[str, Callable[[McpSession], bool]] = {"skills": skills.offered}
@@ -88,7 +89,7 @@ async def list_items(request: AuthedRequest, public_id: Any, kind: str) -> HttpR
         raise Http404("No such list")
     method, tab = LISTS[kind]
     cursor = request.POST.get("cursor", "")
-    problem, result = await ask(session, method, {"cursor": cursor} if cursor else None)
+    problem, result = await ask(request, session, method, {"cursor": cursor} if cursor else None)
     fresh = {method: result} if isinstance(result, dict) else {}
     context = await sync_to_async(PANELS[tab])(session, request, fresh)
     return await render_panel(

@@ -189,7 +189,7 @@ async def subscribe(request: AuthedRequest, public_id: Any) -> HttpResponse:
         return HttpResponseBadRequest("action (subscribe, unsubscribe or listen) and a uri are required")
     if action == "listen" and session.mode != "stateless":
         return HttpResponseBadRequest("listening again belongs to the stateless revision")
-    problem = await feature(session, action, uri)
+    problem = await feature(request, session, action, uri)
     fresh = {} if problem or action == "listen" else {"subscription": (uri, action == "subscribe")}
     context = await sync_to_async(panel_context)(session, request, fresh)
     failed = f"{action} failed: {problem}" if problem else None

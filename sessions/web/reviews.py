@@ -15,7 +15,7 @@ from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
-from sessions.web import llm
+from sessions.web import llm, together
 from sessions.web.elicitation_forms import has_errors, validate
 from sessions.web.roots import parse_roots
 from sessions.web.shortcuts import owned_session, parse_json
@@ -84,12 +84,14 @@ async def _send(
         return await _closed(request, session, review)
     user = await signed_in_user(request)
     try:
-        await client.call(session, kind(key=review.key, user_id=user.pk, **fields))
+        await client.call(session, kind(key=review.key, user_id=user.pk, by=user.get_username(), **fields))
     except client.CommandFailed as exc:
         await review.arefresh_from_db()
         if review.status != PendingReview.Status.WAITING or "no pending request" in str(exc):
             return await _closed(request, session, review)
         return await _card(request, session, review, status=409, errors=[f"Not sent: {exc}"])
+    action = "rejected" if kind is m.Reject else "answered"
+    await together.record(session, user.pk, action, review.method, review.frame_seq)
     context = {"session": session, "review": review, "command": kind.NAME, **fields}
     return await sync_to_async(render)(request, "sessions/reviews/_answered.html", context)
 
@@ -152,7 +154,8 @@ async def sampling_answer(request: AuthedRequest, public_id: Any, pk: int) -> Ht
         # The frame says who wrote the words: the model alone, or the model and then the person.
         as_drafted = hashlib.sha256(text.encode()).hexdigest() == request.POST.get("draft_sha", "")
         how = "approved" if as_drafted else "edited and approved"
-        note = f"drafted by {drafted_by}, {how} by a person"
+        user = await signed_in_user(request)
+        note = f"drafted by {drafted_by}, {how} by {user.get_username()}"
         return await _send(request, session, review, m.Respond, result=result, edited=True, note=note)
     return await _send(request, session, review, m.Respond, result=result, edited=edited)
 

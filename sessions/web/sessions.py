@@ -23,6 +23,7 @@ from sessions.teams.models import Role
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
+from sessions.web import together
 from sessions.web.forms import ConnectForm, ImportForm
 from sessions.web.panels import PANELS, panel_context, visible
 from sessions.web.shortcuts import (
@@ -97,6 +98,7 @@ async def connect(request: AuthedRequest) -> HttpResponse:
         config=config,
         roots=form.cleaned_data["roots"],
     )
+    await together.record(session, user.pk, "connected")
     await client.start_session(session)
     url = f"/s/{session.public_id}/"
     if request.htmx:
@@ -124,6 +126,7 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
         name=server.name,
         config=await sync_to_async(policy.prepared)(scope, server.snapshot()),
     )
+    await together.record(session, user.pk, "connected")
     await client.start_session(session)
     return redirect(f"/s/{session.public_id}/")
 
@@ -209,8 +212,11 @@ def _session_context(
     session: McpSession, tab: str, request: AuthedRequest, wanted: int | None
 ) -> dict[str, Any]:
     rows = page_of_rows(session, TimelineFilter())
+    opened = frame_detail(session, wanted) if wanted is not None else None
+    notes = together.frame_context(session, wanted, request.user.pk) if opened and wanted else {}
     return {
-        "opened": frame_detail(session, wanted) if wanted is not None else None,
+        **notes,
+        "opened": opened,
         "session": session,
         "tab": tab,
         "panels": visible(session),
@@ -228,6 +234,8 @@ def _session_context(
 async def disconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
     session = await owned_session(request, public_id)
     if session.is_live:
+        user = await signed_in_user(request)
+        await together.record(session, user.pk, "disconnected")
         with contextlib.suppress(client.CommandFailed):
             await client.call(session, m.Disconnect())
     return _back_to(request, session)
@@ -246,6 +254,7 @@ async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
             return error_response(problem, 403)
         session.status = McpSession.Status.STARTING
         await session.asave(update_fields=["status"])
+        await together.record(session, scope.user_id, "reconnected")
         await client.start_session(session)
     return _back_to(request, session)
 

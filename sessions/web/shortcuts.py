@@ -161,7 +161,8 @@ async def render_call(
     try:
         # A quick answer comes back in this response; a slow one shows its running card at once
         # and finishes over the live socket.
-        command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False)
+        user = await signed_in_user(request)
+        command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False, user_id=user.pk)
         answer = await client.request(session, command)
     except client.CommandFailed as exc:
         return error_response(str(exc), 409)
@@ -175,11 +176,12 @@ async def render_call(
 
 
 async def ask(
-    session: McpSession, method: str, params: dict[str, Any] | None, wait: float = 10.0
+    request: HttpRequest, session: McpSession, method: str, params: dict[str, Any] | None, wait: float = 10.0
 ) -> tuple[str | None, Any]:
-    """Send a request and wait for it; return why it failed (or None) and its result."""
+    """Send a request for the person and wait for it; return why it failed (or None) and its result."""
+    user = await signed_in_user(request)
     try:
-        answer = await client.request(session, m.Request(method, params, wait=wait))
+        answer = await client.request(session, m.Request(method, params, wait=wait, user_id=user.pk))
     except client.CommandFailed as exc:
         return str(exc), None
     if not isinstance(answer, m.Done):
@@ -191,10 +193,11 @@ async def ask(
     return None, answer.outcome.get("result")
 
 
-async def feature(session: McpSession, action: str, value: str = "") -> str | None:
-    """Do a revision-aware panel action through the owner (see SessionOwner.on_feature); why it failed."""
+async def feature(request: HttpRequest, session: McpSession, action: str, value: str = "") -> str | None:
+    """Do a revision-aware panel action for the person (see SessionOwner.on_feature); why it failed."""
+    user = await signed_in_user(request)
     try:
-        await client.call(session, m.Feature(action, value), timeout=30.0)
+        await client.call(session, m.Feature(action, value, user_id=user.pk), timeout=30.0)
     except client.CommandFailed as exc:
         return str(exc)
     return None

@@ -16,7 +16,7 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
+from inspector.http import AuthedRequest, signed_in_user
 from sessions.engine import Skill, offers_skills
 from sessions.models import McpSession
 from sessions.runtime import client
@@ -79,8 +79,10 @@ async def check_skill(request: AuthedRequest, public_id: Any) -> HttpResponse:
     entry = await sync_to_async(_listed_entry)(session, uri)
     if entry is None:
         return error_response(f"{uri} is not in the latest skills/list; list the skills again", 409)
+    user = await signed_in_user(request)
+    command = m.Feature("check_skill", json.dumps(entry), user_id=user.pk)
     try:
-        answer = await client.call(session, m.Feature("check_skill", json.dumps(entry)), timeout=60.0)
+        answer = await client.call(session, command, timeout=60.0)
     except client.CommandFailed as exc:
         return error_response(f"cannot load {uri}: {exc}", 409)
     read = answer.outcome.get("read") if isinstance(answer, m.Done) else None

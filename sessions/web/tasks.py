@@ -115,7 +115,7 @@ async def tasks_list(request: AuthedRequest, public_id: Any) -> HttpResponse:
     cursor: str | None = None
     problem = None
     for _ in range(50):
-        problem, result = await ask(session, "tasks/list", {"cursor": cursor} if cursor else None)
+        problem, result = await ask(request, session, "tasks/list", {"cursor": cursor} if cursor else None)
         cursor = result.get("nextCursor") if isinstance(result, dict) else None
         if problem is not None or not isinstance(cursor, str) or not cursor:
             break

@@ -10,12 +10,13 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
+from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession
 from sessions.teams.models import Role
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
+from sessions.web import together
 from sessions.web.shortcuts import int_param, owned_session
 
 __all__ = ["attachment", "export", "export_collection", "export_html", "frame", "timeline_page"]
@@ -40,7 +41,10 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
     detail = await sync_to_async(frame_detail)(session, seq)
     if detail is None:
         raise Http404("No such frame")
-    return await sync_to_async(render)(request, "sessions/_frame_detail.html", {"session": session, **detail})
+    user = await signed_in_user(request)
+    notes = await sync_to_async(together.frame_context)(session, seq, user.pk)
+    context = {"session": session, **detail, **notes}
+    return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 
 async def _exported(request: AuthedRequest, public_id: Any) -> tuple[McpSession, Redactor | None, str]:

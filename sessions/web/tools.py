@@ -138,7 +138,7 @@ async def list_tools(request: AuthedRequest, public_id: Any) -> HttpResponse:
         mode = "first"
     error = ""
     while True:
-        problem, result = await ask(session, "tools/list", {"cursor": cursor} if cursor else None)
+        problem, result = await ask(request, session, "tools/list", {"cursor": cursor} if cursor else None)
         if problem is not None:
             error = problem
             break

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from sessions.web import (
+    account,
     calls,
     catalog,
     compare,
@@ -20,7 +21,9 @@ from sessions.web import (
     shares,
     skills,
     tasks,
+    team,
     timeline,
+    together,
     tools,
 )
 
@@ -37,6 +40,7 @@ session_urls = [
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("timeline", timeline.timeline_page, name="timeline"),
     path("frames/<int:seq>", timeline.frame, name="frame"),
+    path("notes", together.add_note, name="add_note"),
     path("export", timeline.export, name="export"),
     path("export.html", timeline.export_html, name="export_html"),
     path("collection.json", timeline.export_collection, name="export_collection"),
@@ -92,4 +96,18 @@ urlpatterns = [
     path("compare", compare.compare, name="compare"),
     path("s/<uuid:public_id>/", include(session_urls)),
     path("shared/<str:token>/", include(shared_urls)),
+    path("account", account.account_page, name="account"),
+    path("account/password", account.change_password, name="change_password"),
+    path("account/sessions/end-others", account.end_other_logins, name="end_other_logins"),
+    path("account/sessions/<int:login_id>/end", account.end_login, name="end_login"),
+    path("team", team.team_page, name="team"),
+    path("team/switch", team.switch_team, name="switch_team"),
+    path("team/settings", team.team_settings, name="team_settings"),
+    path("team/members/<int:member_id>/role", team.member_role, name="member_role"),
+    path("team/members/<int:member_id>/remove", team.member_remove, name="member_remove"),
+    path("team/invitations", team.invitation_create, name="invitation_create"),
+    path("team/invitations/<int:invitation_id>/revoke", team.invitation_revoke, name="invitation_revoke"),
+    path("team/catalog/new", team.catalog_new, name="catalog_new"),
+    path("team/catalog/<int:entry_id>", team.catalog_edit, name="catalog_edit"),
+    path("team/catalog/<int:entry_id>/delete", team.catalog_delete, name="catalog_delete"),
 ]

@@ -136,6 +136,18 @@
     input.form.dispatchEvent(new Event("change", { bubbles: true }));
   }, true);
 
+  // "Reply" on a note (or "new thread"): the frame's one note form answers that thread, or starts one.
+  document.addEventListener("click", function (event) {
+    var trigger = event.target.closest && event.target.closest("[data-reply-to]");
+    var form = trigger && document.getElementById(trigger.dataset.form);
+    if (!form) {
+      return;
+    }
+    form.elements.reply_to.value = trigger.dataset.replyTo;
+    form.querySelector(".replying").textContent = trigger.dataset.label;
+    form.elements.text.focus();
+  });
+
   document.addEventListener("click", function (event) {
     var closer = event.target.closest("[data-close]");
     if (closer) {

@@ -2,9 +2,10 @@
 
 Usage: python tests/servers/bad_stdio.py MODE
 
-Every mode answers ``initialize`` correctly (echoing the client's protocolVersion, ``capabilities:
-{"tools": {}}``), ignores every notification, and answers ``tools/list`` with one tool ``t`` unless the
-mode says otherwise. Unknown request methods get -32601. Modes:
+Every mode but stderr-flood-init answers ``initialize`` correctly (echoing the client's
+protocolVersion, ``capabilities: {"tools": {}}``), ignores every notification, and answers
+``tools/list`` with one tool ``t`` unless the mode says otherwise. Unknown request methods get
+-32601. Modes:
 
 garbage          tools/list: a non-JSON line, a line of invalid UTF-8, a JSON line that is not JSON-RPC,
                  then the real response.
@@ -23,6 +24,9 @@ endless-line     tools/call {"size": N} (default 64 MiB): N bytes of "x" with no
                  the result (text "after endless line").
 deep             tools/call {"depth": N} (default 100000): a notifications/message whose data is N nested
                  arrays, then the result (text "after deep").
+stderr-flood     tools/call is never answered: numbered lines ("stderr flood 0", "stderr flood 1", ...)
+                 written to stderr without end, until the pipe closes or the process is killed.
+stderr-flood-init  the same flood instead of an answer to initialize.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ MODES = {
     "withdraw",
     "endless-line",
     "deep",
+    "stderr-flood",
+    "stderr-flood-init",
 }
 TOOL = {"name": "t", "description": "test tool", "inputSchema": {"type": "object"}}
 FLOOD_LINE = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"i":%d}}}\n'
@@ -64,6 +70,16 @@ def result(msg_id: object, res: object) -> dict:
     return {"jsonrpc": "2.0", "id": msg_id, "result": res}
 
 
+def flood_stderr() -> None:
+    """Numbered lines on stderr without end (BrokenPipeError ends it when the client closes the pipe)."""
+    err = sys.stderr.buffer
+    k = 0
+    while True:
+        err.write(b"".join(b"stderr flood %d\n" % i for i in range(k, k + 100)))
+        err.flush()
+        k += 100
+
+
 def handle(mode: str, msg: dict) -> None:
     method = msg.get("method")
     msg_id = msg.get("id")
@@ -72,6 +88,8 @@ def handle(mode: str, msg: dict) -> None:
         return  # responses and notifications (incl. notifications/initialized) are ignored
 
     if method == "initialize":
+        if mode == "stderr-flood-init":
+            flood_stderr()
         if mode == "stderr":
             for i in range(1, 4):
                 sys.stderr.write(f"stderr line {i} from bad_stdio\n")
@@ -125,6 +143,8 @@ def handle(mode: str, msg: dict) -> None:
             sys.exit(3)
         elif mode in ("hang", "hang-ignore-eof"):
             return
+        elif mode == "stderr-flood":
+            flood_stderr()
         elif mode == "flood":
             count = int(args.get("count", 1000))
             chunk: list[bytes] = []

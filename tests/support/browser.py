@@ -53,6 +53,7 @@ class LiveApp:
     base_url: str
     login_url: str
     output: list[str]
+    data_dir: Path
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -75,8 +76,9 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
     token = secrets.token_urlsafe(24)
     drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
     env = {k: v for k, v in os.environ.items() if k not in drop}
+    data_dir = tmp_path_factory.mktemp("inspector-data")
     env |= {
-        "INSPECTOR_DATA_DIR": str(tmp_path_factory.mktemp("inspector-data")),
+        "INSPECTOR_DATA_DIR": str(data_dir),
         "INSPECTOR_TOKEN": token,
         "PYTHONUNBUFFERED": "1",
     }
@@ -105,7 +107,7 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
             if match:
                 break
         assert token in match["url"]
-        yield LiveApp(proc, f"http://127.0.0.1:{port}", match["url"], seen)
+        yield LiveApp(proc, f"http://127.0.0.1:{port}", match["url"], seen, data_dir)
         proc.terminate()
         code = proc.wait(timeout=15)
         assert code == 0, f"mcp-inspector exited with {code}:\n{''.join(seen)[-4000:]}"

@@ -27,25 +27,34 @@ WAIT = 20.0
 
 
 @asynccontextmanager
-async def live_runtime() -> AsyncIterator[None]:
-    """Run the embedded runtime in this loop on a fresh channel layer; stop it after.
+async def fresh_layer() -> AsyncIterator[Any]:
+    """A channel layer instance of this test's own, empty, closed at the end.
 
     Each test has its own event loop, and channels-redis keeps asyncio locks bound to the loop that
-    made them: so each test gets a layer instance of its own, closed at the end.
+    made them.
     """
     channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
     layer = get_channel_layer()
     await layer.flush()
-    ensure_embedded_runtime()
     try:
-        yield
+        yield layer
     finally:
-        await stop_embedded_runtime("the test ended")
         await layer.flush()
         close_pools = getattr(layer, "close_pools", None)
         if close_pools is not None:
             await close_pools()
         channel_layers.backends.pop(DEFAULT_CHANNEL_LAYER, None)
+
+
+@asynccontextmanager
+async def live_runtime() -> AsyncIterator[None]:
+    """Run the embedded runtime in this loop on a fresh channel layer; stop it after."""
+    async with fresh_layer():
+        ensure_embedded_runtime()
+        try:
+            yield
+        finally:
+            await stop_embedded_runtime("the test ended")
 
 
 @database_sync_to_async

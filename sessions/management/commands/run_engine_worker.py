@@ -20,7 +20,18 @@ log = logging.getLogger(__name__)
 class Command(BaseCommand):
     help = "Own live MCP connections for the web processes, taking sessions from the channel layer."
 
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="exit 0 if a worker on this machine has a fresh heartbeat, else 1 (a container healthcheck)",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["check"]:
+            if not workers.beating_here():
+                raise CommandError("no engine worker on this machine has a fresh heartbeat")
+            return
         if "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
             raise CommandError("an engine worker needs a shared channel layer: set REDIS_URL")
         asyncio.run(self.serve())
@@ -44,12 +55,12 @@ class Command(BaseCommand):
         await in_db_thread(workers.retire)(name)
 
     async def heartbeat(self, name: str) -> None:
-        """Beat, and mark lost the sessions of workers that stopped beating; a database hiccup is logged."""
+        """Beat, and reap (the sessions of workers that stopped beating, those no worker took); a
+        database hiccup is logged."""
         while True:
             await asyncio.sleep(settings.INSPECTOR_WORKER_HEARTBEAT)
             try:
                 await in_db_thread(workers.beat)(name)
-                lost = await in_db_thread(workers.reap)()
-                await workers.tell_viewers(lost)
+                await workers.reap_and_tell()
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
                 log.warning("heartbeat of %s failed: %s", name, exc)
