@@ -37,7 +37,7 @@ from support.web import (
 
 from inspector.auth import RedactQueryStrings, strip_share_tokens
 from sessions.models import McpSession, TimelineFrame
-from sessions.teams.models import Membership, Role, Share, ShareOpening, Team, token_digest
+from sessions.teams.models import Membership, Note, Role, Share, ShareOpening, Team, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -426,3 +426,17 @@ async def test_every_opening_of_the_page_is_logged_with_its_user_agent() -> None
     # The fragments a page loads are not openings of their own.
     assert (await visitor.get(f"/shared/{token}/frames/1")).status_code == 200
     assert await ShareOpening.objects.acount() == 2
+
+
+async def test_the_teams_notes_show_in_a_shared_frame_read_only_and_redacted() -> None:
+    alice = await make_user("alice")
+    session = await _closed_session(alice)
+    await Note.objects.acreate(
+        session=session, frame_seq=1, author=alice, text="retry with api_key=abc123secret"
+    )
+    token = "noted-token-" + "n" * 20
+    await Share.objects.acreate(session=session, digest=token_digest(token), audience="anyone")
+    detail = (await AsyncClient().get(f"/shared/{token}/frames/1")).content.decode()
+    assert "retry with api_key=[redacted]" in detail and "abc123secret" not in detail
+    assert "hx-post" not in detail and "/s/" not in detail
+    assert (await Note.objects.aget()).text.endswith("abc123secret")  # the note itself is unchanged

@@ -35,6 +35,7 @@ from sessions.timeline.redaction import Redactor, Rules
 from sessions.timeline.shared import SharedSession, find_share, log_opening, preview
 from sessions.web.shortcuts import int_param, owned_session
 from sessions.web.timeline import attachment
+from sessions.web.together import threads
 
 __all__ = [
     "ShareForm",
@@ -350,7 +351,13 @@ def shared_frame(request: HttpRequest, token: str, seq: int) -> HttpResponse:
         detail = shared.detail(seq)
         if detail is None:
             raise Http404("No such frame")
-        return render(request, "sessions/_frame_detail.html", {**base, "session": shared.session, **detail})
+        found = threads(shared.session, seq)
+        for note in (n for thread in found for n in (thread["note"], *thread["replies"])):
+            note.text = shared.redactor.text(note.text)  # shown, never saved
+        # The team's notes on the frame, read-only; "export": their links point within this page.
+        notes = {"note_seq": seq, "threads": found, "can_note": False, "export": True}
+        context = {**base, "session": shared.session, **detail, **notes}
+        return render(request, "sessions/_frame_detail.html", context)
 
     return _shared(request, token, frame)
 
