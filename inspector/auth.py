@@ -33,6 +33,7 @@ __all__ = [
     "local_user",
     "login_token",
     "strip_query_string",
+    "strip_share_tokens",
 ]
 
 
@@ -112,8 +113,18 @@ def strip_query_string(text: str) -> str:
     return _QUERY_STRING.sub(lambda match: match.group(1) + "?[redacted]", text)
 
 
+# A share link's token, in its path: /shared/<token>/ and /ws/shared/<token>/.
+_SHARE_TOKEN = re.compile(r"(/shared/)[^\s/\"'?<>]+")
+
+
+def strip_share_tokens(text: str) -> str:
+    """Replace the tokens of share links in text with "[redacted]"."""
+    return _SHARE_TOKEN.sub(lambda match: match.group(1) + "[redacted]", text)
+
+
 class RedactQueryStrings(logging.Filter):
-    """Drop query strings from log messages: they can carry the login token or a server's API key."""
+    """Drop query strings from log messages (they can carry the login token or a server's API key),
+    and share links' tokens from their paths."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -121,7 +132,7 @@ class RedactQueryStrings(logging.Filter):
         except Exception:
             # A malformed record: let the handler report it as it would without us.
             return True
-        redacted = strip_query_string(message)
+        redacted = strip_share_tokens(strip_query_string(message))
         if redacted != message:
             record.msg, record.args = redacted, None
         return True

@@ -40,7 +40,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, ServerConfig
-from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership
+from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -274,6 +274,8 @@ class Walk:
             values["pk"] = values["server"]
         elif route.startswith("catalog/"):
             values["pk"] = values["entry_id"]
+        elif "/shares/" in route:
+            values["pk"] = values["share"]
         elif "reviews/" in route:
             values["pk"] = values[next(kind for part, kind in REVIEW_OF if part in route)]
         return "/" + ARG.sub(lambda match: values[match["name"]], route)
@@ -415,6 +417,8 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             owner=alice, team=await ateam_of(alice), name="gone", command="/nonexistent/server"
         )
         people = await team_ids(alice)
+        token = "hostile-walk-" + "t" * 30
+        share = await Share.objects.acreate(session=session, digest=token_digest(token), audience="anyone")
         base = f"/s/{session.public_id}/"
         tabs = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
         pages = ["/", "/search", "/compare", base, *(f"{base}?tab={tab}" for tab in tabs)]
@@ -430,6 +434,8 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             "rpc_id": str(read["rpc_id"]),
             "index": "0",
             "server": str(saved.pk),
+            "token": token,
+            "share": str(share.pk),
             "name": "tools",
             "kind": "resources",
             "action": "get",

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
-from sessions.timeline.redaction import MASK, Redactor, Rules, config_secrets
+import pytest
+
+from sessions.timeline.redaction import LARGE_PREVIEW, MASK, Redactor, Rules, config_secrets
 
 CONFIG = {
     "name": "everything",
@@ -95,3 +98,62 @@ def test_the_sharers_rules_add_names_paths_and_patterns() -> None:
     assert Rules(patterns=["("], paths=["a..b"]).problems() and Rules.from_dict(
         {"names": ["x", ""]}
     ).names == ["x"]
+
+
+def test_a_rows_preview_is_made_again_from_the_redacted_bytes_so_a_cut_secret_shows_no_head() -> None:
+    raw = json.dumps({"x": "a" * 280, "y": "ENVSECRET456"}).encode()
+    row = {"seq": 1, "method": "", "note": "", "preview": raw[:300].decode(), "transport": {}, "verdicts": []}
+    assert "ENVS" in row["preview"] and "ENVSECRET456" not in row["preview"]  # cut through it
+    shown = Redactor.for_session(CONFIG).row(row, raw)
+    assert "ENVS" not in shown["preview"] and shown["preview"].startswith('{"x":')
+    assert Redactor.for_session(CONFIG).row(row, None)["preview"] == LARGE_PREVIEW
+
+
+def test_protocol_fields_named_like_secrets_are_kept() -> None:
+    message = {
+        "params": {"progressToken": "p-1", "maxTokens": 100, "_meta": {"authorization_servers": ["x"]}}
+    }
+    assert Redactor([]).value(message) == message
+    assert Redactor([]).value({"access_token": "abc", "refreshToken": "def"}) == {
+        "access_token": MASK,
+        "refreshToken": MASK,
+    }
+
+
+def test_bytes_that_are_not_utf8_pass_through_unchanged_unless_a_secret_is_in_them() -> None:
+    raw = b"\xff\xfe stderr line"
+    assert Redactor.for_session(CONFIG).raw(raw) is raw
+    redacted = Redactor.for_session(CONFIG).raw(b"\xff BEARERSECRET \xfe")
+    assert redacted == b"\xff " + MASK.encode() + b" \xfe"
+
+
+def test_a_session_and_a_frame_are_redacted_as_copies_that_cannot_be_saved() -> None:
+    session = SimpleNamespace(
+        name="https://mcp.example.com/mcp?api_key=URLSECRET123",
+        config=CONFIG,
+        server_info={"name": "x"},
+        server_capabilities={},
+        client_capabilities={},
+        phases=[{"state": "spawned", "note": "env API_KEY=ENVSECRET456"}],
+        roots=[],
+        instructions="",
+        status_note="",
+        server_process={"pid": 1},
+        worker_channel="c",
+    )
+    shown = Redactor.for_session(CONFIG).session(session)
+    assert "URLSECRET123" not in shown.name and "ENVSECRET456" not in json.dumps(shown.phases)
+    assert session.name.endswith("URLSECRET123")  # the original is untouched
+    with pytest.raises(RuntimeError):
+        shown.save()
+    frame = SimpleNamespace(
+        raw=b'{"result": "BEARERSECRET"}', transport={"http": {"url": "/mcp?token=abc"}}, verdicts=[], note=""
+    )
+    copy = Redactor.for_session(CONFIG).frame(frame)
+    assert b"BEARERSECRET" not in copy.raw and copy.transport == {"http": {"url": f"/mcp?token={MASK}"}}
+    assert frame.raw == b'{"result": "BEARERSECRET"}'
+
+
+def test_a_sharer_may_add_only_a_few_short_patterns() -> None:
+    assert Rules(patterns=["x" * 201]).problems() and Rules(patterns=["a"] * 21).problems()
+    assert not Rules(patterns=["a"] * 20).problems()

@@ -1,5 +1,8 @@
 """Named people try every URL and the live socket with their own team's ids and the other team's.
 
+Share links are reached by their token, not by team membership: team A's link is for anyone with it,
+team B's for B's members only; an anonymous visitor reaches A's shared view and nothing else.
+
 alice is the admin of team A, bob an operator there and carol a viewer; dave is the admin of team B.
 What each may do is the table below; every URL pattern of the app must be in it, so a new view cannot
 go untested. An answer is "ok" (past the access check: any status below 500 but 403 and 404),
@@ -24,7 +27,16 @@ from support.web import session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Role, Team
+from sessions.teams.models import (
+    CatalogServer,
+    Invitation,
+    LoginSession,
+    Membership,
+    Role,
+    Share,
+    Team,
+    token_digest,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,6 +88,8 @@ RULES: dict[str, dict[str, tuple[str, str]]] = {
     },
     # Open to anyone: health, login pages.
     "public": dict.fromkeys(PEOPLE, (OK, OK)),
+    # A share link's view, by its token: A's link is for anyone, B's for B's members only.
+    "shared": {"alice": (OK, HIDDEN), "bob": (OK, HIDDEN), "carol": (OK, HIDDEN), "dave": (OK, OK)},
 }
 
 # Every URL name of the app: its method and its rule.
@@ -133,6 +147,17 @@ URLS: dict[str, tuple[str, str]] = {
     "review_consent": ("POST", "act"),
     "review_roots": ("POST", "act"),
     "roots_save": ("POST", "act"),
+    "shares_panel": ("GET", "read"),
+    "share_preview": ("POST", "act"),
+    "share_create": ("POST", "act"),
+    "share_revoke": ("POST", "act"),
+    "shared": ("GET", "shared"),
+    "shared_panel": ("GET", "shared"),
+    "shared_timeline": ("GET", "shared"),
+    "shared_frame": ("GET", "shared"),
+    "shared_export": ("GET", "shared"),
+    "shared_export_html": ("GET", "shared"),
+    "shared_collection": ("GET", "shared"),
     "logout": ("POST", "public"),
     "invite": ("GET", "public"),
     "account": ("GET", "team-read"),
@@ -183,6 +208,8 @@ class TeamIds:
     admin: Membership
     invitation: Invitation
     login: LoginSession
+    token: str
+    share: Share
 
 
 def _team(name: str) -> Team:
@@ -225,7 +252,13 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     admin = Membership.objects.get(team=team, user=owner)
     invitation, _ = Invitation.make(team, Role.VIEWER, owner)
     login = LoginSession.objects.create(user=owner, session_key=f"elsewhere-{uuid.uuid4().hex[:20]}")
-    return TeamIds(team, session, review, server, catalog, admin, invitation, login)
+    # Team A's session is shared with anyone who has the link; team B's with B's members only.
+    token = f"link-of-{word}"
+    audience = Share.Audience.ANYONE if word == "aardvark" else Share.Audience.TEAM
+    share = Share.objects.create(
+        session=session, created_by=owner, digest=token_digest(token), audience=audience
+    )
+    return TeamIds(team, session, review, server, catalog, admin, invitation, login, token, share)
 
 
 @database_sync_to_async
@@ -250,6 +283,7 @@ def _url(route: str, ids: TeamIds) -> str:
         "invitation_id": str(ids.invitation.pk),
         "entry_id": str(ids.catalog.pk),
         "login_id": str(ids.login.pk),
+        "token": ids.token,
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -265,7 +299,14 @@ def _url(route: str, ids: TeamIds) -> str:
 
 # What a 404 says when the id of the session, or of a saved or catalog server, is not the person's team's.
 # Other 404s ("No such frame", "No such tool") come from past the check: the id was theirs.
-UNKNOWN_ID = ("No such session", "No such server", "No such member", "No such invitation", "No such login")
+UNKNOWN_ID = (
+    "No such session",
+    "No such server",
+    "No such member",
+    "No such invitation",
+    "No such login",
+    "No such share link",
+)
 
 
 def _outcome(status: int, body: str) -> str:
@@ -286,6 +327,9 @@ def _restore(world: dict[str, TeamIds]) -> None:
             ids.server.save(force_insert=True)
         if not PendingReview.objects.filter(pk=ids.review.pk).exists():
             ids.review.save(force_insert=True)
+        if not Share.objects.filter(pk=ids.share.pk).exists():
+            ids.share.save(force_insert=True)
+        Share.objects.filter(pk=ids.share.pk).update(revoked=None)
         PendingReview.objects.filter(pk=ids.review.pk).update(status="waiting")
         for kept in (ids.catalog, ids.login):
             if not type(kept).objects.filter(pk=kept.pk).exists():
@@ -367,3 +411,63 @@ async def test_lists_search_and_compare_show_only_the_persons_team(settings: Any
     found = (await dave.get("/search", {"q": "aardvark"})).content.decode()
     assert "session of team A" not in found and "0 matching frames" in found
     assert "session of team A" not in (await dave.get("/compare")).content.decode()
+
+
+async def test_an_anonymous_visitor_with_an_anyone_link_reaches_the_shared_view_and_nothing_else(
+    settings: Any,
+) -> None:
+    settings.INSPECTOR_HOSTED = True
+    _people, world = await _world()
+    stranger = AsyncClient()  # no account, no cookie
+    refused = []
+    for route, url_name in patterns():
+        method, rule = URLS[url_name]
+        for team in ("A", "B"):
+            await _restore(world)
+            url = _url(route, world[team]) + QUERIES.get(url_name, "")
+            response = await (stranger.get(url) if method == "GET" else stranger.post(url, {}))
+            status = response.status_code
+            assert status < 500, url
+            if rule == "public":
+                continue
+            if rule == "shared" and team == "A":
+                assert status in (200, 404), (url, status)  # in (a frame may be gone: "No such frame")
+                if status == 404:
+                    assert "No such share link" not in response.content.decode(), url
+                continue
+            # Anything else sends them to log in, or refuses them.
+            if status not in (302, 401, 403, 404) or (
+                status == 302 and not response["Location"].startswith("/auth/login")
+            ):
+                refused.append(f"{method} {url} ({url_name}): {status}")
+    assert not refused, "\n".join(refused)
+    page = await stranger.get(f"/shared/{world['A'].token}/")
+    assert page.status_code == 200 and "session of team A" in page.content.decode()
+    # A team link sends a stranger to log in first.
+    response = await stranger.get(f"/shared/{world['B'].token}/")
+    assert response.status_code == 302 and response["Location"].startswith("/auth/login")
+
+
+async def test_the_shared_socket_follows_the_links_audience(settings: Any) -> None:
+    from channels.testing import WebsocketCommunicator
+
+    from inspector.asgi import application
+
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    for person, (team, _role) in PEOPLE.items():
+        for other in ("A", "B"):
+            communicator = await session_communicator(people[person], f"/ws/shared/{world[other].token}/")
+            connected, code = await communicator.connect(timeout=10)
+            if other == "A" or team == other:
+                assert connected, (person, other)
+                await communicator.disconnect()
+            else:
+                assert (connected, code) == (False, 4404), (person, other)
+    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+    for token, expected in ((world["A"].token, True), (world["B"].token, False), ("nonsense", False)):
+        communicator = WebsocketCommunicator(application, f"/ws/shared/{token}/", headers=headers)
+        connected, _code = await communicator.connect(timeout=10)
+        assert connected is expected, token
+        if connected:
+            await communicator.disconnect()

@@ -13,6 +13,9 @@ from typing import Any
 from sessions.frames import SEVERITY_ORDER
 from sessions.models import McpSession, TimelineFrame
 
+# A report covers a session's frames, or some of them (a share's scope): a queryset of TimelineFrame.
+Frames = Any
+
 SCAN = 50_000  # newest flagged frames, and newest answered requests, looked at
 
 
@@ -22,13 +25,14 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[rank - 1]
 
 
-def verdict_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
+def _frames(session: McpSession, frames: Frames | None) -> Frames:
+    return TimelineFrame.objects.filter(session=session) if frames is None else frames
+
+
+def verdict_rows(session: McpSession, frames: Frames | None = None) -> tuple[list[dict[str, Any]], bool]:
     """One row per rule code: severity, count, first frame, an example; and whether the scan was capped."""
     flagged = list(
-        TimelineFrame.objects.filter(session=session)
-        .exclude(worst="")
-        .order_by("-seq")
-        .values_list("seq", "verdicts")[:SCAN]
+        _frames(session, frames).exclude(worst="").order_by("-seq").values_list("seq", "verdicts")[:SCAN]
     )
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for seq, verdicts in reversed(flagged):
@@ -80,20 +84,24 @@ def summarize_latency(answers: list[tuple[str, float | None, str]]) -> list[dict
     return rows
 
 
-def latency_rows(session: McpSession) -> tuple[list[dict[str, Any]], bool]:
+def latency_rows(session: McpSession, frames: Frames | None = None) -> tuple[list[dict[str, Any]], bool]:
     """Per method answered by the server: calls, errors, p50, p95 and max latency in ms."""
     answers = list(
-        TimelineFrame.objects.filter(session=session, direction="in", latency_ms__isnull=False)
+        _frames(session, frames)
+        .filter(direction="in", latency_ms__isnull=False)
         .order_by("-seq")
         .values_list("method", "latency_ms", "rpc_kind")[:SCAN]
     )
     return summarize_latency(answers), len(answers) == SCAN
 
 
-def report(session: McpSession) -> dict[str, Any]:
-    """Everything the Conformance tab (and the HTML export) shows: rules broken, latency by method."""
-    verdicts, verdicts_capped = verdict_rows(session)
-    latency, latency_capped = latency_rows(session)
+def report(session: McpSession, frames: Frames | None = None) -> dict[str, Any]:
+    """Everything the Conformance tab (and the HTML export) shows: rules broken, latency by method.
+
+    ``frames``: only these of the session's frames (a share's scope); all of them by default.
+    """
+    verdicts, verdicts_capped = verdict_rows(session, frames)
+    latency, latency_capped = latency_rows(session, frames)
     totals: dict[str, int] = defaultdict(int)
     for row in verdicts:
         totals[row["severity"]] += row["count"]

@@ -28,6 +28,10 @@ from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
 from sessions.timeline import conformance
 from sessions.timeline.queries import request_of
+from sessions.timeline.redaction import Redactor
+
+# Which of the session's frames an export holds (a share's scope): a queryset of TimelineFrame.
+Frames = Any
 
 CHUNK = 500
 BODY_LIMIT = 64 * 1024  # characters of each frame's body in the file; the JSONL export has them all
@@ -52,21 +56,36 @@ def frame_view(row: TimelineFrame) -> dict[str, Any]:
     }
 
 
-def _head(session: McpSession) -> str:
-    context: dict[str, Any] = {"session": session, "css": stylesheet()}
-    context.update(conformance.report(session))
+def _frames(session: McpSession, frames: Frames | None) -> Frames:
+    return TimelineFrame.objects.filter(session=session) if frames is None else frames
+
+
+def _head(session: McpSession, redactor: Redactor | None, frames: Frames | None) -> str:
+    shown = session if redactor is None else redactor.session(session)
+    context: dict[str, Any] = {"session": shown, "css": stylesheet(), "redacted": redactor is not None}
+    report = conformance.report(session, frames)
+    if redactor is not None:
+        for row in report["verdict_rows"]:
+            row["example"] = redactor.text(row["example"])
+    context.update(report)
     return render_to_string("sessions/export/head.html", context)
 
 
-def _chunk(session: McpSession, after: int) -> tuple[str, int | None]:
-    rows = list(TimelineFrame.objects.filter(session=session, seq__gt=after).order_by("seq")[:CHUNK])
+def _chunk(
+    session: McpSession, after: int, redactor: Redactor | None, frames: Frames | None
+) -> tuple[str, int | None]:
+    rows = list(_frames(session, frames).filter(seq__gt=after).order_by("seq")[:CHUNK])
     if not rows:
         return "", None
-    frames = [frame_view(r) for r in rows]
+    shown = rows if redactor is None else [redactor.frame(r) for r in rows]
+    views = [frame_view(r) for r in shown]
     notes = _notes(session, rows[0].seq, rows[-1].seq)
-    for item in frames:
+    for item in views:
         item["notes"] = notes.get(item["f"].seq, [])
-    html = render_to_string("sessions/export/frames.html", {"frames": frames})
+        if redactor is not None:
+            for note in item["notes"]:
+                note.text = redactor.text(note.text)  # in this file only: a note is never saved here
+    html = render_to_string("sessions/export/frames.html", {"frames": views})
     return html, rows[-1].seq
 
 
@@ -84,34 +103,37 @@ def _notes(session: McpSession, first: int, last: int) -> dict[int, list[Note]]:
     return by_frame
 
 
-async def document(session: McpSession) -> AsyncIterator[str]:
-    yield await database_sync_to_async(_head)(session)
+async def document(
+    session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
+) -> AsyncIterator[str]:
+    """The HTML file; with a ``redactor``, everything in it redacted; with ``frames``, only those."""
+    yield await database_sync_to_async(_head)(session, redactor, frames)
     after: int | None = 0
     while after is not None:
-        html, after = await database_sync_to_async(_chunk)(session, after)
+        html, after = await database_sync_to_async(_chunk)(session, after, redactor, frames)
         if html:
             yield html
     yield "</ol>\n</main>\n</body>\n</html>\n"
 
 
-async def jsonl_lines(session: McpSession) -> AsyncIterator[str]:
-    """Every frame of the session as JSON Lines, read a chunk at a time."""
+async def jsonl_lines(
+    session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
+) -> AsyncIterator[str]:
+    """Every frame of the session (or of ``frames``) as JSON Lines, read a chunk at a time; with a
+    ``redactor``, each frame's bytes, transport, note and verdicts redacted (it still opens as a session)."""
     after = 0
     while True:
-        rows = [
-            r
-            async for r in TimelineFrame.objects.filter(session=session, seq__gt=after).order_by("seq")[
-                :CHUNK
-            ]
-        ]
+        rows = [r async for r in _frames(session, frames).filter(seq__gt=after).order_by("seq")[:CHUNK]]
         if not rows:
             return
         for row in rows:
-            yield record_line(row)
+            yield record_line(row if redactor is None else redactor.frame(row))
         after = rows[-1].seq
 
 
-def collection(session: McpSession) -> dict[str, Any]:
+def collection(
+    session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
+) -> dict[str, Any]:
     """The session's requests as a collection for ``mcp-inspector --cli --collection``: record, then regress.
 
     A session's requests as a collection for ``mcp-inspector --cli --collection``: record, then regress.
@@ -123,20 +145,20 @@ def collection(session: McpSession) -> dict[str, Any]:
     (times, ids and counts change from run to run): add ``result`` or ``contains`` by hand where a value
     matters.
     """
-    requests = TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request").order_by(
-        "seq"
-    )
+    chosen = _frames(session, frames)
+    requests = chosen.filter(direction="out", rpc_kind="request").order_by("seq")
     answers = {
         frame.pair_seq: frame
-        for frame in TimelineFrame.objects.filter(
-            session=session, direction="in", rpc_kind__in=("result", "error"), pair_seq__isnull=False
+        for frame in chosen.filter(
+            direction="in", rpc_kind__in=("result", "error"), pair_seq__isnull=False
         ).only("pair_seq", "rpc_kind", "raw", "worst")
     }
     steps = []
     for frame in requests:
         if frame.note.startswith("retry of request"):
             continue  # the original request stands for the whole input-required exchange
-        request = request_of(frame, bytes(frame.raw))
+        raw = bytes(frame.raw) if redactor is None else redactor.raw(bytes(frame.raw))
+        request = request_of(frame, raw)
         answer = answers.get(frame.seq)
         if request is None or answer is None:
             continue
@@ -159,7 +181,6 @@ def collection(session: McpSession) -> dict[str, Any]:
             step["params"] = params
         step["expect"] = expect
         steps.append(step)
-    about = (
-        f"the requests of session {session.public_id} ({session.server_label}, {session.protocol_version})"
-    )
+    label = session.server_label if redactor is None else redactor.text(session.server_label)
+    about = f"the requests of session {session.public_id} ({label}, {session.protocol_version})"
     return {"about": about, "steps": steps}

@@ -14,7 +14,16 @@ from sessions.frames import SUMMARY_FIELDS, message_of, pretty_json
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
 
-__all__ = ["PAGE", "RULE", "TimelineFilter", "frame_detail", "page_of_rows", "replay_of", "request_of"]
+__all__ = [
+    "PAGE",
+    "RULE",
+    "TimelineFilter",
+    "detail_of",
+    "frame_detail",
+    "page_of_rows",
+    "replay_of",
+    "request_of",
+]
 
 PAGE = 200
 RULE = re.compile(r"[a-z0-9][a-z0-9-]{0,59}")  # a verdict code, as docs/engine.md lists them
@@ -93,9 +102,15 @@ def page_of_rows(
     before: int | None = None,
     after: int | None = None,
     limit: int = PAGE,
+    frames: QuerySet[TimelineFrame] | None = None,
 ) -> list[dict[str, Any]]:
-    """Return up to ``limit`` rows in seq order: the newest, the ones before a seq, or after one."""
-    rows = flt.apply(TimelineFrame.objects.filter(session=session))
+    """Return up to ``limit`` rows in seq order: the newest, the ones before a seq, or after one.
+
+    ``frames``: among these of the session's frames only (a share's scope).
+    """
+    if frames is None:
+        frames = TimelineFrame.objects.filter(session=session)
+    rows = flt.apply(frames)
     if after is not None:
         found = list(rows.filter(seq__gt=after).order_by("seq").values(*SUMMARY_FIELDS)[:limit])
     else:
@@ -160,13 +175,16 @@ def replay_of(frame: TimelineFrame, raw: bytes) -> dict[str, str] | None:
 def frame_detail(session: McpSession, seq: int) -> dict[str, Any] | None:
     """Return one frame with its raw bytes, pretty JSON and its pair."""
     frame = TimelineFrame.objects.filter(session=session, seq=seq).first()
-    if frame is None:
-        return None
+    return None if frame is None else detail_of(frame)
+
+
+def detail_of(frame: TimelineFrame, *, replay: bool = True) -> dict[str, Any]:
+    """What the frame detail shows of a frame: raw bytes, pretty JSON, what to send again."""
     raw = bytes(frame.raw)
     pretty = pretty_json(raw)
     text = raw.decode("utf-8", errors="replace")
     return {
-        "replay": replay_of(frame, raw),
+        "replay": replay_of(frame, raw) if replay else None,
         "frame": frame,
         "text": text[:1_000_000],
         "truncated": len(text) > 1_000_000,

@@ -15,21 +15,29 @@ A sharer adds rules (``Rules``): more names, JSON paths (``params.arguments.pass
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from sessions.frames import deeper_than
+from sessions.frames import PREVIEW_CHARS, deeper_than
 
-__all__ = ["MASK", "Redactor", "Rules", "config_secrets", "looks_secret"]
+__all__ = ["LARGE_PREVIEW", "MASK", "Redactor", "Rules", "config_secrets", "looks_secret"]
 
 MASK = "[redacted]"
 # Names whose values are credentials. Wider than the config form's masking: a share goes to other people.
 SECRET_NAME = re.compile(
     r"token|secret|passw|pwd|api[-_]?key|apikey|private[-_]?key|access[-_]?key|auth|credential|"
     r"signature|cookie|session[-_]?id|sessionid|bearer|dsn|^key$|[-_]key$",
+    re.IGNORECASE,
+)
+# Names that match SECRET_NAME but hold no secret: protocol fields, counts, OAuth metadata, authors.
+NOT_SECRET_NAME = re.compile(
+    r"progress[-_]?token|max[-_]?tokens|\w*tokens|\w*token[-_]?(count|type|usage)|author|"
+    r"authori[sz]ation[-_]?(servers?|endpoint|url|uri)",
     re.IGNORECASE,
 )
 # A value shorter than this is not hunted for everywhere: "1" or "abc" would mask half the timeline.
@@ -45,10 +53,15 @@ QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<
 # Authorization: Bearer xyz / name: value lines.
 HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
 MAX_DEPTH = 200
+MAX_PATTERNS = 20
+MAX_PATTERN_CHARS = 200
+# What a row shows instead of its preview when its bytes were too big to redact for a list.
+LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
 
 
+@functools.lru_cache(maxsize=4096)  # the same names come back in every frame
 def looks_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name))
+    return bool(SECRET_NAME.search(name)) and not NOT_SECRET_NAME.fullmatch(name)
 
 
 @dataclass
@@ -75,6 +88,9 @@ class Rules:
     def problems(self) -> list[str]:
         """What is wrong with the sharer's rules (a pattern that is not a regular expression)."""
         found = []
+        # Every pattern runs over every frame a share shows: keep them few and short.
+        if len(self.patterns) > MAX_PATTERNS or any(len(p) > MAX_PATTERN_CHARS for p in self.patterns):
+            found.append(f"at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_CHARS} characters")
         for pattern in self.patterns:
             try:
                 re.compile(pattern)
@@ -227,17 +243,23 @@ class Redactor:
 
     def raw(self, raw: bytes) -> bytes:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
-        text = raw.decode("utf-8", errors="replace")
         try:
+            text = raw.decode("utf-8")
             parsed = json.loads(text)
-        except (ValueError, RecursionError):
-            return self.text(text).encode()
+        except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
+            return self._raw_text(raw)
         if isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
-            return self.text(text).encode()
+            return self._raw_text(raw)
         redacted = self.value(parsed)
         if redacted == parsed:
             return raw
         return json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def _raw_text(self, raw: bytes) -> bytes:
+        """Bytes that are not JSON, redacted as text; bytes that are not UTF-8 pass through as they are."""
+        text = raw.decode("utf-8", errors="surrogateescape")
+        redacted = self.text(text)
+        return raw if redacted == text else redacted.encode("utf-8", errors="surrogateescape")
 
     def transport(self, transport: Any) -> Any:
         """A frame's transport details (HTTP headers, URL, stderr) redacted like JSON."""
@@ -246,3 +268,61 @@ class Redactor:
     def config(self, config: Any) -> dict[str, Any]:
         """A session's configuration as a share shows it."""
         return self.value(config) if isinstance(config, dict) else {}
+
+    def row(self, row: dict[str, Any], raw: bytes | None) -> dict[str, Any]:
+        """A timeline row (``SUMMARY_FIELDS``) redacted, its preview made again from the redacted bytes.
+
+        The stored preview is the bytes' first 300 characters: one cut through a secret would show its
+        head, which no rule recognises. ``raw`` None (too big to read for a list): no preview at all.
+        """
+        shown = dict(row)
+        for name in ("method", "rpc_id", "note", "uri"):
+            if isinstance(shown.get(name), str):
+                shown[name] = self.text(shown[name])
+        shown["transport"] = self.transport(shown.get("transport"))
+        shown["verdicts"] = self.value(shown.get("verdicts") or [])
+        if raw is None:
+            shown["preview"] = LARGE_PREVIEW
+        else:
+            head = self.raw(raw)[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
+            shown["preview"] = head or str(shown.get("note") or "")[:PREVIEW_CHARS]
+        return shown
+
+    def frame(self, frame: Any) -> Any:
+        """A stored frame (a ``TimelineFrame``) redacted: a copy, never saved; the original is untouched."""
+        shown = copy.copy(frame)
+        shown.raw = self.raw(bytes(frame.raw))
+        shown.size = len(shown.raw)
+        shown.transport = self.transport(frame.transport)
+        shown.verdicts = self.value(frame.verdicts if isinstance(frame.verdicts, list) else [])
+        for name in ("method", "rpc_id", "note", "uri", "parse_error", "preview"):
+            value = getattr(frame, name, "")
+            if isinstance(value, str):
+                setattr(shown, name, self.text(value))
+        shown.save = _never_saved
+        return shown
+
+    def session(self, session: Any) -> Any:
+        """A session (an ``McpSession``) as a share shows it: name, server URL, config, facts redacted.
+
+        The name often is the server's URL, with whatever ``?api_key=`` it carried.
+        """
+        shown = copy.copy(session)
+        shown.name = self.text(session.name)
+        shown.config = self.config(session.config)
+        for name in ("server_info", "server_capabilities", "client_capabilities", "phases", "roots"):
+            setattr(shown, name, self.value(getattr(session, name)))
+        shown.instructions = self.text(session.instructions)
+        shown.status_note = self.text(session.status_note)
+        shown.server_process = {}
+        shown.worker_channel = ""
+        shown.save = _never_saved
+        return shown
+
+    def changes(self, raw: bytes) -> bool:
+        """Whether redaction changes these bytes (for the preview of what a share shows)."""
+        return self.raw(raw) != raw
+
+
+def _never_saved(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a redacted copy of a frame is never saved: the recording is never changed")

@@ -11,12 +11,15 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from inspector.http import AuthedRequest, signed_in_user
+from sessions.models import McpSession
+from sessions.teams.models import Role
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
+from sessions.timeline.redaction import Redactor
 from sessions.web import together
 from sessions.web.shortcuts import int_param, owned_session
 
-__all__ = ["export", "export_collection", "export_html", "frame", "timeline_page"]
+__all__ = ["attachment", "export", "export_collection", "export_html", "frame", "timeline_page"]
 
 
 @require_GET
@@ -44,37 +47,46 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
     return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 
+async def _exported(request: AuthedRequest, public_id: Any) -> tuple[McpSession, Redactor | None, str]:
+    """The session to export and how: redacted by default (the built-in rules and the session's own
+    secrets); ``?redacted=0`` for the recording as it is, for operators and admins only."""
+    if request.GET.get("redacted", "1") == "0":
+        return await owned_session(request, public_id, Role.OPERATOR), None, "-unredacted"
+    session = await owned_session(request, public_id)
+    return session, Redactor.for_session(session.config), ""
+
+
 @require_GET
 async def export(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
     """Download the whole timeline as JSON Lines, one frame a line (raw bytes as text)."""
-    session = await owned_session(request, public_id)
-    response = StreamingHttpResponse(jsonl_lines(session), content_type="application/x-ndjson")
-    return _attachment(response, f"mcp-session-{session.public_id}.jsonl")
+    session, redactor, suffix = await _exported(request, public_id)
+    response = StreamingHttpResponse(jsonl_lines(session, redactor), content_type="application/x-ndjson")
+    return attachment(response, f"mcp-session-{session.public_id}{suffix}.jsonl")
 
 
 @require_GET
 async def export_collection(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """The session's requests as a collection for ``mcp-inspector --cli --collection`` (CI regressions)."""
-    session = await owned_session(request, public_id)
-    steps = await sync_to_async(collection)(session)
+    session, redactor, suffix = await _exported(request, public_id)
+    steps = await sync_to_async(collection)(session, redactor)
     response = HttpResponse(
         json.dumps(steps, indent=2, ensure_ascii=False) + "\n", content_type="application/json"
     )
-    return _attachment(response, f"mcp-collection-{session.public_id}.json")
+    return attachment(response, f"mcp-collection-{session.public_id}{suffix}.json")
 
 
 @require_GET
 async def export_html(request: AuthedRequest, public_id: Any) -> StreamingHttpResponse:
     """Download the session as one self-contained HTML file (no script, nothing loaded from outside)."""
-    session = await owned_session(request, public_id)
-    response = StreamingHttpResponse(document(session), content_type="text/html; charset=utf-8")
-    return _attachment(response, f"mcp-session-{session.public_id}.html")
+    session, redactor, suffix = await _exported(request, public_id)
+    response = StreamingHttpResponse(document(session, redactor), content_type="text/html; charset=utf-8")
+    return attachment(response, f"mcp-session-{session.public_id}{suffix}.html")
 
 
 _Response = TypeVar("_Response", HttpResponse, StreamingHttpResponse)
 
 
-def _attachment(response: _Response, filename: str) -> _Response:
+def attachment(response: _Response, filename: str) -> _Response:
     """A download: the browser saves the response as ``filename`` instead of showing it."""
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

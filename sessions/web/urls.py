@@ -18,6 +18,7 @@ from sessions.web import (
     roots,
     search,
     sessions,
+    shares,
     skills,
     tasks,
     team,
@@ -65,6 +66,21 @@ session_urls = [
     path("reviews/<int:pk>/consent", reviews.elicitation_consent, name="review_consent"),
     path("reviews/<int:pk>/roots", reviews.roots_answer, name="review_roots"),
     path("roots", roots.roots_save, name="roots_save"),
+    path("shares", shares.shares_panel, name="shares_panel"),
+    path("shares/preview", shares.share_preview, name="share_preview"),
+    path("shares/new", shares.share_create, name="share_create"),
+    path("shares/<int:pk>/revoke", shares.share_revoke, name="share_revoke"),
+]
+
+# A share link's read-only view: reached by its token (no account for an anyone-link), nothing else.
+shared_urls = [
+    path("", shares.shared_page, name="shared"),
+    path("panel/<str:name>", shares.shared_panel, name="shared_panel"),
+    path("timeline", shares.shared_timeline, name="shared_timeline"),
+    path("frames/<int:seq>", shares.shared_frame, name="shared_frame"),
+    path("export", shares.shared_export, name="shared_export"),
+    path("export.html", shares.shared_export_html, name="shared_export_html"),
+    path("collection.json", shares.shared_collection, name="shared_collection"),
 ]
 
 urlpatterns = [
@@ -79,6 +95,7 @@ urlpatterns = [
     path("search", search.search, name="search"),
     path("compare", compare.compare, name="compare"),
     path("s/<uuid:public_id>/", include(session_urls)),
+    path("shared/<str:token>/", include(shared_urls)),
     path("account", account.account_page, name="account"),
     path("account/password", account.change_password, name="change_password"),
     path("account/sessions/end-others", account.end_other_logins, name="end_other_logins"),

@@ -1,0 +1,140 @@
+"""What a share shows: a session's frames within the share's scope (a frame range, a timeline filter),
+everything redacted by the built-in rules, the session's own secrets and the sharer's rules.
+
+The recording is never changed: every row, frame and fact is redacted as it is read out.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import QuerySet
+
+from sessions.frames import pretty_json
+from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Share, ShareOpening, token_digest
+from sessions.timeline import conformance
+from sessions.timeline.queries import PAGE, TimelineFilter, detail_of, page_of_rows
+from sessions.timeline.redaction import Redactor, Rules
+
+__all__ = ["ROW_RAW_LIMIT", "SharedSession", "find_share", "log_opening", "preview"]
+
+# A list row's preview is made again from the redacted bytes; bigger frames show none (open them).
+ROW_RAW_LIMIT = 256 * 1024
+# The preview before a link is made: at most this many frames, found among the first SCAN in scope.
+PREVIEW_FRAMES = 6
+PREVIEW_SCAN = 2000
+PREVIEW_CHARS = 4000
+
+
+@dataclass
+class SharedSession:
+    """A session as one share (or its preview) shows it."""
+
+    session: McpSession
+    redactor: Redactor
+    first_seq: int | None = None
+    last_seq: int | None = None
+    scope_filter: TimelineFilter = TimelineFilter()
+
+    @classmethod
+    def of(cls, share: Share) -> SharedSession:
+        session = share.session
+        return cls(
+            session,
+            Redactor.for_session(session.config, Rules.from_dict(share.rules)),
+            share.first_seq,
+            share.last_seq,
+            TimelineFilter.from_data(share.filter if isinstance(share.filter, dict) else {}),
+        )
+
+    def frames(self) -> QuerySet[TimelineFrame]:
+        """The frames in the share's scope."""
+        frames = TimelineFrame.objects.filter(session=self.session)
+        if self.first_seq is not None:
+            frames = frames.filter(seq__gte=self.first_seq)
+        if self.last_seq is not None:
+            frames = frames.filter(seq__lte=self.last_seq)
+        return self.scope_filter.apply(frames)
+
+    def in_scope(self, row: dict[str, Any]) -> bool:
+        """Whether a live row (a summary) is in the share's scope."""
+        seq = row["seq"]
+        if self.first_seq is not None and seq < self.first_seq:
+            return False
+        if self.last_seq is not None and seq > self.last_seq:
+            return False
+        return self.scope_filter.matches(row)
+
+    def rows(
+        self, flt: TimelineFilter, *, before: int | None = None, after: int | None = None, limit: int = PAGE
+    ) -> list[dict[str, Any]]:
+        """A page of redacted rows of the scope, filtered further by the viewer."""
+        rows = page_of_rows(self.session, flt, before=before, after=after, limit=limit, frames=self.frames())
+        return self.redacted_rows(rows)
+
+    def redacted_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows redacted, each preview made again from its redacted bytes (read here, a page at once)."""
+        small = [r["seq"] for r in rows if (r.get("size") or 0) <= ROW_RAW_LIMIT]
+        raws = dict(
+            TimelineFrame.objects.filter(session=self.session, seq__in=small).values_list("seq", "raw")
+        )
+        return [self.redactor.row(r, bytes(raws[r["seq"]]) if r["seq"] in raws else None) for r in rows]
+
+    def detail(self, seq: int) -> dict[str, Any] | None:
+        """One frame of the scope, redacted, with nothing to send again."""
+        frame = self.frames().filter(seq=seq).first()
+        return None if frame is None else detail_of(self.redactor.frame(frame), replay=False)
+
+    def shown_session(self) -> McpSession:
+        """The session's name, server URL, config and facts redacted (a copy that is never saved)."""
+        return self.redactor.session(self.session)
+
+    def report(self) -> dict[str, Any]:
+        """The Conformance tab over the scope, its examples redacted."""
+        found = conformance.report(self.session, self.frames())
+        for row in found["verdict_rows"]:
+            row["example"] = self.redactor.text(row["example"])
+        return found
+
+
+def preview(shared: SharedSession) -> list[dict[str, Any]]:
+    """What a viewer of a share will see, before the link is made: the initialize exchange and the
+    frames where redaction changed something (a few, redacted)."""
+    picked: list[dict[str, Any]] = []
+    frames = shared.frames().order_by("seq")[:PREVIEW_SCAN]
+    for frame in frames.iterator(chunk_size=200):
+        raw = bytes(frame.raw)
+        shown = shared.redactor.frame(frame)
+        changed = shown.raw != raw or shown.transport != frame.transport or shown.note != frame.note
+        if frame.method == "initialize" or changed:
+            text = pretty_json(bytes(shown.raw)) or bytes(shown.raw).decode("utf-8", errors="replace")
+            transport = json.dumps(shown.transport, indent=2, ensure_ascii=False) if shown.transport else ""
+            picked.append(
+                {
+                    "frame": shown,
+                    "changed": changed,
+                    "text": text[:PREVIEW_CHARS],
+                    "cut": len(text) > PREVIEW_CHARS,
+                    "transport": transport[:PREVIEW_CHARS],
+                }
+            )
+        if len(picked) >= PREVIEW_FRAMES:
+            break
+    return picked
+
+
+def find_share(token: str) -> Share | None:
+    """The share a link's token opens (in any state), its session loaded; None for no such link."""
+    if not token or len(token) > 200:
+        return None
+    return Share.objects.select_related("session").filter(digest=token_digest(token)).first()
+
+
+def log_opening(share: Share, user_id: int | None, address: str, user_agent: str) -> None:
+    """Someone opened a share: who (signed in) or from where."""
+    ShareOpening.objects.create(
+        share=share, user_id=user_id, address=address[:100], user_agent=user_agent[:300]
+    )

@@ -1,0 +1,69 @@
+"""End to end in Chromium: alice shares her live session; a visitor with no account watches it live
+through the link; alice revokes it and the visitor's page says so at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support import browser as browser_support
+from support.browser import LONG, LiveApp, assert_clean, connect, open_page, send_raw, timeline_rows
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+live_app = browser_support.live_app
+browser = browser_support.browser
+app_context = browser_support.app_context
+
+
+@pytest.fixture(autouse=True)
+def no_runtime_outlives_its_test() -> Iterator[None]:
+    """Overrides the async conftest fixture: the app runs in its own process here."""
+    yield
+
+
+def test_a_visitor_watches_a_shared_session_live_until_it_is_revoked(
+    app_context: Any, browser: Any, live_app: LiveApp, everything_stdio: dict
+) -> None:
+    alice = open_page(app_context, live_app.url("/"))
+    connect(alice, stdio=everything_stdio)
+    alice.get_by_text("Share", exact=True).click()
+    form = alice.locator("#share-form")
+    form.get_by_label("Label").fill("for carol")
+    form.get_by_label("Who may open it").select_option("anyone")
+    form.get_by_text("More redaction").click()
+    form.get_by_label("Patterns (regular expressions), one a line").fill("Everything")
+    form.get_by_role("button", name="Preview").click()
+    preview = alice.locator(".share-preview")
+    expect(preview).to_contain_text("initialize")
+    expect(preview).to_contain_text("[redacted]")  # the pattern masks the server's name
+    form.get_by_role("button", name="Make the link").click()
+    link = alice.locator("#share-url")
+    expect(link).to_be_visible()
+    url = link.input_value()
+    assert "/shared/" in url
+
+    visitor_context = browser.new_context(viewport={"width": 1400, "height": 1000})  # no account
+    visitor_context.set_default_timeout(LONG)
+    carol = open_page(visitor_context, url)
+    expect(carol.locator("h1")).to_be_visible()
+    expect(timeline_rows(carol, "initialize")).to_have_count(2)
+    assert carol.locator("form[method=post], [hx-post]").count() == 0
+    carol.locator("#tabs").get_by_text("Conformance").click()
+    expect(carol.locator("#panel")).to_contain_text("Latency by method")
+
+    send_raw(alice, "tools/list")
+    expect(timeline_rows(carol, "tools/list")).to_have_count(2)  # request and answer, live
+    timeline_rows(carol, "tools/list").first.click()
+    expect(carol.locator("#frame-detail")).to_contain_text("tools/list")
+
+    alice.once("dialog", lambda dialog: dialog.accept())
+    alice.locator(".share-list").get_by_role("button", name="Revoke").click()
+    expect(carol.locator("#share-gone")).to_contain_text("revoked")
+    expect(alice.locator(".share-list")).to_contain_text("revoked")
+    assert_clean(alice, carol)
+    visitor_context.close()
