@@ -51,6 +51,19 @@ def confinement() -> Confinement:
     )
 
 
+def _facts(client: ClientSession) -> dict[str, Any]:
+    """What the handshake (or discovery) settled, as the session row keeps it."""
+    return {
+        "protocol_version": client.protocol_version or "",
+        "mode": client.mode or "",
+        "transport_name": client.transport.name,
+        "server_info": client.server_info,
+        "server_capabilities": client.server_capabilities,
+        "client_capabilities": client.client_capabilities,
+        "instructions": client.instructions or "",
+    }
+
+
 class SessionOwner:
     """The long-lived task that owns one connection: it enters and leaves the engine's context."""
 
@@ -171,16 +184,7 @@ class SessionOwner:
             return
         if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
-        await store.update_session(
-            self.pk,
-            protocol_version=client.protocol_version or "",
-            mode=client.mode or "",
-            transport_name=client.transport.name,
-            server_info=client.server_info,
-            server_capabilities=client.server_capabilities,
-            client_capabilities=client.client_capabilities,
-            instructions=client.instructions or "",
-        )
+        await store.update_session(self.pk, **_facts(client))
         self._outbox.put_nowait(m.StateChanged("ready"))
         self._spawn(self._watch(client))
 
@@ -298,6 +302,9 @@ class SessionOwner:
         fields: dict[str, Any] = {"status_note": frame.note or ""}
         if state in McpSession.Status.values and state not in FINAL_STATES:
             fields["status"] = state
+        if state == "ready" and self.client is not None:
+            # With the negotiated facts, in the same write: whoever sees "ready" sees what was agreed.
+            fields.update(_facts(self.client))
         await store.append_phase(self.pk, phase, **fields)
         self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), frame.note or ""))
 
