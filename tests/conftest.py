@@ -163,11 +163,20 @@ def short_close_grace() -> Iterator[None]:
     (close stdin, wait, SIGTERM, wait, SIGKILL) is unchanged; tests of the shutdown itself set their
     own graces. Processes the tests start (the CLI, mcp-inspector) keep the engine's default.
     """
+    import dataclasses
+
     from sessions.engine import StdioTarget
 
     defaults = StdioTarget.__init__.__defaults__
-    assert defaults is not None and defaults[-2:] == (2.0, 2.0), defaults  # close_grace, term_grace
-    StdioTarget.__init__.__defaults__ = (*defaults[:-2], 0.5, defaults[-1])
+    # __init__'s defaults are those of the fields that have one, in order.
+    with_default = [
+        f.name
+        for f in dataclasses.fields(StdioTarget)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    ]
+    at = with_default.index("close_grace")
+    assert defaults is not None and len(defaults) == len(with_default) and defaults[at] == 2.0, defaults
+    StdioTarget.__init__.__defaults__ = (*defaults[:at], 0.5, *defaults[at + 1 :])
     try:
         yield
     finally:

@@ -104,6 +104,10 @@ GROUPS: dict[str, set[str]] = {
     "reviews": {"review_answer", "review_reject", "review_sampling", "review_draft", "review_elicitation",
                 "review_consent", "review_roots", "roots_save"},
     "prompts": {"complete", "get_prompt"},
+    "accounts": {"account", "change_password", "end_other_logins", "end_login", "invite", "sso-login",
+                 "sso-callback"},
+    "teams": {"team", "switch_team", "team_settings", "member_role", "member_remove", "invitation_create",
+              "invitation_revoke", "catalog_new", "catalog_edit", "catalog_delete", "connect_catalog"},
     "the rest": set(),
 }  # fmt: skip
 
