@@ -1,8 +1,9 @@
 """Shared pytest fixtures: MCP servers to test against.
 
 Every fixture returns plain data (launch specs for stdio servers, URLs for HTTP servers); nothing here
-imports the engine. HTTP servers run as subprocesses on free ports, bound to 127.0.0.1 where the server
-allows it (server-everything listens on all interfaces), and are stopped at teardown.
+uses the engine but short_close_grace (a shorter wait for stdio servers to exit). HTTP servers run as
+subprocesses on free ports, bound to 127.0.0.1 where the server allows it (server-everything listens on
+all interfaces), and are stopped at teardown.
 """
 
 from __future__ import annotations
@@ -151,6 +152,35 @@ def bad_http() -> Iterator[Callable[[str], str]]:
             return f"http://127.0.0.1:{port}/mcp"
 
         yield make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def short_close_grace() -> Iterator[None]:
+    """Stdio servers get 0.5 s, not the engine's 2 s, to exit after their stdin closes, before SIGTERM.
+
+    server-everything keeps timers running and never exits on a closed stdin, so every session of it
+    ending in this process (the app's and the engine's) would wait out the whole grace. The order
+    (close stdin, wait, SIGTERM, wait, SIGKILL) is unchanged; tests of the shutdown itself set their
+    own graces. Processes the tests start (the CLI, mcp-inspector) keep the engine's default.
+    """
+    import dataclasses
+
+    from sessions.engine import StdioTarget
+
+    defaults = StdioTarget.__init__.__defaults__
+    # __init__'s defaults are those of the fields that have one, in order.
+    with_default = [
+        f.name
+        for f in dataclasses.fields(StdioTarget)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    ]
+    at = with_default.index("close_grace")
+    assert defaults is not None and len(defaults) == len(with_default) and defaults[at] == 2.0, defaults
+    StdioTarget.__init__.__defaults__ = (*defaults[:at], 0.5, *defaults[at + 1 :])
+    try:
+        yield
+    finally:
+        StdioTarget.__init__.__defaults__ = defaults
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,8 @@ Each is sent, one at a time over a form's own values, as Unicode digits, huge nu
 infinity, NUL bytes, 100,000 characters, JSON nested 100,000 deep, JSON of the wrong type, a list
 where one value is expected, and missing; every path argument as a huge number, a long or odd
 string, an unknown id. A 500, or an exception out of a view, fails the test with the request.
+The walk is one test per group of URLs (``GROUPS``), each on a session of its own, so that
+pytest-xdist runs the groups side by side.
 """
 
 from __future__ import annotations
@@ -91,6 +93,28 @@ REVIEW_OF = [
 ]  # fmt: skip
 WORD = re.compile(r"""["']([a-z][a-z_]{0,29})["']""")
 FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "rule")
+# The walk is one test per group of URLs (by URL name), so that pytest-xdist spreads it over its
+# workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
+GROUPS: dict[str, set[str]] = {
+    "tools": {"tool_call", "tool_form", "tools_list"},
+    "servers": {"home", "connect", "connect_saved", "delete_server", "import_servers",
+                "delete_ended_sessions"},
+    "resources": {"panel", "subscribe", "list_items", "read_template", "resource_blob"},
+    "timeline": {"session", "timeline", "frame", "export", "export_html", "export_collection"},
+    "reviews": {"review_answer", "review_reject", "review_sampling", "review_draft", "review_elicitation",
+                "review_consent", "review_roots", "roots_save"},
+    "prompts": {"complete", "get_prompt"},
+    "accounts": {"account", "change_password", "end_other_logins", "end_login", "invite", "sso-login",
+                 "sso-callback"},
+    "teams": {"team", "switch_team", "team_settings", "member_role", "member_remove", "invitation_create",
+              "invitation_revoke", "catalog_new", "catalog_edit", "catalog_delete", "connect_catalog"},
+    "the rest": set(),
+}  # fmt: skip
+
+
+def in_group(name: str | None, group: str) -> bool:
+    named = set().union(*GROUPS.values())
+    return name in GROUPS[group] if group != "the rest" else name not in named
 
 
 def url_patterns() -> Iterator[tuple[str, URLPattern]]:
@@ -385,7 +409,7 @@ async def scrape(client: AsyncClient, pages: list[str]) -> dict[tuple[str, str],
     return forms
 
 
-async def walk(walker: Walk, *, live: bool) -> None:
+async def walk(walker: Walk, group: str, *, live: bool) -> None:
     # Closed, the session's own pages; deleting it comes last.
     patterns = sorted(url_patterns(), key=lambda item: item[1].name == "delete_session")
     for route, pattern in patterns:
@@ -393,12 +417,20 @@ async def walk(walker: Walk, *, live: bool) -> None:
             continue
         if live and pattern.name in ENDS_THE_SESSION or not live and not route.startswith("s/"):
             continue
-        await walker.route(route, pattern)
+        if in_group(pattern.name, group):
+            await walker.route(route, pattern)
+
+
+def test_the_walk_groups_name_only_urls_that_exist() -> None:
+    names = {pattern.name for _, pattern in url_patterns()}
+    assert set().union(*GROUPS.values()) <= names
+    assert all(sum(in_group(name, group) for group in GROUPS) == 1 for name in names)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("group", GROUPS)
 async def test_every_url_form_and_query_parameter_answers_hostile_values_below_500(
-    everything_stdio: dict,
+    everything_stdio: dict, group: str
 ) -> None:
     async with live_runtime():
         alice = await make_user()
@@ -443,7 +475,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             **{kind: str(pk) for kind, pk in reviews.items()},
         }
         walker = Walk(client, arguments, forms)
-        await walk(walker, live=True)
+        await walk(walker, group, live=True)
     # The session's pages again, for a session opened from a recording (closed), its lifecycle included.
     export = await client.get(f"/s/{session.public_id}/export")
     body = b"".join([chunk async for chunk in export.streaming_content])
@@ -452,7 +484,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
     recording = await McpSession.objects.aget(owner=alice, name="walk.jsonl")
     await wait_until(lambda: McpSession.objects.filter(pk=recording.pk, status="closed").exists())
     walker.arguments["public_id"] = str(recording.public_id)
-    await walk(walker, live=False)
+    await walk(walker, group, live=False)
     assert not walker.failures, f"{len(walker.failures)} answers of 500 or more:\n" + "\n".join(
         walker.failures[:60]
     )

@@ -88,7 +88,8 @@ class StdioPeer:
         if self.proc.stdin and not self.proc.stdin.closed:
             self.proc.stdin.close()
         try:
-            self.proc.wait(timeout=5)
+            # A moment to exit on the closed stdin; server-everything's timers keep it running regardless.
+            self.proc.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=5)
