@@ -310,16 +310,18 @@ def test_json_braces_in_an_argument_are_not_placeholders(people: dict[str, Any])
 def test_an_admin_saves_the_team_settings(people: dict[str, Any]) -> None:
     data = {
         "allow_free_stdio": "on",
-        "egress_allow": "10.20.0.0/16\nMCP.Internal.Example.\n192.168.1.7\n*.corp.example",
+        "egress_allow": "10.20.0.0/16\nMCP.Internal.Example.\n192.168.1.7",
+        "allow_public_shares": "on",
         "max_live_sessions": "4",
     }
     assert as_(people["alice"]).post("/team/settings", data).status_code == 302
     team = Team.objects.get(name="A")
-    assert team.allow_free_stdio and team.max_live_sessions == 4
-    assert team.egress_allow == ["10.20.0.0/16", "mcp.internal.example", "192.168.1.7/32", "*.corp.example"]
+    assert team.allow_free_stdio and team.allow_public_shares and team.max_live_sessions == 4
+    assert team.egress_allow == ["10.20.0.0/16", "mcp.internal.example", "192.168.1.7/32"]
     assert as_(people["alice"]).post("/team/settings", {"max_live_sessions": ""}).status_code == 302
     team.refresh_from_db()
     assert (team.allow_free_stdio, team.egress_allow, team.max_live_sessions) == (False, [], None)
+    assert not team.allow_public_shares
 
 
 @pytest.mark.parametrize(
@@ -327,6 +329,8 @@ def test_an_admin_saves_the_team_settings(people: dict[str, Any]) -> None:
     [
         ({"egress_allow": "http://x.example/path"}, "neither a host name nor an address or CIDR"),
         ({"egress_allow": "10.0.0.0/33"}, "neither a host name"),
+        # The engine takes exact names only: a wildcard saved here would fail every session.
+        ({"egress_allow": "*.corp.example"}, "neither a host name"),
         ({"max_live_sessions": "-1"}, "greater than or equal to 0"),
         ({"max_live_sessions": "many"}, "Enter a whole number"),
     ],

@@ -14,13 +14,13 @@ from typing import Any
 
 from django import forms
 
+from sessions.engine import EgressPolicy
 from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team
 
 __all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TeamSettingsForm"]
 
 MASK = "••••••••"
 # A host name an allow-list may hold: labels of letters, digits and hyphens, optionally "*." first.
-HOST = re.compile(r"(\*\.)?([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # A "{name}" in an argument (other braces, JSON say, are left alone: sessions.teams.policy fills only these).
 PLACEHOLDER = re.compile(r"\{(" + PARAM_NAME.pattern + r")\}")
@@ -49,6 +49,7 @@ def _names(text: str, what: str) -> list[str]:
 
 class TeamSettingsForm(forms.Form):
     allow_free_stdio = forms.BooleanField(required=False, label="Operators may run any command line")
+    allow_public_shares = forms.BooleanField(required=False, label="Share links anyone can open")
     egress_allow = forms.CharField(
         required=False, max_length=LONG_TEXT, widget=forms.Textarea, label="Egress allow-list"
     )
@@ -59,6 +60,7 @@ class TeamSettingsForm(forms.Form):
         allow = team.egress_allow if isinstance(team.egress_allow, list) else []
         initial = {
             "allow_free_stdio": team.allow_free_stdio,
+            "allow_public_shares": team.allow_public_shares,
             "egress_allow": "\n".join(str(a) for a in allow),
             "max_live_sessions": team.max_live_sessions,
         }
@@ -71,19 +73,24 @@ class TeamSettingsForm(forms.Form):
                 entry = str(ipaddress.ip_network(line, strict=False))
             except ValueError:
                 entry = line.lower().rstrip(".")
-                if len(entry) > 253 or not HOST.fullmatch(entry):
-                    raise forms.ValidationError(
-                        f"line {number}: {line[:60]!r} is neither a host name nor an address or CIDR"
-                    ) from None
+            try:
+                # The engine's own reading of an entry: what is saved here is what a session uses.
+                EgressPolicy.from_entries([entry])
+            except ValueError:
+                raise forms.ValidationError(
+                    f"line {number}: {line[:60]!r} is neither a host name nor an address or CIDR"
+                ) from None
             if entry not in entries:
                 entries.append(entry)
         return entries
 
     def save(self, team: Team) -> None:
         team.allow_free_stdio = self.cleaned_data["allow_free_stdio"]
+        team.allow_public_shares = self.cleaned_data["allow_public_shares"]
         team.egress_allow = self.cleaned_data["egress_allow"]
         team.max_live_sessions = self.cleaned_data["max_live_sessions"]
-        team.save(update_fields=["allow_free_stdio", "egress_allow", "max_live_sessions"])
+        fields = ["allow_free_stdio", "allow_public_shares", "egress_allow", "max_live_sessions"]
+        team.save(update_fields=fields)
 
 
 class InvitationForm(forms.Form):
