@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from support.web import (
-    frames_of,
     live_runtime,
     logged_in_client,
     make_user,
@@ -85,10 +84,14 @@ async def test_calls_through_the_form_render_each_kind_of_result(everything_stdi
 
         status, html = await call(client, base, "get-sum", **{"arg.a": "2", "arg.b": "3.5"})
         assert status == 200 and "5.5" in html
-        sent = await TimelineFrame.objects.filter(
-            session=session, method="tools/call", direction="out"
-        ).alast()
-        assert sent is not None and '"arguments":{"a":2,"b":3.5}' in bytes(sent.raw).decode()
+
+        # The card answers before the recorder has stored the frames (stored=False): wait for them.
+        def sent_sum() -> TimelineFrame | None:
+            last = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out").last()
+            return last if last is not None and b'"get-sum"' in bytes(last.raw) else None
+
+        sent = await wait_until(sent_sum, what="the get-sum request stored")
+        assert '"arguments":{"a":2,"b":3.5}' in bytes(sent.raw).decode()
 
         status, html = await call(client, base, "get-tiny-image")
         assert status == 200 and '<img src="data:image/png;base64,' in html
@@ -139,7 +142,13 @@ async def test_the_call_card_shows_the_engines_output_schema_verdicts() -> None:
             response = await client.post(base + "tools/call", {"name": "add", "mode": "raw", "raw": raw})
             assert response.status_code == 200
             cards[shape] = response.content.decode()
-        results = await frames_of(session, method="tools/call", direction="in")
+
+        def three_results() -> list[TimelineFrame] | None:
+            found = list(TimelineFrame.objects.filter(session=session, method="tools/call", direction="in"))
+            return found if len(found) == 3 else None
+
+        # The cards come back before the recorder has stored the frames: wait for all three.
+        results = await wait_until(three_results, what="the three results stored")
     assert "matches outputSchema" in cards["right"]
     assert (
         "does not match the tool&#x27;s outputSchema at result: &#x27;five&#x27; is not of type"
