@@ -296,6 +296,27 @@ def test_the_conformance_tab_counts_rules_and_filters_the_timeline_to_one(home: 
     assert_clean(home)
 
 
+def test_clicking_a_verdict_badge_filters_the_timeline_to_its_rule_without_opening_the_frame(
+    home: Any, bad_stdio: Any
+) -> None:
+    connect(home, stdio=bad_stdio("violations"))
+    send_raw(home, "tools/list")
+    flagged = timeline_rows(home).filter(has_text="unknown-id")
+    expect(flagged).to_have_count(1)
+    opened: list[str] = []
+    home.on("request", lambda r: opened.append(r.url) if "/frames/" in r.url else None)
+    badge = flagged.locator(".verdict", has_text="unknown-id")
+    badge.click()
+    expect(home.get_by_label("Rule broken")).to_have_value("unknown-id")
+    expect(timeline_rows(home)).to_have_count(1)
+    expect(timeline_rows(home).first).to_contain_text("#999")
+    # The frame's fetch would have left in the click itself, before the filtered rows came back.
+    assert opened == []
+    expect(home.locator("#frame-detail")).to_be_empty()
+    expect(badge).to_have_role("button")
+    assert_clean(home)
+
+
 STATELESS_SERVER = {
     "command": sys.executable,
     "args": [str(Path(__file__).parent / "servers" / "sdk_stateless.py"), "stdio"],

@@ -18,6 +18,7 @@ from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    message,
     request,
     start_session,
     stdio_config,
@@ -322,6 +323,26 @@ async def test_a_sent_request_can_be_edited_and_sent_again_from_its_frame(everyt
         assert answer is not None
         detail = (await client.get(f"/s/{session.public_id}/frames/{answer.seq}")).content.decode()
         assert "Edit and send again" not in detail
+
+
+async def test_the_raw_request_form_sends_a_notification_without_an_id_onto_the_timeline(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        client = await logged_in_client(alice)
+        method = "notifications/roots/list_changed"
+        card = await client.post(
+            f"/s/{session.public_id}/request", {"method": method, "params": "", "notification": "1"}
+        )
+        assert card.status_code == 200
+        # The answer comes once the frame is stored: it is on the timeline already, with no id.
+        sent = [f async for f in TimelineFrame.objects.filter(session=session, method=method)]
+        assert [(f.direction, f.rpc_kind, f.rpc_id) for f in sent] == [("out", "notification", "")]
+        assert message(sent[0]) == {"jsonrpc": "2.0", "method": method}
+        shown = card.content.decode()
+        assert method in shown and "notification, no id" in shown and f"frame #{sent[0].seq}" in shown
 
 
 @pytest.mark.slow

@@ -287,10 +287,14 @@ class ClientSession:
             raise
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        await self.send_notification(method, params)
+
+    async def send_notification(self, method: str, params: dict[str, Any] | None = None) -> Frame:
+        """Send a notification (no id, no answer) and return its recorded frame."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        await self._send(message)
+        return await self.transport.send(encode(message), message)
 
     async def _send(self, message: dict[str, Any]) -> None:
         await self.transport.send(encode(message), message)

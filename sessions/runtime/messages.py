@@ -26,6 +26,7 @@ __all__ = [
     "Feature",
     "FramesStored",
     "NoteAdded",
+    "Notify",
     "Presence",
     "Reinitialize",
     "Reject",
@@ -103,6 +104,16 @@ class Request(Command):
 
 
 @dataclass(frozen=True)
+class Notify(Command):
+    """Send an MCP notification (no id, no answer); reply ``Done`` with its frame's ``seq`` once stored."""
+
+    NAME = "notify"
+    method: str
+    params: dict[str, Any] | None = None
+    user_id: int | None = None
+
+
+@dataclass(frozen=True)
 class Cancel(Command):
     NAME = "cancel"
     rpc_id: int
@@ -170,7 +181,8 @@ class Viewer(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {
-    c.NAME: c for c in (Request, Cancel, Respond, Reject, SetRoots, Feature, Reinitialize, Disconnect, Viewer)
+    c.NAME: c
+    for c in (Request, Notify, Cancel, Respond, Reject, SetRoots, Feature, Reinitialize, Disconnect, Viewer)
 }
 
 

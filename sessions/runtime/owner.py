@@ -97,6 +97,7 @@ class SessionOwner:
         self.limited = False
         """The session reached a limit: it is ending, and records nothing more."""
         self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
+            m.Notify: self.on_notify,
             m.Cancel: self.on_cancel,
             m.Respond: self.on_respond,
             m.Reject: self.on_reject,
@@ -399,6 +400,16 @@ class SessionOwner:
         if command.wait is None or time.monotonic() - started >= command.wait * 0.8:
             # The asker may have shown a running card: viewers finish it from this event.
             self._outbox.put_nowait(m.CallDone(outcome))
+
+    async def on_notify(self, command: m.Notify) -> m.Done:
+        """Send a notification exactly as typed; it is on the timeline when the asker hears back."""
+        client = self._live_client()
+        frame = await client.send_notification(command.method, command.params)
+        seq = self.base + frame.seq
+        if command.user_id is not None:
+            self._spawn(self._activity(command.user_id, "sent", command.method, seq))
+        await self._until_stored()
+        return m.Done({"method": command.method, "seq": seq})
 
     async def on_cancel(self, command: m.Cancel) -> None:
         handle = self.calls.get(int(command.rpc_id))

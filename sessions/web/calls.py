@@ -1,4 +1,4 @@
-"""A request a person sends: any method as raw JSON, its call card, and cancelling it."""
+"""A request a person sends: any method as raw JSON (or a notification), its call card, and cancelling it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
+from inspector.http import AuthedRequest, signed_in_user
+from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
@@ -40,11 +41,27 @@ async def send_request(request: AuthedRequest, public_id: Any) -> HttpResponse:
         return error_response(f"params are not JSON: {exc}", 422)
     if params is not None and not isinstance(params, dict):
         return error_response("params must be a JSON object", 422)
+    if request.POST.get("notification"):
+        return await _send_notification(request, session, method, params)
     try:
         timeout = float_param(request.POST, "timeout", maximum=MAX_TIMEOUT)
     except BadParameter as exc:
         return error_response(str(exc), 422)
     return await render_call(request, session, method, params, timeout=timeout)
+
+
+async def _send_notification(
+    request: AuthedRequest, session: McpSession, method: str, params: dict[str, Any] | None
+) -> HttpResponse:
+    """Send a notification (no id: nothing answers it) and show what was sent, with its frame."""
+    user = await signed_in_user(request)
+    try:
+        done = await client.call(session, m.Notify(method, params, user_id=user.pk), timeout=30.0)
+    except client.CommandFailed as exc:
+        return error_response(str(exc), 409)
+    seq = done.outcome.get("seq") if isinstance(done, m.Done) else None
+    context = {"session": session, "method": method, "params": params, "seq": seq}
+    return await sync_to_async(render)(request, "sessions/_notification.html", context)
 
 
 @require_GET

@@ -11,6 +11,7 @@ from django.core.files.uploadedfile import UploadedFile
 from django.db import connections
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
@@ -220,7 +221,10 @@ def _session_context(
         "session": session,
         "tab": tab,
         "panels": visible(session),
-        "panel": panel_context(session, tab, request),
+        # Rendered exactly as the tab switch renders it (panels.panel), so a reload shows the same.
+        "panel_html": render_to_string(
+            f"sessions/panels/{tab}.html", panel_context(session, tab, request), request
+        ),
         "calls": recent_calls(session),
         "reviews": list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)),
         "rows": rows,

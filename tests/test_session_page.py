@@ -1,0 +1,116 @@
+"""The session page itself: what a reload of a tab's address shows."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from support.teams import team_of
+
+from sessions.engine import Frame, Verdict
+from sessions.frames import frame_row
+from sessions.models import McpSession, TimelineFrame
+from sessions.web.panels import PANELS
+
+pytestmark = pytest.mark.django_db
+
+CAPABILITIES = {
+    "tools": {},
+    "resources": {"subscribe": True},
+    "prompts": {},
+    "logging": {},
+    "tasks": {"list": {}},
+}
+# Text a panel shows only when it was given nothing: none of it may appear on this session.
+EMPTY = (
+    "did not declare",
+    "No tools/list yet",
+    "No verdicts yet",
+    "No answered requests yet",
+)
+
+
+def message(seq: int, direction: str, body: dict[str, Any], **extra: Any) -> TimelineFrame:
+    frame = Frame("message", direction, json.dumps(body).encode(), message=body)  # type: ignore[arg-type]
+    frame.seq = seq
+    frame.rpc_kind = "result" if "result" in body else "request" if "id" in body else "notification"
+    frame.method = extra.pop("method", body.get("method"))
+    frame.rpc_id = body.get("id")
+    for name, value in extra.items():
+        setattr(frame, name, value)
+    return frame
+
+
+def session_with_everything(alice: User) -> McpSession:
+    """A closed session that negotiated capabilities, listed tools and broke a rule."""
+    session = McpSession.objects.create(
+        owner=alice,
+        team=team_of(alice),
+        name="everything",
+        status="closed",
+        server_capabilities=CAPABILITIES,
+        server_info={"name": "mcp-servers/everything", "version": "1"},
+        protocol_version="2025-06-18",
+        last_seq=4,
+    )
+    tool = {"name": "echo-the-words", "inputSchema": {"type": "object"}}
+    frames = [
+        message(1, "out", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}),
+        message(
+            2,
+            "in",
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "result": {"capabilities": CAPABILITIES, "protocolVersion": "2025-06-18"},
+            },
+            method="initialize",
+            pair_seq=1,
+            latency_ms=12.5,
+        ),
+        message(3, "out", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        message(
+            4,
+            "in",
+            {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool]}},
+            method="tools/list",
+            pair_seq=3,
+            latency_ms=3.0,
+            verdicts=[Verdict("made-up-rule", "warning", "a rule this test says was broken")],
+        ),
+    ]
+    TimelineFrame.objects.bulk_create(TimelineFrame(session=session, **frame_row(f, 0)) for f in frames)
+    return session
+
+
+def without_tokens(html: str) -> str:
+    """The page with its per-response CSRF tokens blanked, so two renders of one panel compare equal."""
+    return re.sub(r'(csrfmiddlewaretoken"?[^a-zA-Z0-9]+)[a-zA-Z0-9]{32,}', r"\1", html)
+
+
+@pytest.mark.parametrize("tab", list(PANELS))
+def test_reloading_a_tabs_address_shows_the_same_panel_as_switching_to_it(tab: str) -> None:
+    alice = User.objects.create(username="alice")
+    session = session_with_everything(alice)
+    client = Client()
+    client.force_login(alice)
+    fragment = client.get(f"/s/{session.public_id}/panel/{tab}")
+    assert fragment.status_code == 200
+    panel = without_tokens(fragment.content.decode().split('<nav class="tabs" id="tabs"')[0]).strip()
+    page = client.get(f"/s/{session.public_id}/?tab={tab}")
+    assert page.status_code == 200
+    body = without_tokens(page.content.decode())
+    assert panel and panel in body
+    # The session offers everything but the skills extension, whose panel rightly says so.
+    for wrong in EMPTY if tab != "skills" else ():
+        assert wrong not in body
+    expected = {
+        "tools": "echo-the-words",
+        "conformance": "made-up-rule",
+    }.get(tab)
+    if expected:
+        assert expected in body
