@@ -699,3 +699,19 @@ async def test_invalid_json_pasted_into_import_is_explained_and_kept() -> None:
     assert opened
     assert "Expecting property name enclosed in double quotes" in inner
     assert html.escape(pasted) in inner  # what was pasted is there to correct, not gone
+
+
+async def test_the_roots_tab_says_a_client_that_declared_nothing_did_not_declare_roots() -> None:
+    alice = await make_user()
+    client = await logged_in_client(alice)
+    team = await ateam_of(alice)
+
+    async def roots_fact(**fields: Any) -> str:
+        session = await McpSession.objects.acreate(owner=alice, team=team, name="s", **fields)
+        panel = (await client.get(f"/s/{session.public_id}/panel/roots")).content.decode()
+        return re.findall(r"<dt>roots capability</dt><dd>(.*?)</dd>", panel)[0]
+
+    ready = {"status": "ready", "protocol_version": "2025-11-25"}
+    assert (await roots_fact(**ready, client_capabilities={})).startswith("not declared")
+    assert (await roots_fact(**ready, client_capabilities={"roots": {}})) == "declared"
+    assert (await roots_fact(status="initializing")).startswith("not known yet")
