@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from django.template.loader import render_to_string
 
 from sessions.web.schema_forms import FormField, build_form, default_arguments, parse_submission
 
@@ -280,3 +283,59 @@ def test_a_submitted_form_re_renders_with_the_sent_values_and_errors() -> None:
 def test_a_schema_without_properties_has_no_fields() -> None:
     assert build_form({"type": "object"}).children == []
     assert parse_submission({"type": "object"}, {}) == ({}, {})
+
+
+SHAPES = {
+    **OBJECT,
+    "properties": {
+        "shape": {
+            "oneOf": [
+                {
+                    "title": "circle",
+                    "type": "object",
+                    "properties": {"r": {"type": "number"}},
+                    "required": ["r"],
+                },
+                {
+                    "title": "square",
+                    "type": "object",
+                    "properties": {"side": {"type": "number"}},
+                    "required": ["side"],
+                },
+            ]
+        }
+    },
+    "required": ["shape"],
+}
+
+
+def _variants(page: str) -> dict[str, tuple[bool, str]]:
+    """Each variant block of a rendered choice: (hidden, its HTML up to the next one), by variant number."""
+    found = {}
+    for part in page.split('<div class="sf-variant" ')[1:]:
+        head = re.match(r'data-variant="(\d+)"( hidden)?>', part)
+        assert head is not None
+        found[head[1]] = (bool(head[2]), part)
+    return found
+
+
+def test_a_one_of_shows_only_the_picked_variants_fields_and_their_stars() -> None:
+    form = fields(SHAPES)
+    assert [c.hidden for c in form["arg.shape"].children] == [
+        False,
+        True,
+    ]  # required: the first, until picked
+    assert [c.hidden for c in fields(SHAPES, {"arg.shape.~variant": "1"})["arg.shape"].children] == [
+        True,
+        False,
+    ]
+    optional = {**SHAPES, "required": []}
+    assert [c.hidden for c in fields(optional)["arg.shape"].children] == [True, True]  # "(not set)"
+
+    page = render_to_string("sessions/tools/_field.html", {"field": form["arg.shape"]})
+    variants = _variants(page)
+    assert set(variants) == {"0", "1"}
+    shown, circle = variants["0"]
+    assert not shown and 'name="arg.shape.~0.r"' in circle and 'class="req"' in circle
+    assert variants["1"][0] and 'name="arg.shape.~1.side"' in variants["1"][1]  # hidden, star and all
+    assert "data-variant-select" in page  # app.js shows another variant when it is picked

@@ -670,3 +670,69 @@ async def test_ended_sessions_can_be_deleted_one_or_all_and_live_ones_cannot() -
     htmx = await client.post("/sessions/delete-ended", headers={"HX-Request": "true"})
     assert htmx.status_code == 200 and htmx["HX-Redirect"] == "/"
     assert [s.name async for s in McpSession.objects.filter(owner=alice)] == ["live"]
+
+
+def _details(page: str) -> list[tuple[bool, str]]:
+    """Each <details> of a page: whether it is open, and what it holds."""
+    return [
+        (" open" in attrs, inner)
+        for attrs, inner in re.findall(r"<details([^>]*)>(.*?)</details>", page, re.S)
+    ]
+
+
+async def test_a_connect_error_in_a_collapsed_section_opens_it_and_the_token_is_kept() -> None:
+    client = await logged_in_client(await make_user())
+    form = {
+        "transport": "http",
+        "url": "http://127.0.0.1:1/mcp",
+        "headers": "not a header",
+        "bearer_token": "tok-<typed>-123",
+        "protocol_version": "2025-11-25",
+        "timeout": "soon",
+        "max_total_timeout": "600",
+        "verify_tls": "on",
+    }
+    response = await client.post("/connect", form)
+    assert response.status_code == 422
+    page = response.content.decode()
+    sections = {
+        inner.split("</summary>")[0].split("<summary>")[1]: opened for opened, inner in _details(page)
+    }
+    assert sections == {
+        "Arguments, environment, working directory": False,
+        "Headers and bearer token": True,  # the header's error
+        "TLS (local HTTPS, self-signed certificates)": False,
+        "Protocol, capabilities, roots and timeouts": True,  # the timeout's error
+    }
+    assert "expected Name: value, got &#x27;not a header&#x27;" in page
+    assert "Enter a number." in page  # the timeout's error, shown where it is
+    assert 'value="tok-&lt;typed&gt;-123"' in page  # kept, and escaped
+    assert "tok-" not in (await client.get("/")).content.decode()  # a fresh form shows none
+
+
+async def test_invalid_json_pasted_into_import_is_explained_and_kept() -> None:
+    client = await logged_in_client(await make_user())
+    pasted = '{"mcpServers": {"a": {"command": "x",}}}'
+    response = await client.post("/servers/import", {"text": pasted})
+    assert response.status_code == 422
+    page = response.content.decode()
+    [(opened, inner)] = [d for d in _details(page) if "Import mcpServers JSON" in d[1]]
+    assert opened
+    assert "Expecting property name enclosed in double quotes" in inner
+    assert html.escape(pasted) in inner  # what was pasted is there to correct, not gone
+
+
+async def test_the_roots_tab_says_a_client_that_declared_nothing_did_not_declare_roots() -> None:
+    alice = await make_user()
+    client = await logged_in_client(alice)
+    team = await ateam_of(alice)
+
+    async def roots_fact(**fields: Any) -> str:
+        session = await McpSession.objects.acreate(owner=alice, team=team, name="s", **fields)
+        panel = (await client.get(f"/s/{session.public_id}/panel/roots")).content.decode()
+        return re.findall(r"<dt>roots capability</dt><dd>(.*?)</dd>", panel)[0]
+
+    ready = {"status": "ready", "protocol_version": "2025-11-25"}
+    assert (await roots_fact(**ready, client_capabilities={})).startswith("not declared")
+    assert (await roots_fact(**ready, client_capabilities={"roots": {}})) == "declared"
+    assert (await roots_fact(status="initializing")).startswith("not known yet")

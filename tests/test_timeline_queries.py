@@ -12,6 +12,7 @@ from support.teams import team_of
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.conformance import latency_rows
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 from sessions.timeline.search import results
 
@@ -73,3 +74,23 @@ def test_resource_and_log_frames_carry_their_uri_and_level() -> None:
     updated, logged = TimelineFrame.objects.filter(session=session).order_by("seq")
     assert (updated.uri, updated.level, updated.is_error) == (uri, "", False)
     assert (logged.uri, logged.level) == ("", "alert")
+
+
+def test_latency_by_method_counts_a_result_with_is_error_as_an_error() -> None:
+    session = _session()
+    answers = [
+        {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": True}},  # the tool failed
+        {"jsonrpc": "2.0", "id": 2, "result": {"content": []}},
+        {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "Unknown tool"}},
+    ]
+    rows = []
+    for seq, body in enumerate(answers, start=1):
+        frame = Frame("message", "in", json.dumps(body).encode(), seq=seq, message=body)  # type: ignore[arg-type]
+        frame.rpc_kind = "error" if "error" in body else "result"
+        frame.method, frame.rpc_id, frame.latency_ms = "tools/call", body["id"], 10.0 * seq
+        rows.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+    TimelineFrame.objects.bulk_create(rows)
+    [row], _ = latency_rows(session)
+    assert (row["method"], row["calls"], row["errors"]) == ("tools/call", 3, 2)
+    [found] = results(McpSession.objects.filter(team=session.team), "method:tools/call")["latency_rows"]
+    assert found["errors"] == 2  # the search page's table says the same

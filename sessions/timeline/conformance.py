@@ -59,13 +59,17 @@ def verdict_rows(session: McpSession, frames: Frames | None = None) -> tuple[lis
     return ordered, len(flagged) == SCAN
 
 
-def summarize_latency(answers: list[tuple[str, float | None, str]]) -> list[dict[str, Any]]:
-    """Per method, from (method, latency_ms, rpc_kind) of answers: calls, errors, p50, p95, max."""
+def summarize_latency(answers: list[tuple[str, float | None, bool]]) -> list[dict[str, Any]]:
+    """Per method, from (method, latency_ms, is_error) of answers: calls, errors, p50, p95, max.
+
+    An error is an error response or a result with ``isError`` (the frame's ``is_error`` column): a
+    tool call that failed counts as one, however it was reported.
+    """
     by_method: dict[str, list[float]] = defaultdict(list)
     errors: dict[str, int] = defaultdict(int)
-    for method, latency, kind in answers:
+    for method, latency, is_error in answers:
         by_method[method or "?"].append(latency or 0.0)
-        if kind == "error":
+        if is_error:
             errors[method or "?"] += 1
     rows: list[dict[str, Any]] = []
     for method, values in by_method.items():
@@ -90,7 +94,7 @@ def latency_rows(session: McpSession, frames: Frames | None = None) -> tuple[lis
         _frames(session, frames)
         .filter(direction="in", latency_ms__isnull=False)
         .order_by("-seq")
-        .values_list("method", "latency_ms", "rpc_kind")[:SCAN]
+        .values_list("method", "latency_ms", "is_error")[:SCAN]
     )
     return summarize_latency(answers), len(answers) == SCAN
 

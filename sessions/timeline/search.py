@@ -249,7 +249,7 @@ def results(sessions: QuerySet[McpSession], text: str) -> dict[str, Any]:
     answers = list(
         rows.filter(direction="in", latency_ms__isnull=False)
         .order_by("-pk")
-        .values_list("method", "latency_ms", "rpc_kind")[:SUMMED]
+        .values_list("method", "latency_ms", "is_error")[:SUMMED]
     )
     return {
         "query": query,

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils.functional import cached_property
 
 from sessions.config_files import parse_servers
 from sessions.models import ServerConfig
@@ -40,6 +41,28 @@ CAPABILITIES = {
     "elicitation_form": "elicitation: form",
     "elicitation_url": "elicitation: url",
     "review_roots": "ask me before answering roots/list",
+}
+
+
+# The connect form's collapsed sections (<details>), by the fields each holds: a section holding a
+# field with an error is rendered open, or Connect would seem to do nothing.
+SECTIONS = {
+    "stdio_more": ("args", "env", "secret_env", "cwd"),
+    "http_auth": ("headers", "bearer_token"),
+    "tls": ("verify_tls", "ca_file"),
+    "protocol": (
+        "protocol_version",
+        "mode",
+        "roots_cap",
+        "roots_list_changed",
+        "sampling",
+        "elicitation_form",
+        "elicitation_url",
+        "review_roots",
+        "roots",
+        "timeout",
+        "max_total_timeout",
+    ),
 }
 
 
@@ -76,8 +99,11 @@ class ConnectForm(forms.Form):
     headers = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False, help_text="Name: value, a line each"
     )
+    # Kept when the form comes back with errors (an unbound form has no value to render): the
+    # person's own response, same-origin and no-store (middleware), never a URL or a log. Holding it
+    # server-side instead would write the secret into the session store.
     bearer_token = forms.CharField(
-        max_length=4000, required=False, widget=forms.PasswordInput(render_value=False)
+        max_length=4000, required=False, widget=forms.PasswordInput(render_value=True)
     )
     verify_tls = forms.BooleanField(required=False, initial=True, label="Verify TLS certificates")
     ca_file = forms.CharField(
@@ -110,6 +136,11 @@ class ConnectForm(forms.Form):
         min_value=0, initial=600, label="Maximum total", help_text="seconds (0: none)"
     )
     save = forms.BooleanField(required=False, label="Save this server")
+
+    @cached_property
+    def open_sections(self) -> set[str]:
+        """The collapsed sections that hold a field with an error (``SECTIONS``)."""
+        return {name for name, fields in SECTIONS.items() if any(f in self.errors for f in fields)}
 
     def clean_args(self) -> list[str]:
         return _lines(self.cleaned_data["args"])

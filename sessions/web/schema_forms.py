@@ -58,6 +58,8 @@ class FormField:
     enum: list[Any] = field(default_factory=list)
     item_schema: Any = None
     is_item: bool = False
+    variant: str = ""  # a variant of a choice: the option that picks it
+    hidden: bool = False  # a variant not picked: not shown (its fields, their stars), not read
 
     @property
     def null_name(self) -> str:
@@ -323,6 +325,7 @@ class _Builder:
             spec.options.append(Option(str(index), label, chosen == str(index)))
             child = self.build(variant, f"{spec.name}.~{index}", label, False, depth + 1, seen)
             child.label = label
+            child.variant, child.hidden = str(index), chosen != str(index)
             spec.children.append(child)
         spec.hints = [*spec.hints, f"{how}: pick a variant"]
         return spec

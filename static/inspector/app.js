@@ -148,6 +148,21 @@
     form.elements.text.focus();
   });
 
+  // A oneOf/anyOf field shows only the variant picked (its fields and their required stars); the
+  // server renders the same choice on a re-render, and reads only that variant's inputs.
+  document.addEventListener("change", function (event) {
+    var select = event.target;
+    if (!select.matches || !select.matches("select[data-variant-select]")) {
+      return;
+    }
+    var children = select.closest(".sf-choice").querySelector(":scope > .sf-children");
+    Array.prototype.forEach.call(children.children, function (variant) {
+      if (variant.classList.contains("sf-variant")) {
+        variant.hidden = variant.dataset.variant !== select.value;
+      }
+    });
+  });
+
   document.addEventListener("click", function (event) {
     var closer = event.target.closest("[data-close]");
     if (closer) {
