@@ -121,6 +121,7 @@ URLS: dict[str, tuple[str, str]] = {
     "cancel": ("POST", "act"),
     "timeline": ("GET", "read"),
     "frame": ("GET", "read"),
+    "frame_raw": ("GET", "read"),
     "add_note": ("POST", "act"),
     "export": ("GET", "read"),
     "export_html": ("GET", "read"),

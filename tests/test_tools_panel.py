@@ -161,3 +161,32 @@ async def test_the_call_card_shows_the_engines_output_schema_verdicts() -> None:
         ["output-schema"],
         ["structured-content"],
     ]
+
+
+async def test_a_huge_tool_result_shows_its_head_and_size_and_downloads_whole(bad_stdio: Any) -> None:
+    """A 3 MB answer is not rendered into its card (a 100 MB one made the page 104 MB on every reload):
+    the card shows its first 64 KiB, its size and a download of the whole frame, live and after."""
+    size = 3 * 1024 * 1024
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("big")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        client = await logged_in_client(alice)
+        base = f"/s/{session.public_id}/"
+        card = await client.post(
+            base + "request",
+            {"method": "tools/call", "params": json.dumps({"name": "t", "arguments": {"size": size}})},
+        )
+        assert card.status_code == 200
+        html = card.content.decode()
+        assert len(html) < 200_000 and "too big to show here" in html and "3.0\xa0MB" in html, html[:2000]
+
+        def stored() -> TimelineFrame | None:
+            return TimelineFrame.objects.filter(session=session, direction="in", size__gt=size).first()
+
+        frame = await wait_until(stored, what="the big answer stored")
+        page = (await client.get(base)).content.decode()
+        assert len(page) < 1_000_000 and "too big to show here" in page
+        download = await client.get(f"{base}frames/{frame.seq}/raw")
+        assert download.status_code == 200 and "attachment" in download["Content-Disposition"]
+        assert len(download.content) == frame.size and download.content.count(b"x") >= size

@@ -260,6 +260,7 @@ class SessionOwner:
                     "response_seq": self.base + event.seq,
                     "request_seq": self.base + event.pair_seq if event.pair_seq is not None else None,
                     "latency_ms": event.latency_ms,
+                    "size": event.size,  # a card shows only the head of a big answer
                     # What the engine judged (a tools/call result against its outputSchema, say), for
                     # a call card rendered before the recorder has stored the frame.
                     "verdicts": [v.to_dict() for v in event.verdicts],

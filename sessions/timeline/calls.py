@@ -12,8 +12,20 @@ from sessions.models import McpSession, TimelineFrame
 __all__ = ["call_context", "output_verdict", "recent_calls"]
 
 
+# A result bigger than this is not rendered into its call card (a 100 MB tool result made the session
+# page 104 MB, on every reload): the card shows its head, its size and a download of the whole frame.
+CARD_BYTES = 1 << 20
+HEAD_CHARS = 64 * 1024
+
+
 def _message(frame: TimelineFrame | None) -> dict[str, Any]:
     return message_of(frame.raw) if frame is not None else {}
+
+
+def _too_big(frame: TimelineFrame) -> dict[str, Any]:
+    """What a card shows of a response too big to render: its head as text, its size, its frame."""
+    head = bytes(frame.raw[:HEAD_CHARS]).decode("utf-8", errors="replace")
+    return {"too_big": {"size": frame.size, "head": head, "seq": frame.seq}}
 
 
 def _progress(session: McpSession, rpc_id: int | str, since: int) -> dict[str, Any] | None:
@@ -64,8 +76,10 @@ def call_context(
             .order_by("seq")
             .first()
         )
-        answer = _message(response)
-        if "error" in answer:
+        answer = {} if response is not None and response.size > CARD_BYTES else _message(response)
+        if response is not None and response.size > CARD_BYTES:
+            outcome = _too_big(response)
+        elif "error" in answer:
             outcome = {"error": answer["error"]}
         elif "result" in answer:
             outcome = {"result": answer["result"]}
@@ -90,6 +104,16 @@ def call_context(
             .order_by("seq")
             .first()
         )
+        if response is not None and response.size > CARD_BYTES:
+            outcome = {**outcome, **_too_big(response)}
+            outcome.pop("result", None)
+        elif int(outcome.get("size") or 0) > CARD_BYTES and outcome.get("response_seq"):
+            # Not stored yet: the head comes from the answer the owner passed on.
+            head = json.dumps(outcome.get("result", outcome.get("error")), ensure_ascii=False)[:HEAD_CHARS]
+            size, seq = int(outcome["size"]), int(outcome["response_seq"])
+            outcome = {**outcome, "too_big": {"size": size, "head": head, "seq": seq}}
+            outcome.pop("result", None)
+            outcome.pop("error", None)
     method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
     params = sent.get("params") or {}
     verdict = None

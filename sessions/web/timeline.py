@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from inspector.http import AuthedRequest, signed_in_user
-from sessions.models import McpSession
+from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
@@ -19,7 +19,7 @@ from sessions.timeline.redaction import Redactor
 from sessions.web import together
 from sessions.web.shortcuts import int_param, owned_session
 
-__all__ = ["attachment", "export", "export_collection", "export_html", "frame", "timeline_page"]
+__all__ = ["attachment", "export", "export_collection", "export_html", "frame", "frame_raw", "timeline_page"]
 
 
 @require_GET
@@ -54,6 +54,17 @@ async def _exported(request: AuthedRequest, public_id: Any) -> tuple[McpSession,
         return await owned_session(request, public_id, Role.OPERATOR), None, "-unredacted"
     session = await owned_session(request, public_id)
     return session, Redactor.for_session(session.config), ""
+
+
+@require_GET
+async def frame_raw(request: AuthedRequest, public_id: Any, seq: int) -> HttpResponse:
+    """One frame's bytes, whole, as a download (a call card shows only the head of a big answer)."""
+    session = await owned_session(request, public_id)
+    row = await TimelineFrame.objects.filter(session=session, seq=seq).only("raw").afirst()
+    if row is None:
+        raise Http404("No such frame")
+    response = HttpResponse(bytes(row.raw), content_type="application/octet-stream")
+    return attachment(response, f"mcp-session-{session.public_id}-frame-{seq}.json")
 
 
 @require_GET

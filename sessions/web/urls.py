@@ -40,6 +40,7 @@ session_urls = [
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("timeline", timeline.timeline_page, name="timeline"),
     path("frames/<int:seq>", timeline.frame, name="frame"),
+    path("frames/<int:seq>/raw", timeline.frame_raw, name="frame_raw"),
     path("notes", together.add_note, name="add_note"),
     path("export", timeline.export, name="export"),
     path("export.html", timeline.export_html, name="export_html"),
