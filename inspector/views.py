@@ -28,13 +28,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from inspector import auth
+from inspector import auth, sso
 from inspector.http import HtmxHttpRequest
 from sessions.teams import access, invitations
 from sessions.teams.logins import client_address
 from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle
-from sessions.web.people import sso_configured
 
 # The backend a new account (made on the invitation page) is logged in with.
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -85,7 +84,7 @@ def _safe_next(request: HtmxHttpRequest, url: str) -> str:
 def _sso_url(next_url: str, invitation: str = "") -> str:
     """Where "sign in with single sign-on" goes, back to ``next_url`` after (carrying the invitation a
     person opened, so that their first sign-in can join with it); empty when SSO is not set up."""
-    if not sso_configured():
+    if sso.provider() is None:
         return ""
     query = {"next": next_url, **({"invitation": invitation} if invitation else {})}
     return reverse("sso-login") + "?" + urlencode(query)

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from pytest_django.fixtures import Settings
-from support.teams import ateam_of, team_of
+from support.teams import ateam_of
 from support.web import frames_of, live_runtime, make_user, start_session, stdio_config, wait_until
 
 from sessions.models import McpSession, TimelineFrame
@@ -17,9 +16,6 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.limits import (
     SessionBudget,
-    alive_session_count,
-    live_session_count,
-    live_sessions_refusal,
 )
 
 # --- the budget: what counts, and when it is reached --------------------------------------------
@@ -70,36 +66,6 @@ def test_the_settings_refuse_a_negative_limit(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("INSPECTOR_MAX_SESSION_FRAMES", "-1")
     with pytest.raises(ImproperlyConfigured, match="at least 0"):
         envint("INSPECTOR_MAX_SESSION_FRAMES", 0, minimum=0)
-
-
-# --- live sessions per team -----------------------------------------------------------------------
-
-
-@pytest.mark.django_db
-def test_live_sessions_are_counted_and_the_cap_refuses_one_more(settings: Settings) -> None:
-    owner = User.objects.create_user("erin")
-    for status in ("starting", "ready", "closing", "closed", "failed", "lost", "importing"):
-        McpSession.objects.create(owner=owner, team=team_of(owner), name=status, config={}, status=status)
-    team = McpSession.objects.filter(owner=owner)
-    assert live_session_count(team) == 3
-    settings.INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = 4
-    assert live_sessions_refusal(3) == ""
-    refusal = live_sessions_refusal(4)
-    assert "4 live sessions" in refusal and "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM" in refusal
-    settings.INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = 0
-    assert live_sessions_refusal(10_000) == ""
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_live_sessions_are_counted_from_async_views_too() -> None:
-    owner = await User.objects.acreate(username="frank")
-    await McpSession.objects.acreate(
-        owner=owner, team=await ateam_of(owner), name="a", config={}, status="ready"
-    )
-    await McpSession.objects.acreate(
-        owner=owner, team=await ateam_of(owner), name="b", config={}, status="closed"
-    )
-    assert await alive_session_count(McpSession.objects.filter(owner=owner)) == 1
 
 
 # --- a real server that floods ------------------------------------------------------------------

@@ -9,20 +9,14 @@ session ends: what the engine receives after it is not recorded. 0 means no limi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
 
 from sessions.engine import Frame
-from sessions.models import McpSession
 
 __all__ = [
     "LimitReached",
     "SessionBudget",
-    "alive_session_count",
-    "live_session_count",
-    "live_sessions_refusal",
 ]
 
 
@@ -86,31 +80,3 @@ def _bytes(count: int) -> str:
         if count >= size:
             return f"{count / size:.4g} {unit} ({count:,} bytes)"
     return f"{count:,} bytes"
-
-
-# --- live sessions per team ------------------------------------------------------------------
-
-
-def live_session_count(sessions: QuerySet[McpSession, Any]) -> int:
-    """How many of ``sessions`` (a team's, say) are live: starting, connecting, ready, closing."""
-    return sessions.filter(status__in=McpSession.LIVE).count()
-
-
-async def alive_session_count(sessions: QuerySet[McpSession, Any]) -> int:
-    """``live_session_count`` for async views."""
-    return await sessions.filter(status__in=McpSession.LIVE).acount()
-
-
-def live_sessions_refusal(live: int) -> str:
-    """Why one more live session is refused when ``live`` already run ('' when it is allowed).
-
-    ``INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM`` (0: no limit). Two starts at the same moment may both
-    pass the check: the cap guards against a team's runaway use, not against one extra session.
-    """
-    cap = settings.INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM
-    if cap and live >= cap:
-        return (
-            f"this team already runs {live} live sessions, its limit (INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM "
-            f"is {cap}): disconnect one first"
-        )
-    return ""

@@ -60,7 +60,7 @@ def live_cap(team: Team) -> int:
     """How many live sessions the team may have at once (0: no limit)."""
     if team.max_live_sessions is not None:
         return team.max_live_sessions
-    return int(getattr(settings, "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 0) or 0)
+    return int(settings.INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM)
 
 
 def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:

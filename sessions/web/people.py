@@ -15,12 +15,7 @@ from django.http import HttpRequest
 from sessions.teams import access
 from sessions.teams.models import Membership
 
-__all__ = ["Person", "people", "sso_configured"]
-
-
-def sso_configured() -> bool:
-    """Whether single sign-on (OpenID Connect) is set up: pages then offer it too."""
-    return bool(getattr(settings, "INSPECTOR_OIDC_ISSUER", ""))
+__all__ = ["Person", "people"]
 
 
 class Person:

@@ -123,26 +123,25 @@ async def owned_session(request: AuthedRequest, public_id: Any, needed: str | No
     return session
 
 
-def person_scope(request: HttpRequest, needed: str = Role.VIEWER) -> access.Scope:
-    """The signed-in person's current team and role; 403 if they have none, or a role below ``needed``."""
-    scope = access.scope_for(request.user, request.session.get(access.TEAM_KEY))
+def _in_team(scope: access.Scope | None, needed: str) -> access.Scope:
+    """The scope if the person belongs to a team with at least ``needed`` there; else a 403 saying why."""
     if scope is None:
         raise PermissionDenied("You are not a member of any team yet: ask a team admin for an invitation.")
     if not scope.allows(needed):
         raise _refuse(scope.role, needed)
     return scope
+
+
+def person_scope(request: HttpRequest, needed: str = Role.VIEWER) -> access.Scope:
+    """The signed-in person's current team and role; 403 if they have none, or a role below ``needed``."""
+    return _in_team(access.scope_for(request.user, request.session.get(access.TEAM_KEY)), needed)
 
 
 async def person_scope_async(request: HttpRequest, needed: str = Role.VIEWER) -> access.Scope:
     """``person_scope`` for an async view."""
     user = await signed_in_user(request)
     chosen = await request.session.aget(access.TEAM_KEY)
-    scope = await sync_to_async(access.scope_for)(user, chosen)
-    if scope is None:
-        raise PermissionDenied("You are not a member of any team yet: ask a team admin for an invitation.")
-    if not scope.allows(needed):
-        raise _refuse(scope.role, needed)
-    return scope
+    return _in_team(await sync_to_async(access.scope_for)(user, chosen), needed)
 
 
 def error_response(message: str, status: int) -> HttpResponse:
