@@ -47,7 +47,7 @@ def test_the_scenario_list_is_every_client_scenario_but_auth(version: str) -> No
 @pytest.mark.parametrize(("version", "scenario"), [(v, s) for v in sorted(SCENARIOS) for s in SCENARIOS[v]])
 def test_the_cli_passes_the_client_scenario(version: str, scenario: str, tmp_path: Path) -> None:
     run = _suite(version, "client", "--command", COMMAND, "--scenario", scenario, "-o", str(tmp_path))
-    results = list(tmp_path.glob("*/checks.json"))
+    results = list(tmp_path.rglob("checks.json"))
     assert results, f"no checks.json written\n{run.stderr[-3000:]}"
     checks = json.loads(results[0].read_text())
     failed = [c for c in checks if c["status"] in ("FAILURE", "WARNING")]

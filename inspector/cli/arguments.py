@@ -234,6 +234,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "or reply with the CreateMessageResult in FILE",
     )
     _add_skill_options(parser)
+    from inspector.cli.oauth import add_oauth_options
+
+    add_oauth_options(parser)
     return parser
 
 
@@ -366,6 +369,13 @@ def parse_args(argv: Sequence[str]) -> Invocation:
     if (elicitation or sampling) and hasattr(target, "open_get_stream"):
         # A declared capability may be exercised by a request on the standalone GET stream too.
         target.open_get_stream = True  # type: ignore[union-attr]
+
+    from inspector.cli.oauth import oauth_config, wants_oauth
+
+    if wants_oauth(opts):
+        if not hasattr(target, "url"):
+            raise UsageError("--oauth and its options apply to http(s) servers only")
+        target.oauth = oauth_config(opts, target.url)  # type: ignore[union-attr]
 
     if opts.insecure or opts.ca_file:
         if not hasattr(target, "verify_tls"):

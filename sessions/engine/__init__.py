@@ -29,6 +29,11 @@ from ._errors import (
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Task, TaskChanged, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
+from ._oauth import OAuthSession
+from ._oauth_config import GRANTS, Authorizer, OAuthConfig, OAuthFailed, TokenStore
+from ._oauth_flow import STEPS as OAUTH_STEPS
+from ._oauth_flow import OAuthFlow
+from ._oauth_rules import Challenge, parse_challenges
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -51,6 +56,16 @@ from ._tasks import augmentable as task_augmentable
 from ._transport import FrameSink, Transport
 
 __all__ = [
+    "GRANTS",
+    "OAUTH_STEPS",
+    "Authorizer",
+    "Challenge",
+    "OAuthConfig",
+    "OAuthFailed",
+    "OAuthFlow",
+    "OAuthSession",
+    "TokenStore",
+    "parse_challenges",
     "HANDSHAKE_VERSIONS",
     "LATEST_HANDSHAKE_VERSION",
     "LATEST_MODERN_VERSION",

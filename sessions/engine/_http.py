@@ -15,6 +15,7 @@ import httpx
 from ._clock import sleep
 from ._errors import ConnectionClosed, FallbackToLegacy, HttpStatusError, SessionExpired, TransportError
 from ._frames import Frame, head_of, too_large
+from ._oauth import OAuthSession
 from ._options import MODERN_VERSIONS
 from ._protocol import META_PROTOCOL_VERSION
 from ._sse import SseDecoder, SseEvent
@@ -102,6 +103,21 @@ def default_client(target: HttpTarget) -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
 
 
+def oauth_client(target: HttpTarget) -> httpx.AsyncClient:
+    """The client the OAuth flow uses: TLS always verified (unless turned off for this server) even
+    when the MCP server itself is plain HTTP, and held to the same egress rules."""
+    timeout = httpx.Timeout(connect=target.connect_timeout, read=30.0, write=30.0, pool=None)
+    verify: bool | ssl.SSLContext = _tls_context(target.ca_file) if target.verify_tls else False
+    if target.egress is not None:
+        from ._egress_net import confined_transport
+
+        transport = confined_transport(target.egress, verify=verify, limits=httpx.Limits())
+        return httpx.AsyncClient(
+            timeout=timeout, transport=transport, trust_env=False, follow_redirects=False
+        )
+    return httpx.AsyncClient(timeout=timeout, verify=verify, follow_redirects=False)
+
+
 def _judge_head(
     head: Frame,
     response: httpx.Response,
@@ -147,6 +163,8 @@ class _HttpBase:
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self.protocol_version: str | None = None
+        self.auth: OAuthSession | None = None
+        self._oauth_http: httpx.AsyncClient | None = None
 
     @property
     def sink(self) -> FrameSink:
@@ -158,11 +176,53 @@ class _HttpBase:
         assert self._client is not None
         return self._client
 
-    def _base_headers(self) -> dict[str, str]:
+    def _base_headers(self, method: str = "POST", url: str | None = None) -> dict[str, str]:
         headers = dict(self.target.headers)
-        if self.target.bearer_token:
+        if self.auth is not None and self.auth.token is not None:
+            headers.update(self.auth.headers(method, url or self.target.url))
+        elif self.target.bearer_token:
             headers["Authorization"] = f"Bearer {self.target.bearer_token}"
         return headers
+
+    def _start_auth(self) -> None:
+        """Set up OAuth for this connection when the target asks for it (once the sink is known)."""
+        if self.target.oauth is None or self.auth is not None:
+            return
+        # A test's client (on a mock transport) serves the flow too; otherwise a client of its own.
+        own = self.client_factory is default_client
+        self._oauth_http = oauth_client(self.target) if own else None
+        http = self._oauth_http or self.client
+        self.auth = OAuthSession(self.target.oauth, self.target.url, http, self.sink.record)
+
+    async def _authorized(self, headers: dict[str, str], method: str, url: str) -> dict[str, str]:
+        """``headers`` with a current token (refreshed if it is about to expire) and a fresh proof."""
+        if self.auth is None:
+            return headers
+        await self.auth.ready()
+        fresh = {k: v for k, v in headers.items() if k.lower() not in ("authorization", "dpop")}
+        fresh.update(self.auth.headers(method, url))
+        if "Authorization" not in fresh and self.target.bearer_token:
+            fresh["Authorization"] = f"Bearer {self.target.bearer_token}"
+        return fresh
+
+    async def _refused(
+        self, response: httpx.Response, request_seq: int, attempts: int, generation: int
+    ) -> tuple[bool, bytes]:
+        """A 401/403: record it (its challenge readable), let OAuth answer it; say whether to retry."""
+        assert self.auth is not None
+        head = self._head(response, request_seq)
+        try:
+            head.raw, _ = await self._body(response, head)
+        except httpx.HTTPError:
+            pass
+        finally:
+            await response.aclose()
+        head.note = (
+            "the server asks for authorization" if response.status_code == 401 else "the token is not enough"
+        )
+        self.sink.record(head)
+        retry = await self.auth.challenged(response, attempts, generation)
+        return retry, head.raw
 
     def _spawn(self, coro: Any) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -276,6 +336,8 @@ class _HttpBase:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._client is not None:
             await self._client.aclose()
+        if self._oauth_http is not None:
+            await self._oauth_http.aclose()
 
 
 class StreamableHttpTransport(_HttpBase):
@@ -297,6 +359,7 @@ class StreamableHttpTransport(_HttpBase):
         self._sink = sink
         self._client = self.client_factory(self.target)
         self._note_tls()
+        self._start_auth()
 
     def reset(self) -> None:
         """Forget the HTTP session, so the next initialize starts a new one."""
@@ -310,8 +373,10 @@ class StreamableHttpTransport(_HttpBase):
         if self.stateless:
             self.session_id = None  # the stateless revision has no sessions
 
-    def _headers(self, *, initialize: bool = False, accept: str = f"{_JSON}, {_SSE}") -> dict[str, str]:
-        headers = self._base_headers()
+    def _headers(
+        self, *, initialize: bool = False, accept: str = f"{_JSON}, {_SSE}", method: str = "POST"
+    ) -> dict[str, str]:
+        headers = self._base_headers(method)
         headers["Accept"] = accept
         if self.session_id and not initialize and not self.stateless:
             headers["Mcp-Session-Id"] = self.session_id
@@ -394,13 +459,26 @@ class StreamableHttpTransport(_HttpBase):
         self, raw: bytes, headers: dict[str, str], message: Any, seq: int, *, initialize: bool = False
     ) -> None:
         ids = request_ids_in(message)
-        try:
-            request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
-            response = await self.client.send(request, stream=True)
-        except _SEND_FAILED as exc:
-            self._record_failure("POST failed", exc)
-            self.sink.requests_failed(ids, TransportError(f"POST {self.target.url} failed: {why(exc)}"))
-            return
+        attempts = 0
+        while True:
+            generation = self.auth.generation if self.auth is not None else 0
+            try:
+                headers = await self._authorized(headers, "POST", self.target.url)
+                request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
+                response = await self.client.send(request, stream=True)
+            except _SEND_FAILED as exc:
+                self._record_failure("POST failed", exc)
+                self.sink.requests_failed(ids, TransportError(f"POST {self.target.url} failed: {why(exc)}"))
+                return
+            if self.auth is None or response.status_code not in (401, 403):
+                break
+            retry, body = await self._refused(response, seq, attempts, generation)
+            if not retry or self._closing:
+                self.sink.requests_failed(ids, HttpStatusError(response.status_code, body))
+                return
+            attempts += 1
+            headers = await self._authorized(headers, "POST", self.target.url)
+            self._record_request("POST", self.target.url, headers, f"send message #{seq} again, authorized")
         try:
             await self._handle(response, ids, seq, initialize=initialize)
         except httpx.HTTPError as exc:
@@ -447,7 +525,10 @@ class StreamableHttpTransport(_HttpBase):
                     )
                 )
                 return
-            if ctype == _JSON and body.strip() and whole:
+            if status in (401, 403):
+                head_note = "the server asks for authorization (connect with OAuth to authorize)"
+                self.sink.record(Frame("state", "local", transport={"state": "unauthorized"}, note=head_note))
+            elif ctype == _JSON and body.strip() and whole:
                 # A JSON-RPC error in the body answers the request; let the session read it.
                 self._message_in(body, whole, {"status": status, "request_seq": seq})
             self.sink.requests_failed(ids, HttpStatusError(status, body))
@@ -499,7 +580,7 @@ class StreamableHttpTransport(_HttpBase):
             name = f"{stream} (resumed)"
 
     async def _resume(self, last_event_id: str, stream: str) -> httpx.Response | None:
-        headers = self._headers(accept=_SSE)
+        headers = self._headers(accept=_SSE, method="GET")
         headers["Last-Event-ID"] = last_event_id
         out = self._record_request(
             "GET", self.target.url, headers, f"resume {stream} after event {last_event_id}"
@@ -533,7 +614,7 @@ class StreamableHttpTransport(_HttpBase):
                 return
             if attempts:
                 await self._wait_to_reconnect(decoder, attempts)
-            headers = self._headers(accept=_SSE)
+            headers = self._headers(accept=_SSE, method="GET")
             if decoder.last_event_id is not None:
                 headers["Last-Event-ID"] = decoder.last_event_id
             out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
@@ -572,7 +653,7 @@ class StreamableHttpTransport(_HttpBase):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.session_id and self._client is not None:
-            headers = self._headers()
+            headers = self._headers(method="DELETE")
             out = self._record_request("DELETE", self.target.url, headers, "end the HTTP session")
             try:
                 response = await asyncio.wait_for(self.client.delete(self.target.url, headers=headers), 5)
@@ -600,22 +681,34 @@ class LegacySseTransport(_HttpBase):
         self._sink = sink
         self._client = self.client_factory(self.target)
         self._note_tls()
-        headers = self._base_headers()
-        headers["Accept"] = _SSE
-        out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
-        try:
-            response = await self.client.send(
-                self.client.build_request("GET", self.target.url, headers=headers), stream=True
-            )
-        except _SEND_FAILED as exc:
-            await self._client.aclose()
-            raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
+        self._start_auth()
+        attempts = 0
+        while True:
+            generation = self.auth.generation if self.auth is not None else 0
+            headers = self._base_headers("GET")
+            headers["Accept"] = _SSE
+            out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
+            try:
+                headers = await self._authorized(headers, "GET", self.target.url)
+                response = await self.client.send(
+                    self.client.build_request("GET", self.target.url, headers=headers), stream=True
+                )
+            except _SEND_FAILED as exc:
+                await self._close_client()
+                raise TransportError(f"GET {self.target.url} failed: {why(exc)}") from exc
+            if self.auth is None or response.status_code not in (401, 403):
+                break
+            retry, body = await self._refused(response, out.seq, attempts, generation)
+            if not retry:
+                await self._close_client()
+                raise HttpStatusError(response.status_code, body)
+            attempts += 1
         head = self._head(response, out.seq)
         if response.status_code != 200 or _content_type(response) != _SSE:
             head.raw, _ = await self._body(response, head)
             self.sink.record(head)
             await response.aclose()
-            await self._client.aclose()
+            await self._close_client()
             raise HttpStatusError(response.status_code, head.raw)
         self.sink.record(head)
         self._response = response
@@ -688,6 +781,7 @@ class LegacySseTransport(_HttpBase):
         assert self.endpoint is not None
         ids = request_ids_in(message)
         try:
+            headers = await self._authorized(headers, "POST", self.endpoint)
             request = self.client.build_request("POST", self.endpoint, content=raw, headers=headers)
             response = await self.client.send(request, stream=True)
         except _SEND_FAILED as exc:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._egress import EgressPolicy
+from ._oauth_config import OAuthConfig
 from ._stdio import StdioTarget
 
 __all__ = ["HttpKind", "HttpTarget", "StdioTarget", "Target", "mask_headers"]
@@ -31,6 +32,8 @@ class HttpTarget:
     """Open the standalone GET stream for server-initiated messages after initialization."""
     egress: EgressPolicy | None = None
     """Egress rules every connection is held to (resolved addresses checked, no proxy); ``None``: none."""
+    oauth: OAuthConfig | None = None
+    """Authorize when the server asks (401/403 with a challenge): OAuth 2.1 as the protocol describes."""
 
 
 Target = StdioTarget | HttpTarget
@@ -38,11 +41,15 @@ Target = StdioTarget | HttpTarget
 _SECRET_HEADER = re.compile(r"authorization|cookie|token|secret|api[-_]?key|password|auth", re.IGNORECASE)
 
 
+# Challenges and nonces carry no secret, and a person needs to read them (the metadata URL, the scope).
+_PUBLIC_HEADERS = frozenset({"www-authenticate", "dpop-nonce", "dpop"})
+
+
 def mask_headers(headers: dict[str, str]) -> dict[str, str]:
     """Return headers fit to record: values of credential-like headers are masked."""
     masked = {}
     for name, value in headers.items():
-        if _SECRET_HEADER.search(name):
+        if _SECRET_HEADER.search(name) and name.lower() not in _PUBLIC_HEADERS:
             scheme = value.split(" ", 1)[0] + " " if " " in value else ""
             masked[name] = f"{scheme}•••• ({len(value)} chars)"
         else:

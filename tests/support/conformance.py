@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,60 @@ REPO = TESTS.parent
 MODULES = TESTS / "servers" / "node_modules"
 SUITES = {version: MODULES / f"conformance-{version}" / "dist" / "index.js" for version in ("0.1", "0.2")}
 
-# Every client scenario of each version but the auth/* ones (the OAuth work owns those), as
-# `conformance client list` prints them; test_conformance.py checks the lists against it.
+AUTH_01 = [
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/resource-mismatch",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+]
+AUTH_02 = [
+    *AUTH_01,
+    "auth/authorization-server-migration",
+    "auth/iss-supported",
+    "auth/iss-not-advertised",
+    "auth/iss-supported-missing",
+    "auth/iss-wrong-issuer",
+    "auth/iss-unexpected",
+    "auth/iss-normalized",
+    "auth/metadata-issuer-mismatch",
+]
+EXTENSIONS_01 = ["auth/client-credentials-jwt", "auth/client-credentials-basic"]
+EXTENSIONS_02 = [
+    *EXTENSIONS_01,
+    "auth/enterprise-managed-authorization",
+    "auth/dpop",
+    "auth/dpop-nonce",
+    "auth/wif-jwt-bearer",
+]
+
+# Every client scenario of each version, in the order `conformance client list` prints them;
+# test_conformance.py checks the lists against it.
 SCENARIOS = {
-    "0.1": ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"],
+    "0.1": [
+        "initialize",
+        "tools_call",
+        "elicitation-sep1034-client-defaults",
+        "sse-retry",
+        *AUTH_01,
+        "auth/client-credentials-jwt",
+        "auth/client-credentials-basic",
+        "auth/cross-app-access-complete-flow",
+    ],
     "0.2": [
         "initialize",
         "tools_call",
@@ -46,6 +97,8 @@ SCENARIOS = {
         "sep-2640-client-verify-digest",
         "sep-2640-client-verify-size",
         "sep-2640-client-verify-frontmatter",
+        *AUTH_02,
+        *EXTENSIONS_02,
     ],
 }
 
@@ -152,6 +205,70 @@ def use_skills(cli: Cli, context: dict[str, Any]) -> None:
         cli("--skill", entry["uri"], *[a for path in files for a in ("--skill-file", path)], ok=False)
 
 
+def oauth(
+    *options: str,
+    config: Callable[[dict[str, Any]], dict[str, str]] | None = None,
+    ok: bool = True,
+    again: bool = False,
+) -> Callable[[Cli, dict[str, Any]], None]:
+    """A play of one tools/call to a protected server, authorizing without a person
+    (``--oauth-headless``); ``config`` maps the scenario's context to an ``--oauth-config`` file;
+    ``again`` calls a second time in a new process, with the tokens kept (``--oauth-cache``)."""
+
+    def run(cli: Cli, context: dict[str, Any]) -> None:
+        os.environ["INSPECTOR_DATA_DIR"] = tempfile.mkdtemp(prefix="conformance-oauth-")
+        extra = ["--oauth", "--oauth-headless", "--oauth-cache", *options]
+        if config is not None:
+            path = Path(os.environ["INSPECTOR_DATA_DIR"]) / "oauth-config.json"
+            path.write_text(json.dumps(config(context)))
+            extra += ["--oauth-config", str(path)]
+        for _ in range(2 if again else 1):
+            cli("--method", "tools/call", "--tool-name", "test-tool", *extra, ok=ok)
+
+    return run
+
+
+def _keys(*names: str, **renamed: str) -> Callable[[dict[str, Any]], dict[str, str]]:
+    """The context's values under these names (and ``ours=theirs`` renamed) as an --oauth-config."""
+    return lambda context: {
+        **{name: context[name] for name in names},
+        **{ours: context[theirs] for ours, theirs in renamed.items()},
+    }
+
+
+AUTH_PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
+    **{name: oauth() for name in AUTH_02},
+    "auth/basic-cimd": oauth("--client-metadata-url", "https://conformance-test.local/client-metadata.json"),
+    "auth/pre-registration": oauth(config=_keys("client_id", "client_secret")),
+    "auth/authorization-server-migration": oauth(again=True),
+    **{
+        name: oauth(ok=False)
+        for name in (
+            "auth/scope-retry-limit",
+            "auth/resource-mismatch",
+            "auth/iss-supported-missing",
+            "auth/iss-wrong-issuer",
+            "auth/iss-unexpected",
+            "auth/iss-normalized",
+            "auth/metadata-issuer-mismatch",
+        )
+    },
+    "auth/client-credentials-jwt": oauth(
+        "--oauth-grant", "client_credentials", config=_keys("client_id", "private_key_pem", "signing_algorithm")
+    ),
+    "auth/client-credentials-basic": oauth(
+        "--oauth-grant", "client_credentials", config=_keys("client_id", "client_secret")
+    ),
+    "auth/enterprise-managed-authorization": oauth(
+        "--oauth-grant",
+        "token_exchange",
+        config=_keys("client_id", "client_secret", "idp_client_id", "idp_id_token", "idp_token_endpoint"),
+    ),
+    "auth/dpop": oauth(),
+    "auth/dpop-nonce": oauth(),
+    "auth/wif-jwt-bearer": oauth("--oauth-grant", "jwt_bearer", config=_keys("client_id", assertion="valid_jwt")),
+}
+
 PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
     "initialize": list_tools,
     "tools_call": call("add_numbers", a=5, b=3),
@@ -170,6 +287,7 @@ PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
     "sep-2640-client-verify-digest": use_skills,
     "sep-2640-client-verify-size": use_skills,
     "sep-2640-client-verify-frontmatter": use_skills,
+    **AUTH_PLAYS,
 }
 
 
