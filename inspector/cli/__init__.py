@@ -167,9 +167,13 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     session = connect(inv.target, options)
     session.handlers.update(handlers(inv.elicitation, inv.sampling))
 
+    oauth_failure: list[str] = []
+
     def watch(event: Event) -> None:
         if isinstance(event, Frame):
             frames.append(event)
+            if event.kind == "state" and event.verdicts and (event.transport or {}).get("state") == "oauth":
+                oauth_failure[:] = [event.verdicts[-1].message]
             if event.kind == "stderr":
                 line = event.text.strip()
                 if line:
@@ -185,7 +189,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     except McpError as exc:
         raise _Failure(f"cannot connect: initialize failed: {exc}") from None
     except EngineError as exc:
-        raise _Failure(f"cannot connect: {exc}", transport=True) from None
+        why = f" ({oauth_failure[0]})" if oauth_failure else ""
+        raise _Failure(f"cannot connect: {exc}{why}", transport=True) from None
     try:
         if inv.collection is not None:
             from inspector.cli.collection import run
@@ -205,7 +210,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
                 f"{inv.method} {inv.skill}: {exc}" if inv.skill else f"{inv.method}: {exc}"
             ) from None
         except EngineError as exc:
-            raise _Failure(f"{inv.method} failed: {exc}", transport=True) from None
+            why = f" ({oauth_failure[0]})" if oauth_failure else ""
+            raise _Failure(f"{inv.method} failed: {exc}{why}", transport=True) from None
     finally:
         await session.aclose()
 

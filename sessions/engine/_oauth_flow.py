@@ -255,7 +255,7 @@ class OAuthFlow:
                 "authorization-server", "authorization server metadata", "GET", url
             )
             if response.status_code == 200 and isinstance(document, dict):
-                problems = rules.check_as_metadata(document, issuer)
+                problems = rules.check_as_metadata(document, issuer, legacy=legacy)
                 if not any(p.fatal for p in problems):
                     self.state["as"] = document
                 self._state_frame(

@@ -242,7 +242,12 @@ def check_as_metadata(document: Any, issuer: str, *, legacy: bool = False) -> li
         ]
     problems: list[Problem] = []
     given = document.get("issuer")
-    if given != issuer:
+    if given != issuer and legacy:
+        # 2025-03-26 built the metadata URL from the server, not from an issuer: worth saying only.
+        problems.append(
+            Problem("oauth-issuer-mismatch", "warning", f"the metadata's issuer {given!r} is not {issuer!r}")
+        )
+    elif given != issuer:
         # RFC 8414 §3.3: identical, compared as strings; using it anyway lets metadata be poisoned.
         problems.append(
             Problem(

@@ -254,19 +254,27 @@ AUTH_PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
         )
     },
     "auth/client-credentials-jwt": oauth(
-        "--oauth-grant", "client_credentials", config=_keys("client_id", "private_key_pem", "signing_algorithm")
+        "--oauth-grant",
+        "client_credentials",
+        config=_keys("client_id", "private_key_pem", "signing_algorithm"),
     ),
     "auth/client-credentials-basic": oauth(
         "--oauth-grant", "client_credentials", config=_keys("client_id", "client_secret")
     ),
-    "auth/enterprise-managed-authorization": oauth(
-        "--oauth-grant",
-        "token_exchange",
-        config=_keys("client_id", "client_secret", "idp_client_id", "idp_id_token", "idp_token_endpoint"),
-    ),
+    **{
+        # SEP-990, called cross-app access in 0.1.
+        name: oauth(
+            "--oauth-grant",
+            "token_exchange",
+            config=_keys("client_id", "client_secret", "idp_client_id", "idp_id_token", "idp_token_endpoint"),
+        )
+        for name in ("auth/enterprise-managed-authorization", "auth/cross-app-access-complete-flow")
+    },
     "auth/dpop": oauth(),
     "auth/dpop-nonce": oauth(),
-    "auth/wif-jwt-bearer": oauth("--oauth-grant", "jwt_bearer", config=_keys("client_id", assertion="valid_jwt")),
+    "auth/wif-jwt-bearer": oauth(
+        "--oauth-grant", "jwt_bearer", config=_keys("client_id", assertion="valid_jwt")
+    ),
 }
 
 PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
