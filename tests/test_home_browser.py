@@ -72,9 +72,8 @@ def test_a_saved_server_is_edited_and_its_secrets_are_kept_without_being_shown(
     home.locator("#server-form").get_by_label("Remove the stored bearer token").check()
     home.locator("#server-form").get_by_role("button", name="Save changes").click()
     home.wait_for_url(live_app.url("/"))
-    stored = app_shell(
-        live_app, "from sessions.models import ServerConfig; print(repr(ServerConfig.objects.get().bearer_token))"
-    )
+    code = "from sessions.models import ServerConfig; print(repr(ServerConfig.objects.get().bearer_token))"
+    stored = app_shell(live_app, code)
     assert stored.strip() == "''"
     assert_clean(home)
 

@@ -99,7 +99,8 @@ def test_a_form_with_errors_changes_nothing_and_keeps_no_stored_secret_on_the_pa
     http, stdio = servers(team)
     form = {**FORM, "name": "local", "transport": "http", "url": "https://mcp.example.com/mcp"}
     taken = client.post(f"/servers/{http.pk}/edit", form)
-    assert taken.status_code == 422 and "another saved server of the team has this name" in taken.content.decode()
+    assert taken.status_code == 422
+    assert "another saved server of the team has this name" in taken.content.decode()
     bad = client.post(f"/servers/{http.pk}/edit", {**form, "name": "remote", "url": "javascript:alert(1)"})
     assert bad.status_code == 422 and "http:// or https://" in bad.content.decode()
     assert not [s for s in SECRETS if s in taken.content.decode() + bad.content.decode()]

@@ -34,7 +34,7 @@ def _frame(session: McpSession, seq: int, direction: str, body: dict[str, Any]) 
 
 def everything_sessions(owner: User) -> list[McpSession]:
     """Three sessions of the same server: stdio closed, HTTP live, and a recording; each listed tools."""
-    configs = [
+    configs: list[tuple[dict[str, Any], str]] = [
         ({"transport": "stdio", "command": "/usr/bin/node", "args": ["/opt/x/dist/index.js"]}, "closed"),
         ({"transport": "http", "url": "https://user:pw@mcp.example.com:8443/mcp?api_key=k"}, "ready"),
         ({"transport": "stdio", "imported_from": "old.jsonl"}, "closed"),
@@ -59,7 +59,8 @@ def test_each_label_names_the_title_target_start_status_and_a_short_id() -> None
     assert labels[0].startswith("Everything Reference Server · stdio node index.js · ")
     assert labels[0].endswith(f" · closed · {stdio.public_id.hex[:8]}")
     # A URL's password and query (where keys hide) are left out.
-    assert "http mcp.example.com:8443/mcp" in labels[1] and "pw" not in labels[1] and "api_key" not in labels[1]
+    assert "http mcp.example.com:8443/mcp" in labels[1]
+    assert "pw" not in labels[1] and "api_key" not in labels[1]
     assert " · ready · " in labels[1]
     assert "old.jsonl" in labels[2] and " · recording · " in labels[2]
     assert re.search(r" · \d{4}-\d\d-\d\d \d\d:\d\d:\d\d · ", labels[0])
