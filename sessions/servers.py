@@ -36,6 +36,7 @@ __all__ = [
     "MODES",
     "STATELESS_VERSIONS",
     "TRANSPORTS",
+    "URL_ELICITATION_REQUIRED",
     "build_options",
     "build_target",
     "is_secret_name",
@@ -48,6 +49,10 @@ DEFAULT_PROTOCOL_VERSION = LATEST_HANDSHAKE_VERSION
 STATELESS_VERSIONS: tuple[str, ...] = MODERN_VERSIONS
 MODES = ("handshake", "stateless", "auto")
 # RFC 5424 severities, least severe first (the order logging/setLevel uses).
+# A request the server will not serve until the person opens a URL (2025-11-25): the error's data
+# holds the URL elicitations, as elicitation/create params in "url" mode.
+URL_ELICITATION_REQUIRED = -32042
+
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 TRANSPORTS = (
     ("stdio", "stdio"),

@@ -97,7 +97,7 @@ FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "ru
 # workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
 GROUPS: dict[str, set[str]] = {
     "tools": {"tool_call", "tool_form", "tools_list"},
-    "servers": {"home", "connect", "connect_saved", "delete_server", "import_servers",
+    "servers": {"home", "connect", "connect_saved", "edit_server", "delete_server", "import_servers",
                 "delete_ended_sessions"},
     "resources": {"panel", "subscribe", "list_items", "read_template", "resource_blob"},
     "timeline": {"session", "timeline", "frame", "export", "export_html", "export_collection"},
@@ -459,6 +459,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             f"{base}tools/form?name={quote(tool['name'])}" for tool in listed["tools/list"]["tools"][:4]
         ]
         pages += ["/team", "/account", "/team/catalog/new", f"/team/catalog/{people['entry_id']}"]
+        pages += [f"/servers/{saved.pk}/edit"]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),

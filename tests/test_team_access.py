@@ -103,6 +103,7 @@ URLS: dict[str, tuple[str, str]] = {
     "connect": ("POST", "team-act"),
     "import_servers": ("POST", "team-act"),
     "connect_saved": ("POST", "act-on-team-id"),
+    "edit_server": ("POST", "act-on-team-id"),
     "delete_server": ("POST", "act-on-team-id"),
     "connect_catalog": ("POST", "act-on-team-id"),
     "delete_ended_sessions": ("POST", "team-act"),

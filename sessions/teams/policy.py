@@ -22,11 +22,13 @@ __all__ = [
     "CatalogError",
     "catalog_config",
     "catalog_of",
+    "command_line_problem",
     "connect_problem",
     "free_stdio",
     "live_cap",
     "prepared",
     "reconnect_problem",
+    "save_problem",
 ]
 
 # A value a person fills in for a catalog parameter, when the admin gave no pattern: one argument that
@@ -63,15 +65,28 @@ def live_cap(team: Team) -> int:
     return int(settings.INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM)
 
 
-def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:
-    """Why the team does not allow starting this config now, or None."""
-    team = _team(scope)
+def command_line_problem(team: Team, config: dict[str, Any]) -> str | None:
+    """Why the team does not allow this config's command line (hosted, catalog only), or None."""
     stdio = config.get("transport") == "stdio" and not config.get("catalog")
     if stdio and settings.INSPECTOR_HOSTED and not team.allow_free_stdio:
         return (
             "This team runs stdio servers from its approved catalog only. Pick one under "
             "“Approved servers”, or ask a team admin to add yours or to allow command lines."
         )
+    return None
+
+
+def save_problem(scope: Scope, config: dict[str, Any]) -> str | None:
+    """Why the team does not allow saving a server with this config (its command line), or None."""
+    return command_line_problem(_team(scope), config)
+
+
+def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:
+    """Why the team does not allow starting this config now, or None."""
+    team = _team(scope)
+    problem = command_line_problem(team, config)
+    if problem:
+        return problem
     cap = live_cap(team)
     if cap:
         live = McpSession.objects.filter(team=team, status__in=McpSession.LIVE).count()

@@ -12,8 +12,9 @@ from django import template
 
 from sessions.models import PendingReview
 from sessions.web.elicitation_forms import fields_of
+from sessions.web.labels import session_label
 from sessions.web.llm import configured_model
-from sessions.web.reviews import card_template, http_url
+from sessions.web.reviews import card_template, http_url, url_elicitations, url_parts
 from sessions.web.roots import roots_text
 
 register = template.Library()
@@ -80,6 +81,9 @@ def get(mapping: Any, key: str) -> Any:
 
 
 register.filter(http_url)
+register.filter(session_label)
+register.filter(url_elicitations)
+register.filter(url_parts)
 
 
 @register.filter

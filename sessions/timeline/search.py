@@ -233,6 +233,10 @@ def _condition(node: Term | Group) -> Q:
     return Q(latency_ms__gt=bound) if latency[1] == ">" else Q(latency_ms__lt=bound)
 
 
+# What a row's session label reads (sessions.web.labels): loaded with the row, not one query a row.
+LABEL_FIELDS = ("public_id", "name", "server_info", "created", "status", "config", "transport_name")
+
+
 def results(sessions: QuerySet[McpSession], text: str) -> dict[str, Any]:
     """What the search page shows for ``text``, searching the frames of ``sessions``."""
     query = Query.parse(text)
@@ -242,7 +246,7 @@ def results(sessions: QuerySet[McpSession], text: str) -> dict[str, Any]:
     rows = query.frames(sessions)
     shown = list(
         rows.select_related("session")
-        .only(*SUMMARY_FIELDS, "session__public_id", "session__name", "session__server_info")
+        .only(*SUMMARY_FIELDS, *(f"session__{name}" for name in LABEL_FIELDS))
         .order_by("-pk")[:SHOWN]
     )
     count = rows.order_by()[:COUNTED].count()

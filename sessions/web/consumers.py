@@ -285,6 +285,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self._send("sessions/_session_state.html", {"session": self.session})
         await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
         await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True})
+        # "following live" only while the session is live: an ended one says so instead.
+        controls = {"session": self.session, "live": not self.browsing}
+        await self._send("sessions/_timeline_controls.html", controls)
 
     # --- helpers --------------------------------------------------------------------------
 

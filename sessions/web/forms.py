@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils.functional import cached_property
 
 from sessions.config_files import parse_servers
+from sessions.engine import mask_headers
 from sessions.models import ServerConfig
 from sessions.servers import (
     DEFAULT_PROTOCOL_VERSION,
@@ -23,7 +25,7 @@ from sessions.servers import (
 from sessions.teams.access import Scope
 from sessions.web.shortcuts import parse_json
 
-__all__ = ["ConnectForm", "ImportForm"]
+__all__ = ["ConnectForm", "ImportForm", "ServerForm"]
 
 # Newest handshake revision first, then the stateless ones.
 VERSIONS = [(v, v) for v in reversed(HANDSHAKE_VERSIONS)] + [
@@ -236,6 +238,117 @@ class ConnectForm(forms.Form):
             team_id=scope.team_id, name=config["name"], defaults={**fields, "owner": owner}
         )
         return server
+
+
+def _secret(label: str) -> forms.CharField:
+    # render_value: a form that comes back with errors keeps what the person typed (never what is stored:
+    # the field has no initial value).
+    widget = forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"})
+    return forms.CharField(max_length=4000, required=False, label=label, widget=widget)
+
+
+class ServerForm(ConnectForm):
+    """A saved server, edited: ``ConnectForm``'s fields filled from it, its secrets never shown.
+
+    The bearer token, the secret env values and the credential headers each get a field of their own,
+    empty: left blank, the stored value stays; its "remove" box removes it; typed, it replaces it.
+    """
+
+    clear_bearer_token = forms.BooleanField(required=False, label="Remove the stored bearer token")
+
+    def __init__(self, server: ServerConfig, data: Any = None) -> None:
+        self.server = server
+        stored_env = dict(server.env or {})
+        stored_headers = dict(server.headers or {})
+        masked = mask_headers(stored_headers)
+        self.kept_env = [n for n in secret_env_names(stored_env, server.secret_env) if n in stored_env]
+        self.kept_headers = sorted(n for n in stored_headers if masked[n] != stored_headers[n])
+        caps = server.capabilities if isinstance(server.capabilities, dict) else {}
+        stdio = server.transport == "stdio"
+        initial = {
+            "name": server.name,
+            "transport": server.transport,
+            "command": shlex.join([server.command, *map(str, server.args or [])]) if stdio else "",
+            "env": "\n".join(f"{k}={v}" for k, v in stored_env.items() if k not in self.kept_env),
+            "secret_env": ", ".join(server.secret_env or []),
+            "cwd": server.cwd,
+            "url": server.url,
+            "headers": "\n".join(
+                f"{k}: {v}" for k, v in stored_headers.items() if k not in self.kept_headers
+            ),
+            "verify_tls": server.verify_tls,
+            "ca_file": server.ca_file,
+            "protocol_version": server.protocol_version,
+            "mode": server.mode,
+            "timeout": server.timeout,
+            "max_total_timeout": server.max_total_timeout,
+        }
+        super().__init__(data, initial=initial)
+        for key, name in (("roots", "roots_cap"), *((k, k) for k in CAPABILITIES if k != "roots")):
+            self.fields[name].initial = bool(caps.get(key, self.fields[name].initial))
+        for name in ("roots", "save"):  # a saved server has no roots of its own, and is saved already
+            del self.fields[name]
+        self.fields["name"].required = True
+        self.fields["bearer_token"] = _secret("Bearer token")
+        for kind, names in (("env", self.kept_env), ("header", self.kept_headers)):
+            for name in names:
+                self.fields[f"secret:{kind}:{name}"] = _secret(name)
+                self.fields[f"clear:{kind}:{name}"] = forms.BooleanField(
+                    required=False, label=f"Remove {name}"
+                )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        words = data.get("command_words") or [""]
+        if len(words[0]) > ServerConfig._meta.get_field("command").max_length:  # type: ignore[operator]
+            raise forms.ValidationError({"command": "the program's name is too long to save"})
+        return data
+
+    def _secret_rows(self, kind: str, names: list[str]) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        return [(self[f"secret:{kind}:{n}"], self[f"clear:{kind}:{n}"]) for n in names]
+
+    @property
+    def env_secret_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        """The value and "remove" fields of each stored secret env value."""
+        return self._secret_rows("env", self.kept_env)
+
+    @property
+    def header_secret_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        """The value and "remove" fields of each stored credential header."""
+        return self._secret_rows("header", self.kept_headers)
+
+    def _kept(self, kind: str, typed: dict[str, str], stored: dict[str, str], names: list[str]) -> list[str]:
+        """Put each stored secret into ``typed`` unless removed (or typed anew); the names it kept."""
+        kept = []
+        for name in names:
+            if name in typed:
+                continue  # written out in the box: the new value wins
+            value = self.cleaned_data.get(f"secret:{kind}:{name}") or ""
+            if value or not self.cleaned_data.get(f"clear:{kind}:{name}"):
+                typed[name] = value or stored[name]
+                kept.append(name)
+        return kept
+
+    def config(self) -> dict[str, Any]:
+        """The server's new settings: the form's, with the stored secrets kept, replaced or removed."""
+        config = self.snapshot()
+        server = self.server
+        if config["transport"] == "stdio":
+            kept = self._kept("env", config["env"], dict(server.env or {}), self.kept_env)
+            config["secret_env"] = sorted({*config["secret_env"], *kept})
+        else:
+            self._kept("header", config["headers"], dict(server.headers or {}), self.kept_headers)
+            typed = self.cleaned_data.get("bearer_token") or ""
+            clear = self.cleaned_data.get("clear_bearer_token")
+            config["bearer_token"] = typed or ("" if clear else server.bearer_token)
+        return config
+
+    def store(self, config: dict[str, Any]) -> ServerConfig:
+        """Store ``config`` (what ``config()`` made) on the saved server."""
+        for name, value in config.items():
+            setattr(self.server, name, value if value is not None else 0)
+        self.server.save()
+        return self.server
 
 
 class ImportForm(forms.Form):

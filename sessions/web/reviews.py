@@ -15,6 +15,7 @@ from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.servers import URL_ELICITATION_REQUIRED
 from sessions.web import llm, together
 from sessions.web.elicitation_forms import has_errors, validate
 from sessions.web.roots import parse_roots
@@ -26,6 +27,7 @@ REJECT_MESSAGES = {
     "roots/list": "User rejected roots request",
 }
 ELICITATION_ACTIONS = ("accept", "decline", "cancel")
+SHOWN_ELICITATIONS = 10  # of a -32042 error's list: more is a server gone wrong, still in the raw JSON
 
 
 # --- rendering and answering ----------------------------------------------------------------------------
@@ -47,6 +49,48 @@ def http_url(value: Any) -> str:
     """Return the value if it is an http(s) URL, else "": never link javascript: or data: URLs."""
     text = str(value or "")
     return text if text.lower().startswith(("http://", "https://")) else ""
+
+
+def url_parts(value: Any) -> dict[str, str]:
+    """A URL as text in three parts, so the host it really goes to can be emphasised.
+
+    ``before`` is the scheme and any user info (``https://trusted.example@``), ``host`` the host and
+    port the browser will reach, ``after`` the rest; a URL that is not http(s) is all ``before``.
+    """
+    text = str(value or "")
+    if not http_url(text):
+        return {"before": text, "host": "", "after": ""}
+    start = text.index("//") + 2
+    end = len(text)
+    for stop in "/?#":
+        found = text.find(stop, start)
+        if found != -1:
+            end = min(end, found)
+    userinfo, at, host = text[start:end].rpartition("@")
+    return {"before": text[:start] + userinfo + at, "host": host, "after": text[end:]}
+
+
+def url_elicitations(error: Any) -> list[dict[str, Any]]:
+    """The URL elicitations of a -32042 error (URLElicitationRequiredError), each as ``elicitation/create``
+    params in url mode would be shown: message, url, its parts, elicitationId; ``[]`` for any other error."""
+    if not isinstance(error, dict) or error.get("code") != URL_ELICITATION_REQUIRED:
+        return []
+    data = error.get("data")
+    listed = data.get("elicitations") if isinstance(data, dict) else None
+    found = []
+    for item in listed if isinstance(listed, list) else []:
+        if isinstance(item, dict) and item.get("url"):
+            url = str(item["url"])
+            found.append(
+                {
+                    "message": str(item.get("message") or ""),
+                    "url": url,
+                    "link": http_url(url),
+                    "parts": url_parts(url),
+                    "elicitation_id": str(item.get("elicitationId") or ""),
+                }
+            )
+    return found[:SHOWN_ELICITATIONS]
 
 
 async def _review(request: AuthedRequest, public_id: Any, pk: int) -> tuple[McpSession, PendingReview]:

@@ -12,7 +12,7 @@ from django.db import connections
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
 from inspector.http import AuthedRequest, signed_in_user
@@ -25,7 +25,7 @@ from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
 from sessions.web import together
-from sessions.web.forms import ConnectForm, ImportForm
+from sessions.web.forms import ConnectForm, ImportForm, ServerForm
 from sessions.web.panels import PANELS, panel_context, visible
 from sessions.web.shortcuts import (
     error_response,
@@ -42,6 +42,7 @@ __all__ = [
     "delete_server",
     "delete_session",
     "disconnect",
+    "edit_server",
     "home",
     "import_servers",
     "import_status",
@@ -50,6 +51,8 @@ __all__ = [
     "reinitialize",
     "session_page",
 ]
+
+HOME_PAGE = 50  # sessions a page of the home page lists, newest first
 
 
 @require_GET
@@ -61,8 +64,13 @@ def home(request: AuthedRequest) -> HttpResponse:
 def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpResponse:
     """The home page: the person's sessions and saved servers, the connect form, and ``extra``."""
     scope = person_scope(request)
+    sessions = scope.sessions().order_by("-created", "-pk")
+    pages = max(1, -(-sessions.count() // HOME_PAGE))
+    # A page past the last is a 400 that says how many there are, like any number out of range.
+    number = int_param(request.GET, "page", minimum=1, maximum=pages) or 1
     context = {
-        "sessions": scope.sessions()[:50],
+        "sessions": sessions[(number - 1) * HOME_PAGE : number * HOME_PAGE],
+        "page": {"number": number, "pages": pages, "older": number + 1, "newer": number - 1},
         "servers": scope.servers(),
         "catalog": policy.catalog_of(scope),
         "free_stdio": policy.free_stdio(scope),
@@ -141,6 +149,28 @@ def import_servers(request: AuthedRequest) -> HttpResponse:
         form.save(scope, request.user)
         return redirect("home")
     return _home(request, status=422, import_form=form)
+
+
+@require_http_methods(["GET", "POST"])
+def edit_server(request: AuthedRequest, pk: int) -> HttpResponse:
+    """A saved server's settings, to change (its secrets never shown: blank keeps, "remove" removes)."""
+    scope = person_scope(request, Role.OPERATOR)
+    server = scope.servers().filter(pk=pk).first()
+    if server is None:
+        raise Http404("No such server")
+    if request.method == "GET":
+        return render(request, "sessions/server_edit.html", {"form": ServerForm(server), "server": server})
+    form = ServerForm(server, request.POST)
+    if form.is_valid():
+        config = form.config()
+        if scope.servers().filter(name=config["name"]).exclude(pk=server.pk).exists():
+            form.add_error("name", "another saved server of the team has this name")
+        elif problem := policy.save_problem(scope, config):
+            form.add_error(None, problem)
+        else:
+            form.store(config)
+            return redirect("home")
+    return render(request, "sessions/server_edit.html", {"form": form, "server": server}, status=422)
 
 
 @require_POST

@@ -91,6 +91,7 @@ class SharedConsumer(AsyncWebsocketConsumer):
         self.oldest = _frame_number(query.get("first", ["0"])[0])
         self.filter = TimelineFilter()
         self.browsing = False
+        self.shown: Any = None  # the session as the share shows it, once read (_send_state)
         self._expiry: asyncio.Task[None] | None = None
         await self.accept()
         # Revoked between the check and joining its group: the message went by, so look again.
@@ -181,14 +182,16 @@ class SharedConsumer(AsyncWebsocketConsumer):
         await self._send_state(shown)
 
     async def _send_state(self, shown: Any) -> None:
+        self.shown = shown
         await self._send("sessions/_session_state.html", {"session": shown})
         await self._send("sessions/panels/overview.html", {"session": shown, "oob": True})
+        controls = {"session": shown, "live": not self.browsing}
+        await self._send("sessions/_timeline_controls.html", controls)
 
     async def _replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
         self.oldest = rows[0]["seq"] if rows else 0
-        await self._send(
-            "sessions/_timeline_replace.html", {"rows": rows, "live": live, "filter": self.filter}
-        )
+        context = {"rows": rows, "live": live, "filter": self.filter, "session": self.shown}
+        await self._send("sessions/_timeline_replace.html", context)
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         shared = {"base": f"/shared/{self.scope['url_route']['kwargs']['token']}/"}

@@ -89,6 +89,7 @@ urlpatterns = [
     path("connect", sessions.connect, name="connect"),
     path("servers/import", sessions.import_servers, name="import_servers"),
     path("servers/<int:pk>/connect", sessions.connect_saved, name="connect_saved"),
+    path("servers/<int:pk>/edit", sessions.edit_server, name="edit_server"),
     path("servers/<int:pk>/delete", sessions.delete_server, name="delete_server"),
     path("catalog/<int:pk>/connect", catalog.connect_catalog, name="connect_catalog"),
     path("sessions/delete-ended", sessions.delete_ended_sessions, name="delete_ended_sessions"),

@@ -8,7 +8,8 @@ Over HTTP it serves Streamable HTTP at ``http://127.0.0.1:N/mcp`` (bound to 127.
 ``--json`` answers requests with ``application/json`` instead of SSE, ``--stateless`` issues no session id.
 
 Tools: add, echo, slow (progress), ask_name (elicitation), ask_llm (sampling), list_roots (roots),
-fail (isError result). Resource ``info://server``, template ``greeting://{name}``, prompt ``greet``.
+fail (isError result), needs_login (error -32042: a URL elicitation required). Resource ``info://server``,
+template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
 """
 
@@ -21,7 +22,7 @@ import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, Field
 
@@ -116,6 +117,14 @@ async def list_roots(ctx: Context) -> str:
 @server.tool(description="Always fails (isError result).")
 def fail() -> str:
     raise ToolError("this tool always fails")
+
+
+@server.tool(description="Refuse with -32042: the user must open a URL (URL elicitation required) first.")
+def needs_login(url: str = "https://auth.example.com/authorize?session=42") -> str:
+    need = types.ElicitRequestURLParams(
+        mode="url", message="Sign in to example.com to continue.", url=url, elicitation_id="login-1"
+    )
+    raise UrlElicitationRequiredError([need])
 
 
 # --- resources and prompts -------------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""In Chromium: saved servers edited, the home page's sessions paged, sessions of one server told apart.
+
+A real `mcp-inspector` process and Debian's Chromium; the sessions and saved servers these pages list
+are made in the app's own database (support.app_shell), as many as the pages need.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from support import browser as browser_support
+from support.app_shell import TEAM, app_shell
+from support.browser import LiveApp, assert_clean, open_page
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+live_app = browser_support.live_app
+browser = browser_support.browser
+app_context = browser_support.app_context
+
+
+@pytest.fixture(autouse=True)
+def no_runtime_outlives_its_test() -> Iterator[None]:
+    """Overrides the async conftest fixture: the app runs in its own process here."""
+    yield
+
+
+@pytest.fixture
+def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
+    page = open_page(app_context, live_app.url("/"))
+    yield page
+    page.close()
+
+
+def test_a_saved_server_is_edited_and_its_secrets_are_kept_without_being_shown(
+    home: Any, live_app: LiveApp
+) -> None:
+    app_shell(
+        live_app,
+        TEAM + "from sessions.models import ServerConfig\n"
+        "ServerConfig.objects.create(team=team, name='remote', transport='http',"
+        " url='https://mcp.example.com/mcp', bearer_token='sekrit-bearer',"
+        " headers={'Authorization': 'Bearer sekrit-header', 'X-Trace': 'on'})\n",
+    )
+    home.reload()
+    home.get_by_role("link", name="Edit remote").click()
+    expect(home.get_by_role("heading", name="Edit the saved server remote")).to_be_visible()
+    form = home.locator("#server-form")
+    expect(form.get_by_label("URL", exact=True)).to_have_value("https://mcp.example.com/mcp")
+    expect(form.get_by_label("Headers", exact=True)).to_have_value("X-Trace: on")
+    expect(form.get_by_label(re.compile("^Bearer token"))).to_have_value("")
+    expect(form.get_by_label("Authorization", exact=True)).to_have_value("")
+    assert "sekrit" not in home.content()
+    form.get_by_label("URL", exact=True).fill("https://mcp.example.com/v2")
+    form.get_by_role("button", name="Save changes").click()
+    home.wait_for_url(live_app.url("/"))
+    expect(home.locator(".servers li", has_text="remote")).to_contain_text("https://mcp.example.com/v2")
+    stored = app_shell(
+        live_app,
+        "from sessions.models import ServerConfig; s = ServerConfig.objects.get(name='remote');"
+        " print(s.bearer_token, s.headers['Authorization'])",
+    )
+    assert stored.split() == ["sekrit-bearer", "Bearer", "sekrit-header"]
+    # Removing one secret, explicitly.
+    home.get_by_role("link", name="Edit remote").click()
+    home.locator("#server-form").get_by_label("Remove the stored bearer token").check()
+    home.locator("#server-form").get_by_role("button", name="Save changes").click()
+    home.wait_for_url(live_app.url("/"))
+    code = "from sessions.models import ServerConfig; print(repr(ServerConfig.objects.get().bearer_token))"
+    stored = app_shell(live_app, code)
+    assert stored.strip() == "''"
+    assert_clean(home)
+
+
+def test_the_home_page_pages_through_older_sessions_and_back(home: Any, live_app: LiveApp) -> None:
+    app_shell(
+        live_app,
+        TEAM + "import datetime\nfrom sessions.models import McpSession\n"
+        "start = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)\n"
+        "for i in range(60):\n"
+        "    s = McpSession.objects.create(team=team, name=f'paged {i:02}', config={}, status='closed')\n"
+        "    McpSession.objects.filter(pk=s.pk).update(created=start + datetime.timedelta(minutes=i))\n",
+    )
+    home.reload()
+    sessions = home.locator("section", has=home.get_by_role("heading", name=re.compile("^Sessions")))
+    expect(sessions.get_by_role("link", name="paged 59", exact=True)).to_be_visible()
+    expect(sessions.get_by_role("link", name="paged 09", exact=True)).to_have_count(0)
+    sessions.get_by_role("link", name="Older sessions →").click()
+    home.wait_for_url(re.compile(r"\?page=2$"))
+    expect(sessions.get_by_role("link", name="paged 09", exact=True)).to_be_visible()
+    expect(sessions.get_by_role("link", name="paged 00", exact=True)).to_be_visible()
+    expect(sessions.get_by_role("link", name="paged 59", exact=True)).to_have_count(0)
+    expect(sessions.get_by_role("link", name="Older sessions →")).to_have_count(0)
+    sessions.get_by_role("link", name="← Newer sessions").click()
+    expect(sessions.get_by_role("link", name="paged 59", exact=True)).to_be_visible()
+    assert_clean(home)
+
+
+def test_the_compare_picker_and_search_results_tell_sessions_of_one_server_apart(
+    home: Any, live_app: LiveApp
+) -> None:
+    made = app_shell(
+        live_app,
+        TEAM + "import json\nfrom sessions.engine import Frame\nfrom sessions.frames import frame_row\n"
+        "from sessions.models import McpSession, TimelineFrame\n"
+        "info = {'name': 'everything', 'title': 'Everything Reference Server'}\n"
+        "for n, status in (('a', 'closed'), ('b', 'failed')):\n"
+        "    s = McpSession.objects.create(team=team, name=n, status=status, server_info=info,"
+        " config={'transport': 'stdio', 'command': '/usr/bin/node', 'args': [f'/srv/{n}/index.js']})\n"
+        "    body = {'jsonrpc': '2.0', 'id': 1, 'result': {'tools': []}}\n"
+        "    f = Frame('message', 'in', json.dumps(body).encode(), message=body)\n"
+        "    f.seq, f.method, f.rpc_id, f.rpc_kind = 1, 'tools/list', 1, 'result'\n"
+        "    TimelineFrame.objects.create(session=s, **frame_row(f, 0))\n"
+        "    print(s.public_id.hex[:8])\n",
+    )
+    first, second = made.split()
+    home.goto(live_app.url("/compare"))
+    options = home.locator("#compare-a option").all_inner_texts()
+    ours = [o for o in options if o.startswith("Everything Reference Server")]
+    assert len(ours) == 2 and len(set(ours)) == 2, options
+    assert any("stdio node index.js" in o and "· closed ·" in o and first in o for o in ours), ours
+    assert any("· failed ·" in o and second in o for o in ours), ours
+    home.goto(live_app.url("/search?q=method:tools/list"))
+    rows = home.locator("table.search-results tbody tr")
+    expect(rows).to_have_count(2)
+    names = rows.locator("td:first-child").all_inner_texts()
+    assert len(set(names)) == 2 and all(n.startswith("Everything Reference Server · ") for n in names), names
+    assert_clean(home)
