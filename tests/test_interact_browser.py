@@ -109,3 +109,165 @@ def test_a_call_that_ends_while_the_socket_is_down_is_finished_when_it_reconnect
     expect(card).to_contain_text("Long running operation completed")
     assert polled == [], f"the running card asked for itself: {polled}"
     assert_clean(home)
+
+
+# Every visible control of a region, scrolled into view: the element at its centre must be itself (not
+# covered, not clipped away). Returns the labels of those that are not.
+UNREACHABLE = """root => {
+  const controls = root.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, summary, [role=tab]');
+  const bad = [];
+  for (const control of controls) {
+    if (!control.getClientRects().length || control.closest('details:not([open]) > :not(summary)')) continue;
+    control.scrollIntoView({block: 'center', inline: 'center'});
+    const r = control.getBoundingClientRect();
+    const x = Math.min(Math.max(r.left + Math.min(r.width / 2, 8), 0), innerWidth - 1);
+    const y = Math.min(Math.max(r.top + r.height / 2, 0), innerHeight - 1);
+    const hit = document.elementFromPoint(x, y);
+    if (!(hit && (hit === control || control.contains(hit) || hit.control === control || hit.contains(control)))) {
+      bad.push((control.getAttribute('aria-label') || control.textContent || control.name || control.tagName).trim().slice(0, 40));
+    }
+  }
+  return bad;
+}"""
+
+
+@pytest.mark.parametrize("width", [1024, 800])
+def test_at_narrow_widths_every_tab_opens_its_panel_and_every_control_is_reachable(
+    home: Any, everything_stdio: dict, width: int
+) -> None:
+    connect(home, stdio=everything_stdio)
+    home.set_viewport_size({"width": width, "height": 700})
+    assert home.locator(".session-head").evaluate(UNREACHABLE) == []
+    tabs = home.get_by_role("tablist").get_by_role("tab")
+    names = [name.strip() for name in tabs.all_inner_texts()]
+    assert {"Conformance", "Logging", "Roots", "Activity"} <= set(names)
+    for name in names:
+        tab = home.get_by_role("tab", name=name, exact=True)
+        tab.click()  # Playwright clicks only what is visible, unobscured and in the viewport
+        expect(tab).to_have_attribute("aria-selected", "true")
+        panel = home.get_by_role("tabpanel")
+        expect(panel).to_have_attribute("aria-labelledby", f"tab-{name.lower()}")
+        expect(panel.locator(f"[data-panel='{name.lower()}'], #{name.lower()}, .panel-{name.lower()}").first).to_be_visible()
+        assert panel.evaluate(UNREACHABLE) == [], f"{name} at {width} px"
+    assert home.evaluate("() => document.documentElement.scrollWidth") <= width
+    assert_clean(home)
+
+
+def _focused(page: Any) -> str:
+    return page.evaluate("() => document.activeElement.id || document.activeElement.textContent.trim()")
+
+
+def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
+    home: Any, everything_stdio: dict
+) -> None:
+    connect(home, stdio=everything_stdio)
+    tabs = home.get_by_role("tablist").get_by_role("tab")
+    # One tab in the Tab order: the selected one.
+    assert tabs.evaluate_all("tabs => tabs.map(t => t.tabIndex)").count(0) == 1
+    home.get_by_role("tab", name="Overview").focus()
+    home.keyboard.press("ArrowRight")
+    assert _focused(home) == "tab-tools"
+    home.keyboard.press("End")
+    assert _focused(home) == "tab-activity"
+    home.keyboard.press("ArrowRight")  # wraps around
+    assert _focused(home) == "tab-overview"
+    home.keyboard.press("ArrowLeft")
+    assert _focused(home) == "tab-activity"
+    home.keyboard.press("Home")
+    home.keyboard.press("ArrowRight")
+    home.keyboard.press("ArrowRight")
+    assert _focused(home) == "tab-resources"
+    assert home.locator("#tab-resources").get_attribute("tabindex") == "0"
+    home.keyboard.press("Enter")
+    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(home.locator(".panel-resources")).to_be_visible()
+    expect(home.locator("#tab-resources")).to_be_focused()  # the redrawn tab, not the top of the page
+    home.keyboard.press("ArrowRight")
+    home.keyboard.press(" ")
+    expect(home.locator("#tab-prompts")).to_have_attribute("aria-selected", "true")
+    expect(home.locator("#tab-prompts")).to_be_focused()
+    assert tabs.evaluate_all("tabs => tabs.filter(t => t.tabIndex === 0).map(t => t.id)") == ["tab-prompts"]
+    assert_clean(home)
+
+
+def test_focus_stays_on_the_button_after_listing_and_opening_a_tool(home: Any, everything_stdio: dict) -> None:
+    connect(home, stdio=everything_stdio)
+    open_tab(home, "Tools")
+    listing = home.locator("#tools-panel").get_by_role("button", name="List tools")
+    listing.focus()
+    home.keyboard.press("Enter")
+    again = home.get_by_role("button", name="List tools again")
+    expect(again).to_be_visible()
+    expect(again).to_be_focused()  # the panel was redrawn; focus is on the button that replaced it
+    list_tools(home, until=(LONG_TOOL, "echo"))
+    opener = home.get_by_role("button", name="Open tool echo", exact=True)
+    opener.focus()
+    features = home.locator(".features")
+    before = features.evaluate("pane => pane.scrollTop")
+    home.keyboard.press("Enter")
+    expect(home.get_by_role("region", name="Call echo", exact=True)).to_be_visible()
+    expect(opener).to_be_focused()
+    assert features.evaluate("pane => pane.scrollTop") >= before
+    assert_clean(home)
+
+
+def test_escape_closes_the_frame_detail_and_returns_focus_to_its_row(home: Any, everything_stdio: dict) -> None:
+    connect(home, stdio=everything_stdio)
+    row = home.locator("#timeline-rows > .frame").nth(3)
+    row_id = row.get_attribute("id")
+    row.focus()
+    home.keyboard.press("Enter")
+    detail = home.locator("#frame-detail")
+    expect(detail.locator(".detail-head")).to_be_visible()
+    detail.get_by_role("button", name="Close").focus()  # focus moved into the detail
+    home.keyboard.press("Escape")
+    expect(detail.locator(".detail-head")).to_have_count(0)
+    expect(home.locator(f"#{row_id}")).to_be_focused()
+
+    other = home.locator("#timeline-rows > .frame").nth(5)
+    other.click()
+    expect(detail.locator(".detail-head")).to_be_visible()
+    detail.get_by_role("button", name="Close").click()
+    expect(detail.locator(".detail-head")).to_have_count(0)
+    expect(home.locator(f"#{other.get_attribute('id')}")).to_be_focused()
+    assert_clean(home)
+
+
+def test_the_session_switcher_lists_the_teams_sessions_by_keyboard_and_follows_their_state(
+    home: Any, app_context: Any, live_app: LiveApp, everything_stdio: dict
+) -> None:
+    other_url = connect(home, stdio=everything_stdio)
+    home.goto(live_app.url("/"))
+    here_url = connect(home, stdio=everything_stdio)
+    switcher = home.locator("#session-switcher")
+    summary = switcher.locator("summary")
+    summary.focus()
+    home.keyboard.press("Enter")
+    menu = home.get_by_role("navigation", name="Sessions of this team")
+    here_path, other_path = (url.split("://", 1)[1].split("/", 1)[1].split("?")[0] for url in (here_url, other_url))
+    current = menu.locator("a[aria-current=page]")
+    expect(current).to_have_count(1)
+    expect(current).to_have_attribute("href", f"/{here_path}")
+    other = menu.locator(f"a[href='/{other_path}']")
+    expect(other.locator(".switcher-state")).to_have_text("live")
+    home.keyboard.press("ArrowDown")
+    expect(menu.locator("a").first).to_be_focused()
+    home.keyboard.press("ArrowDown")
+    expect(menu.locator("a").nth(1)).to_be_focused()
+
+    # The other session ends in another window: the open switcher shows it, with no reload.
+    elsewhere = open_page(app_context, other_url)
+    elsewhere.get_by_role("button", name="Disconnect").click()
+    expect(elsewhere.locator("#session-state").get_by_role("status")).to_have_text("closed", timeout=SHORT)
+    elsewhere.close()
+    expect(other.locator(".switcher-state")).to_have_text("ended", timeout=SHORT)
+
+    home.keyboard.press("Escape")
+    expect(switcher).not_to_have_attribute("open", "")
+    expect(summary).to_be_focused()
+    summary.focus()
+    home.keyboard.press("Enter")
+    menu.locator(f"a[href='/{other_path}']").click()
+    home.wait_for_url(f"**/{other_path}")
+    expect(home.locator("#session-state").get_by_role("status")).to_have_text("closed")
+    assert_clean(home)

@@ -96,7 +96,6 @@
   // A swap that replaces the focused control (List tools, a page button, a tab) would drop focus to
   // the top of the page. Put it back on the control that took its place: the same id, else the same
   // request (hx-get/hx-post) and kind, else the same label.
-  var lastFocus = null;
 
   function actionOf(elt) {
     return (elt.closest("form") || elt).getAttribute("hx-post") || elt.getAttribute("hx-get") || "";
@@ -116,6 +115,7 @@
       tag: elt.tagName,
       action: action,
       actionAt: twins.indexOf(elt) >= 0 ? action + "@" + twins.indexOf(elt) : "",
+      href: elt.getAttribute("href") || "",
       label: elt.getAttribute("aria-label") || elt.getAttribute("name") || "",
       text: (elt.textContent || "").trim(),
     };
@@ -126,7 +126,7 @@
       return document.getElementById(was.id);
     }
     var same = shown(was.tag);
-    var keys = ["action", "actionAt", "label", "text"];
+    var keys = ["action", "actionAt", "href", "label", "text"];
     for (var k = 0; k < keys.length; k++) {
       var key = keys[k];
       if (!was[key]) {
@@ -140,22 +140,21 @@
     return null;
   }
 
-  var lastElt = null;
-
   // A request's swap: describe the focused control now (its place among its twins). A socket message
-  // (many a second in a flood): only note it, and describe it if it was swapped out.
-  function remember(event) {
+  // (many a second in a flood): only note it, and describe it if it was swapped out. Each kind keeps
+  // its own note: a socket message may come between a request's swap and its settling.
+  function remember(note, full) {
     var active = document.activeElement;
-    lastElt = active && active !== document.body ? active : null;
-    lastFocus = lastElt && event.type === "htmx:beforeSwap" ? describe(lastElt) : null;
+    note.elt = active && active !== document.body ? active : null;
+    note.was = note.elt && full ? describe(note.elt) : null;
   }
 
-  function restore() {
+  function restore(note) {
     var lists = document.querySelectorAll('[role="tablist"]');
     Array.prototype.forEach.call(lists, rove);
-    var was = lastFocus;
-    var elt = lastElt;
-    lastFocus = lastElt = null;
+    var elt = note.elt;
+    var was = note.was;
+    note.elt = note.was = null;
     if (!elt || document.body.contains(elt)) {
       return; // focus is still on something on the page
     }
@@ -170,10 +169,12 @@
     }
   }
 
-  document.addEventListener("htmx:beforeSwap", remember);
-  document.addEventListener("htmx:afterSettle", restore);
-  document.addEventListener("htmx:wsBeforeMessage", remember);
-  document.addEventListener("htmx:wsAfterMessage", restore);
+  var swapped = { elt: null, was: null };
+  var pushed = { elt: null, was: null };
+  document.addEventListener("htmx:beforeSwap", function () { remember(swapped, true); });
+  document.addEventListener("htmx:afterSettle", function () { restore(swapped); });
+  document.addEventListener("htmx:wsBeforeMessage", function () { remember(pushed, false); });
+  document.addEventListener("htmx:wsAfterMessage", function () { restore(pushed); });
 
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll('[role="tablist"]'), rove);
@@ -225,8 +226,8 @@
     if (event.key !== "Escape" || event.defaultPrevented) {
       return;
     }
-    if (event.target.closest && event.target.closest("details.switcher[open]")) {
-      return; // the switcher closes itself
+    if (document.querySelector("details.switcher[open]")) {
+      return; // the switcher closes first
     }
     if (closeDetail()) {
       event.preventDefault();
@@ -267,6 +268,9 @@
 
   document.addEventListener("keydown", function (event) {
     var menu = event.target.closest && event.target.closest("details.switcher[open]");
+    if (!menu && event.key === "Escape" && event.target === document.body) {
+      menu = document.querySelector("details.switcher[open]"); // focus was lost: Escape still closes it
+    }
     if (!menu) {
       return;
     }
