@@ -34,7 +34,9 @@ def test_the_switcher_lists_the_teams_live_sessions_first_then_the_newest_others
     team = team_of(alice)
     old = [McpSession.objects.create(team=team, name=f"old {n}", status="closed") for n in range(SHOWN + 3)]
     lost = McpSession.objects.create(team=team, name="lost one", status="lost")
-    recording = McpSession.objects.create(team=team, name="a file", status="closed", recording_sha256="ab" * 32)
+    recording = McpSession.objects.create(
+        team=team, name="a file", status="closed", recording_sha256="ab" * 32
+    )
     live = McpSession.objects.create(team=team, name="live one", status="ready")
     McpSession.objects.create(team=team_of(bob), name="bob's", status="ready")
 
@@ -73,10 +75,15 @@ async def _until(communicator: Any, text: str) -> str:
 async def test_a_tab_asking_about_its_running_cards_gets_the_finished_ones_and_later_the_rest() -> None:
     async with fresh_layer():
         alice = await make_user("alice")
-        session = await McpSession.objects.acreate(team=await ateam_of(alice), name="s", status="ready", last_seq=3)
+        session = await McpSession.objects.acreate(
+            team=await ateam_of(alice), name="s", status="ready", last_seq=3
+        )
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo"}}
         await database_sync_to_async(_frame)(session, 1, "out", "request", call)
-        await database_sync_to_async(_frame)(session, 2, "in", "result", {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "seven <done>"}]}})  # fmt: skip
+        result = {"content": [{"type": "text", "text": "seven <done>"}]}
+        await database_sync_to_async(_frame)(
+            session, 2, "in", "result", {"jsonrpc": "2.0", "id": 7, "result": result}
+        )
         await database_sync_to_async(_frame)(session, 3, "out", "request", {**call, "id": 8})
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=3&first=1")
         connected, _ = await communicator.connect(timeout=10)

@@ -1,4 +1,4 @@
-"""In Chromium: a running call finished over the live socket, the session switcher, keyboard and small screens.
+"""In Chromium: running calls finished over the live socket, the session switcher, keyboard, small screens.
 
 A real `mcp-inspector`, Debian's Chromium and server-everything over stdio, as in test_browser.py.
 """
@@ -113,8 +113,9 @@ def test_a_call_that_ends_while_the_socket_is_down_is_finished_when_it_reconnect
 
 # Every visible control of a region, scrolled into view: the element at its centre must be itself (not
 # covered, not clipped away). Returns the labels of those that are not.
-UNREACHABLE = """root => {
-  const controls = root.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, summary, [role=tab]');
+CONTROLS = "a[href], button, input:not([type=hidden]), select, textarea, summary, [role=tab]"
+UNREACHABLE = """(root, selector) => {
+  const controls = root.querySelectorAll(selector);
   const bad = [];
   for (const control of controls) {
     if (!control.getClientRects().length || control.closest('details:not([open]) > :not(summary)')) continue;
@@ -123,8 +124,10 @@ UNREACHABLE = """root => {
     const x = Math.min(Math.max(r.left + Math.min(r.width / 2, 8), 0), innerWidth - 1);
     const y = Math.min(Math.max(r.top + r.height / 2, 0), innerHeight - 1);
     const hit = document.elementFromPoint(x, y);
-    if (!(hit && (hit === control || control.contains(hit) || hit.control === control || hit.contains(control)))) {
-      bad.push((control.getAttribute('aria-label') || control.textContent || control.name || control.tagName).trim().slice(0, 40));
+    const ok = hit && (hit === control || control.contains(hit) || hit.control === control);
+    if (!ok) {
+      const label = control.getAttribute('aria-label') || control.textContent || control.tagName;
+      bad.push(label.trim().slice(0, 40));
     }
   }
   return bad;
@@ -136,8 +139,9 @@ def test_at_narrow_widths_every_tab_opens_its_panel_and_every_control_is_reachab
     home: Any, everything_stdio: dict, width: int
 ) -> None:
     connect(home, stdio=everything_stdio)
+    list_tools(home, until=("echo",))  # the Tools panel with its list, search and buttons
     home.set_viewport_size({"width": width, "height": 700})
-    assert home.locator(".session-head").evaluate(UNREACHABLE) == []
+    assert home.locator(".session-head").evaluate(UNREACHABLE, CONTROLS) == []
     tabs = home.get_by_role("tablist").get_by_role("tab")
     names = [name.strip() for name in tabs.all_inner_texts()]
     assert {"Conformance", "Logging", "Roots", "Activity"} <= set(names)
@@ -147,8 +151,10 @@ def test_at_narrow_widths_every_tab_opens_its_panel_and_every_control_is_reachab
         expect(tab).to_have_attribute("aria-selected", "true")
         panel = home.get_by_role("tabpanel")
         expect(panel).to_have_attribute("aria-labelledby", f"tab-{name.lower()}")
-        expect(panel.locator(f"[data-panel='{name.lower()}'], #{name.lower()}, .panel-{name.lower()}").first).to_be_visible()
-        assert panel.evaluate(UNREACHABLE) == [], f"{name} at {width} px"
+        expect(
+            panel.locator(f"[data-panel='{name.lower()}'], #{name.lower()}, .panel-{name.lower()}").first
+        ).to_be_visible()
+        assert panel.evaluate(UNREACHABLE, CONTROLS) == [], f"{name} at {width} px"
     assert home.evaluate("() => document.documentElement.scrollWidth") <= width
     assert_clean(home)
 
@@ -190,7 +196,9 @@ def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
     assert_clean(home)
 
 
-def test_focus_stays_on_the_button_after_listing_and_opening_a_tool(home: Any, everything_stdio: dict) -> None:
+def test_focus_stays_on_the_button_after_listing_and_opening_a_tool(
+    home: Any, everything_stdio: dict
+) -> None:
     connect(home, stdio=everything_stdio)
     open_tab(home, "Tools")
     listing = home.locator("#tools-panel").get_by_role("button", name="List tools")
@@ -211,7 +219,9 @@ def test_focus_stays_on_the_button_after_listing_and_opening_a_tool(home: Any, e
     assert_clean(home)
 
 
-def test_escape_closes_the_frame_detail_and_returns_focus_to_its_row(home: Any, everything_stdio: dict) -> None:
+def test_escape_closes_the_frame_detail_and_returns_focus_to_its_row(
+    home: Any, everything_stdio: dict
+) -> None:
     connect(home, stdio=everything_stdio)
     row = home.locator("#timeline-rows > .frame").nth(3)
     row_id = row.get_attribute("id")
@@ -244,7 +254,9 @@ def test_the_session_switcher_lists_the_teams_sessions_by_keyboard_and_follows_t
     summary.focus()
     home.keyboard.press("Enter")
     menu = home.get_by_role("navigation", name="Sessions of this team")
-    here_path, other_path = (url.split("://", 1)[1].split("/", 1)[1].split("?")[0] for url in (here_url, other_url))
+    here_path, other_path = (
+        url.split("://", 1)[1].split("/", 1)[1].split("?")[0] for url in (here_url, other_url)
+    )
     current = menu.locator("a[aria-current=page]")
     expect(current).to_have_count(1)
     expect(current).to_have_attribute("href", f"/{here_path}")

@@ -41,6 +41,8 @@ def switcher_entries(team_id: int, current: UUID | None = None, shown: int = SHO
     live = list(team.filter(status__in=McpSession.LIVE).order_by("-created")[:shown])
     rest = list(team.exclude(status__in=McpSession.LIVE).order_by("-created")[: shown - len(live)])
     return [
-        SwitcherEntry(s.public_id, s.name, _state(s), str(s.status), s.created, s.last_seq, s.public_id == current)
+        SwitcherEntry(
+            s.public_id, s.name, _state(s), str(s.status), s.created, s.last_seq, s.public_id == current
+        )
         for s in live + rest
     ]

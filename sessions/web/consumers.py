@@ -73,7 +73,8 @@ def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]
 def _render_calls(session: McpSession, rpc_ids: list[int]) -> tuple[list[str], set[int]]:
     """What the timeline says of running call cards: the finished ones' state and body, the others'
     latest progress; and which are still running."""
-    fragments, running = [], set()
+    fragments: list[str] = []
+    running: set[int] = set()
     for rpc_id in rpc_ids:
         context = call_context(session, rpc_id)
         if context["running"]:
