@@ -1,7 +1,7 @@
 """The live view of one session: frames after N from the database, then whatever the owner publishes.
 
 The browser speaks htmx's websocket extension: we send HTML fragments that swap out of band; it
-sends JSON (form values) for filters and paging.
+sends JSON (form values) for filters and paging, and the ids of the running call cards it shows.
 """
 
 from __future__ import annotations
