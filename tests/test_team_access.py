@@ -120,6 +120,7 @@ URLS: dict[str, tuple[str, str]] = {
     "request": ("POST", "act"),
     "call": ("GET", "read"),
     "cancel": ("POST", "act"),
+    "session_switcher": ("GET", "read"),
     "timeline": ("GET", "read"),
     "frame": ("GET", "read"),
     "frame_raw": ("GET", "read"),

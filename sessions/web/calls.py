@@ -66,7 +66,7 @@ async def _send_notification(
 
 @require_GET
 async def call_card(request: AuthedRequest, public_id: Any, rpc_id: int) -> HttpResponse:
-    """A call card as the timeline has it now (the pending card polls this once, closing a race)."""
+    """A call card as the timeline has it now (a running card is finished over the live socket, not here)."""
     session = await owned_session(request, public_id)
     context = await sync_to_async(call_context)(session, rpc_id)
     return await sync_to_async(render)(request, "sessions/_call.html", context)

@@ -1,7 +1,7 @@
 """The live view of one session: frames after N from the database, then whatever the owner publishes.
 
 The browser speaks htmx's websocket extension: we send HTML fragments that swap out of band; it
-sends JSON (form values) for filters and paging.
+sends JSON (form values) for filters and paging, and the ids of the running call cards it shows.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from sessions.web import live, tasks, together
 JUMP_INTERVAL = 0.25
 # How many of the review cards a tab showed stay once ended, saying how and who answered.
 ENDED_SHOWN = 3
+# How many running call cards one tab may ask the socket to finish for it (see ``_watch_calls``).
+WATCHED_CALLS = 50
 
 __all__ = ["SessionConsumer"]
 
@@ -68,6 +70,31 @@ def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]
 
 
 @database_sync_to_async
+def _render_calls(session: McpSession, rpc_ids: list[int]) -> tuple[list[str], set[int]]:
+    """What the timeline says of running call cards: the finished ones' state and body, the others'
+    latest progress; and which are still running."""
+    fragments: list[str] = []
+    running: set[int] = set()
+    for rpc_id in rpc_ids:
+        context = call_context(session, rpc_id)
+        if context["running"]:
+            running.add(rpc_id)
+            if context["progress"]:
+                fragments.append(render_to_string("sessions/_progress.html", {**context, "oob": True}))
+        else:
+            fragments.append(render_to_string("sessions/calls/_finished.html", context))
+    return fragments, running
+
+
+def _call_ids(value: Any) -> list[int]:
+    """Request ids a tab sent (a list of whole numbers); anything else is dropped, at most WATCHED_CALLS."""
+    if not isinstance(value, list):
+        return []
+    ids = [v for v in value if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63]
+    return ids[:WATCHED_CALLS]
+
+
+@database_sync_to_async
 def _render_activity(session: McpSession, activity_id: int) -> str:
     entry = together.activity_entry(session, activity_id)
     if entry is None:
@@ -86,6 +113,11 @@ def _render_note(session: McpSession, note_id: int, user_id: int) -> list[str]:
         render_to_string("sessions/notes/_marker.html", marker),
         render_to_string("sessions/notes/_threads.html", context),
     ]
+
+
+def _answers(rows: list[dict[str, Any]]) -> bool:
+    """Whether a live batch holds a response (a running call card may be waiting for it)."""
+    return any(r.get("direction") == "in" and r.get("rpc_kind") in ("result", "error") for r in rows)
 
 
 def _frame_number(text: str) -> int:
@@ -124,6 +156,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
         self.reviews_shown: set[int] = set()
+        self.calls_watched: set[int] = set()
         self.user_id, self.name = user.pk, user.get_username()
         self.roster = together.Roster()
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -180,6 +213,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         elif action == "live":
             self.browsing = False
             await self._replace_rows(await _rows(self.session, self.filter), live=True)
+        elif action == "calls":
+            await self._watch_calls(_call_ids(data.get("ids")))
 
     # --- what the owner publishes (group messages) -----------------------------------------
 
@@ -196,10 +231,12 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 context = {"progress": progress, "rpc_id": progress.get("rpc_id"), "session": self.session}
                 await self._send("sessions/_progress.html", {**context, "oob": True})
             case m.CallDone(outcome):
+                # Only the card's state and body: its header, arguments and place stay put.
                 context = await database_sync_to_async(call_context)(
                     self.session, outcome["rpc_id"], outcome=outcome
                 )
-                await self._send("sessions/_call.html", {**context, "oob": True})
+                self.calls_watched.discard(outcome["rpc_id"])
+                await self._send("sessions/calls/_finished.html", context)
             case m.ReviewChanged():
                 await self._send_reviews()
             case m.ActivityAdded(activity_id):
@@ -241,6 +278,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _frames_stored(self, event: m.FramesStored) -> None:
         rows = [r for r in event.rows if r["seq"] > self.after]
+        if self.calls_watched and (len(event.rows) <= event.last - event.first or _answers(event.rows)):
+            await self._watch_calls(sorted(self.calls_watched))
         if not self.browsing:
             if event.last - self.after > PAGE:
                 # More arrived than a viewer shows (a flood): show the newest page instead of
@@ -280,6 +319,21 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.session = await _refresh(self.session)
         await self._watch()
         await self._send_state()
+        if self.calls_watched:  # a session that ended ends its running calls
+            await self._watch_calls(sorted(self.calls_watched))
+
+    async def _watch_calls(self, rpc_ids: list[int]) -> None:
+        """Bring a tab's running call cards up to date, and finish each later from the stored response.
+
+        The tab asks on every (re)connect and for every running card it adds: an answer that came
+        while its socket was down, or before the card was on the page, is not lost. A response not
+        stored yet finishes the card when its frame is (``_frames_stored``), or ``CallDone`` does.
+        """
+        fragments, running = await _render_calls(self.session, rpc_ids)
+        watched = (self.calls_watched - set(rpc_ids)) | running
+        self.calls_watched = set(sorted(watched)[-WATCHED_CALLS:])  # the newest, however often it asks
+        for fragment in fragments:
+            await self.send(text_data=fragment)
 
     async def _send_state(self) -> None:
         await self._send("sessions/_session_state.html", {"session": self.session})
