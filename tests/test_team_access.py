@@ -120,6 +120,7 @@ URLS: dict[str, tuple[str, str]] = {
     "call": ("GET", "read"),
     "cancel": ("POST", "act"),
     "timeline": ("GET", "read"),
+    "flow": ("GET", "read"),
     "frame": ("GET", "read"),
     "frame_raw": ("GET", "read"),
     "add_note": ("POST", "act"),
