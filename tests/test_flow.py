@@ -1,4 +1,4 @@
-"""The message flow's pairing and nesting (sessions/timeline/flow.py), over rows as the timeline stores them."""
+"""The message flow's pairing and nesting (sessions/timeline/flow.py), over rows as stored."""
 
 from __future__ import annotations
 
@@ -37,7 +37,10 @@ def row(
 
 def test_a_request_and_its_response_pair_both_ways_with_the_latency() -> None:
     items = FlowState().feed(
-        [row(1, "out", "request", "tools/list", 1), row(2, "in", "result", "tools/list", 1, pair=1, latency=4.5)]
+        [
+            row(1, "out", "request", "tools/list", 1),
+            row(2, "in", "result", "tools/list", 1, pair=1, latency=4.5),
+        ]
     )
     assert (items[0].pairs, items[1].pairs) == ([2], [1])
     assert items[1].latency_ms == 4.5
@@ -137,7 +140,9 @@ def test_progress_is_inside_the_call_its_token_names() -> None:
         [
             row(1, "out", "request", "tools/call", 3),
             row(2, "out", "request", "tools/call", 4),
-            row(3, "in", "notification", "notifications/progress", params={"progressToken": 3, "progress": 1}),
+            row(
+                3, "in", "notification", "notifications/progress", params={"progressToken": 3, "progress": 1}
+            ),
             row(4, "in", "notification", "notifications/message", params={"level": "info"}),
         ]
     )
@@ -159,13 +164,15 @@ def test_a_batch_answers_each_request_it_carries() -> None:
     )
     assert items[2].pairs == [1, 2]
     assert (items[2].server_busy, state.open) == (2, [])
-    assert batch_members(b"[1, {\"id\": true}, {}]") == [] and batch_members(b"{") == []
+    assert batch_members(b'[1, {"id": true}, {}]') == [] and batch_members(b"{") == []
 
 
 def test_a_window_starts_with_the_calls_open_before_it_and_answers_found_after_it() -> None:
     state = FlowState(answers={20: (40, 12.0)})
     state.seed([Call(5, "out", "1", "tools/call", 1000.0, root=5)])
-    items = state.feed([row(20, "out", "request", "ping", 2), row(21, "in", "request", "sampling/createMessage", 0)])
+    items = state.feed(
+        [row(20, "out", "request", "ping", 2), row(21, "in", "request", "sampling/createMessage", 0)]
+    )
     assert (items[0].pairs, items[0].latency_ms) == ([40], 12.0)
     assert (items[1].parent, items[1].root) == (20, 20)  # the newest open call
     assert items[1].client_busy == 1 and items[1].server_busy == 2
@@ -176,7 +183,8 @@ def test_http_exchanges_and_the_process_lane_are_placed_beside_the_messages() ->
         "transport": {"state": "connecting"}, "note": "opening stdio transport"
     }  # fmt: skip
     http = row(8, "in", "", kind="http") | {"transport": {"http": {"status": 200, "request_seq": 2}}}
+    priming = row(9, "in", "", kind="http", stream="POST #2")
     state = FlowState(base=5)
-    items = state.feed([connecting, http, row(9, "local", "", kind="stderr")])
-    assert [i.lane for i in items] == ["side", "http", "side"]
-    assert state.base == 0 and items[1].pairs == [2]
+    items = state.feed([connecting, http, priming, row(10, "local", "", kind="stderr")])
+    assert [i.lane for i in items] == ["side", "http", "http", "side"]
+    assert state.base == 0 and items[1].pairs == items[2].pairs == [2]

@@ -22,9 +22,14 @@ pytestmark = pytest.mark.django_db
 CYCLE = 10  # frames per tool call in the big session
 
 
-def _frame(seq: int, direction: str, kind: str, body: dict[str, Any], *, pair: int | None = None) -> Frame:
+def _frame(seq: int, direction: Any, kind: str, body: dict[str, Any], *, pair: int | None = None) -> Frame:
     frame = Frame("message", direction, json.dumps(body).encode(), seq=seq, wall=1000.0 + seq / 1000)
-    frame.rpc_kind, frame.method, frame.rpc_id, frame.pair_seq = kind, body.get("method"), body.get("id"), pair
+    frame.rpc_kind, frame.method, frame.rpc_id, frame.pair_seq = (
+        kind,
+        body.get("method"),
+        body.get("id"),
+        pair,
+    )
     if pair is not None and direction == "in":
         frame.latency_ms = 9.0
     return frame
@@ -34,7 +39,8 @@ def _call(start: int, n: int) -> list[Frame]:
     """One tool call: the request, a sampling request and its answer, progress, the result."""
     progress = [
         _frame(start + 3 + k, "in", "notification", {
-            "jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": n, "progress": k},
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": n, "progress": k},
         })
         for k in range(CYCLE - 4)
     ]  # fmt: skip
@@ -81,7 +87,7 @@ def test_the_flow_of_a_100000_frame_session_is_one_bounded_window(
     session = _session(10_000)
     assert TimelineFrame.objects.filter(session=session).count() == 100_000
     client = Client()
-    client.force_login(session.owner)
+    client.force_login(User.objects.get(username="alice"))
     page = f"/s/{session.public_id}/flow"
     for query in ("", "?before=50005", "?after=70003", "?method=tools/call", "?direction=in&before=99999"):
         with django_assert_max_num_queries(12):
@@ -100,6 +106,6 @@ def test_the_flow_of_a_100000_frame_session_is_one_bounded_window(
 def test_a_filter_or_a_page_parameter_that_is_not_a_number_is_a_400() -> None:
     session = _session(2)
     client = Client()
-    client.force_login(session.owner)
+    client.force_login(User.objects.get(username="alice"))
     assert client.get(f"/s/{session.public_id}/flow?before=x").status_code == 400
     assert client.get(f"/s/{session.public_id}/flow?direction=sideways").status_code == 200

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,9 @@ class FlowItem:
     depth: int = 0
     parent: int | None = None
     root: int | None = None  # the outermost call of the group this row is in
-    how: str = ""  # how the parent was found (stream, progress, cancel, time), or "late": answers a call given up
+    how: str = (
+        ""  # how the parent was found (stream, progress, cancel, time), or "late": answers a call given up
+    )
     ambiguous: int = 0  # with "time": how many calls were open (the newest is assumed)
     orphan: bool = False  # a response that answers no request we know of
     client_busy: int = 0  # requests the client still has to answer, after this row
@@ -160,7 +162,7 @@ class FlowState:
         for call in calls:
             self._open(call)
 
-    def feed(self, rows: list[Mapping[str, Any]]) -> list[FlowItem]:
+    def feed(self, rows: Sequence[Mapping[str, Any]]) -> list[FlowItem]:
         """Place each row (in seq order); a row's answers later in ``rows`` are its pairs too."""
         later: dict[int, list[int]] = {}
         for row in rows:
@@ -194,8 +196,11 @@ class FlowState:
         transport = row.get("transport")
         http = transport.get("http") if isinstance(transport, dict) else None
         request_seq = http.get("request_seq") if isinstance(http, dict) else None
+        stream = _STREAM.fullmatch(_stream_of(row).removesuffix(" (resumed)"))
         if isinstance(request_seq, int) and not isinstance(request_seq, bool):
             item.pairs = [self.base + request_seq]
+        elif stream:  # an SSE event that carried no message: the request whose stream it came on
+            item.pairs = [self.base + int(stream.group(1))]
         return self._busy(item)
 
     def _request(self, row: Mapping[str, Any], later: dict[int, list[int]]) -> FlowItem:

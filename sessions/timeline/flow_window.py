@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import QuerySet
 
 from sessions.models import McpSession, TimelineFrame
-from sessions.timeline.flow import Call, FlowItem, FlowState, batch_members
+from sessions.timeline.flow import FlowItem, FlowState, batch_members
 
 __all__ = ["LOOKBACK", "connection_base", "flow_of", "placed", "window"]
 
@@ -58,7 +58,7 @@ def flow_of(
             rpc_id__in=sorted(ids), seq__gt=low, kind="message", rpc_kind__in=("result", "error")
         ).values_list("pair_seq", "seq", "latency_ms")
         for pair, seq, latency in found:
-            if pair in asked and pair not in answers:
+            if pair is not None and pair in asked and pair not in answers:
                 answers[pair] = (seq, latency)
     state = FlowState(base=connection_base(session, first), answers=answers, batches=_batches(frames, rows))
     # What was asked before the window and answered in it or later was open when the window starts.
@@ -72,7 +72,9 @@ def _batches(frames: QuerySet[TimelineFrame], rows: list[dict[str, Any]]) -> dic
     seqs = [r["seq"] for r in rows if r["rpc_kind"] == "batch" and r["size"] <= BATCH_BYTES]
     if not seqs:
         return {}
-    return {seq: batch_members(bytes(raw)) for seq, raw in frames.filter(seq__in=seqs).values_list("seq", "raw")}
+    return {
+        seq: batch_members(bytes(raw)) for seq, raw in frames.filter(seq__in=seqs).values_list("seq", "raw")
+    }
 
 
 def placed(rows: list[dict[str, Any]], items: list[FlowItem]) -> list[dict[str, Any]]:

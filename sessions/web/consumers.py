@@ -22,8 +22,8 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.timeline.calls import call_context
-from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.timeline.flow import FlowState
+from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.web import flow, live, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
