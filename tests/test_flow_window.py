@@ -14,7 +14,7 @@ from support.teams import team_of
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
-from sessions.timeline.flow_window import flow_of
+from sessions.timeline.flow_window import connection_base, flow_of
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 
 pytestmark = pytest.mark.django_db
@@ -109,3 +109,14 @@ def test_a_filter_or_a_page_parameter_that_is_not_a_number_is_a_400() -> None:
     client.force_login(User.objects.get(username="alice"))
     assert client.get(f"/s/{session.public_id}/flow?before=x").status_code == 400
     assert client.get(f"/s/{session.public_id}/flow?direction=sideways").status_code == 200
+
+
+def test_an_http_stream_is_read_in_the_numbering_of_the_connection_that_carried_it() -> None:
+    phases = [
+        {"state": "connecting", "seq": 1, "wall": 1.0},
+        {"state": "ready", "seq": 6, "wall": 2.0},
+        {"state": "connecting", "seq": 41, "wall": 3.0},
+    ]
+    session = McpSession(phases=phases)
+    assert [connection_base(session, seq) for seq in (1, 40, 41, 90)] == [0, 0, 40, 40]
+    assert connection_base(McpSession(phases=[{"state": "connecting", "seq": "x"}, "junk"]), 5) == 0

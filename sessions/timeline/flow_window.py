@@ -27,8 +27,10 @@ def connection_base(session: McpSession, seq: int) -> int:
     """The stored seq of frame 0 of the connection that recorded ``seq`` (0 for the first)."""
     base = 0
     for phase in session.phases if isinstance(session.phases, list) else ():
-        at = phase.get("seq") if isinstance(phase, dict) else None
-        if phase.get("state") == "connecting" and isinstance(at, int) and at <= seq:
+        if not isinstance(phase, dict) or phase.get("state") != "connecting":
+            continue
+        at = phase.get("seq")
+        if isinstance(at, int) and at <= seq:
             base = max(base, at - 1)
     return base
 
