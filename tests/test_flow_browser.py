@@ -145,6 +145,16 @@ def test_over_http_an_elicitation_is_nested_by_the_stream_that_carried_it(
     page.screenshot(path=f"{SHOTS}/flow-http-light.png")
     page.emulate_media(color_scheme="dark")
     page.screenshot(path=f"{SHOTS}/flow-http-dark.png")
+    # On a small screen every lane is still inside the timeline pane, side by side, in order.
+    page.set_viewport_size({"width": 1024, "height": 800})
+    pane = page.locator("#timeline-rows").bounding_box()
+    cells = [
+        elicit.locator(f".{name}").bounding_box()
+        for name in ("cell-http", "client", "msg", "server", "cell-side")
+    ]
+    assert all(a["x"] + a["width"] <= b["x"] + 1 for a, b in zip(cells, cells[1:], strict=False))
+    assert cells[-1]["x"] + cells[-1]["width"] <= pane["x"] + pane["width"]
+    page.screenshot(path=f"{SHOTS}/flow-http-1024-dark.png")
     assert_clean(page)
     page.close()
 
