@@ -50,6 +50,7 @@ OFFICIAL_CLICK_MS = 77.5  # the official inspector, measured on this machine
 FLOOD_TARGET_S = 10.0  # 100,000 notifications recorded and shown, at most
 ANSWER_TARGET_MS = 100.0  # the page answers a round-trip within this throughout a flood
 PAGE_TARGET_MS = 2000.0  # a server-side page over a 100,000-frame session
+FLOW_TARGET_MS = 500.0  # a window of the message flow (the sequence diagram) over that session
 FLOOD_SIZES = (1_000, 10_000, 100_000)
 COUNT_GRACE_S = 2.0  # after the result and the last row show, how long the frame count may lag
 STATE_GRACE_S = 3  # after the session is ready in the database, how long its page may take to show it
@@ -427,6 +428,8 @@ async def big_pages(context: Any, app: App, public_id: str, repeat: int = 3) -> 
         "session page (baseline)": f"/s/{public_id}/",
         "Conformance tab": f"/s/{public_id}/panel/conformance",
         "timeline filtered by rule": f"/s/{public_id}/timeline?rule=unknown-id",
+        "message flow, newest window": f"/s/{public_id}/flow",
+        "message flow, a window in the middle": f"/s/{public_id}/flow?before=50000",
         "search method:notifications/": "/search?q=method%3Anotifications%2F",
         "search, free words": "/search?q=%22i%22%3A99999",
         "export JSON Lines": f"/s/{public_id}/export",
@@ -573,7 +576,8 @@ def judge(results: dict[str, Any]) -> bool:
         )
         ok &= row["pass"]
     for name, row in results.get("pages", {}).items():
-        row["pass"] = name.startswith("export") or row["median_ms"] <= PAGE_TARGET_MS
+        target = FLOW_TARGET_MS if name.startswith("message flow") else PAGE_TARGET_MS
+        row["pass"] = name.startswith("export") or row["median_ms"] <= target
         ok &= row["pass"]
     for row in results["lifecycle"].values():
         ok &= row["pass"]
@@ -621,7 +625,8 @@ def print_table(results: dict[str, Any]) -> None:
         frames = next(iter(pages.values()))["frames"]
         print(
             f"\n6. server-side pages over the flooded session ({frames:,} frames; median of 3; "
-            f"target ≤ {PAGE_TARGET_MS:g} ms each; exports are throughput, not judged)"
+            f"target ≤ {PAGE_TARGET_MS:g} ms each, the message flow ≤ {FLOW_TARGET_MS:g} ms; "
+            "exports are throughput, not judged)"
         )
         print(f"   {'page':<32}{'ms':>9}{'×baseline':>11}{'MB':>8}{'MB/s':>8}  verdict")
         for name, row in pages.items():

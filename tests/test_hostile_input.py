@@ -100,7 +100,7 @@ GROUPS: dict[str, set[str]] = {
     "servers": {"home", "connect", "connect_saved", "edit_server", "delete_server", "import_servers",
                 "delete_ended_sessions"},
     "resources": {"panel", "subscribe", "list_items", "read_template", "resource_blob"},
-    "timeline": {"session", "timeline", "frame", "export", "export_html", "export_collection"},
+    "timeline": {"session", "timeline", "flow", "frame", "export", "export_html", "export_collection"},
     "reviews": {"review_answer", "review_reject", "review_sampling", "review_draft", "review_elicitation",
                 "review_consent", "review_roots", "roots_save"},
     "prompts": {"complete", "get_prompt"},

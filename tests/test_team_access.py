@@ -122,6 +122,7 @@ URLS: dict[str, tuple[str, str]] = {
     "cancel": ("POST", "act"),
     "session_switcher": ("GET", "read"),
     "timeline": ("GET", "read"),
+    "flow": ("GET", "read"),
     "frame": ("GET", "read"),
     "frame_raw": ("GET", "read"),
     "add_note": ("POST", "act"),

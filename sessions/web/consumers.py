@@ -22,8 +22,9 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.timeline.calls import call_context
+from sessions.timeline.flow import FlowState
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import live, tasks, together
+from sessions.web import flow, live, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
@@ -136,6 +137,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
     filter: TimelineFilter
     browsing: bool
     oldest: int
+    view: str  # "table" or "flow" (sessions/web/flow.py): how this tab draws the timeline
+    flow: FlowState
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -152,6 +155,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.after = _frame_number(query.get("after", ["0"])[0])
         self.filter = TimelineFilter.from_data({k: v[0] for k, v in query.items()})
         self.oldest = _frame_number(query.get("first", ["0"])[0])
+        self.view = "flow" if query.get("view", [""])[0] == "flow" else "table"
+        self.flow = FlowState()
         self.browsing = False
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
@@ -210,7 +215,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
             if rows:
                 self.browsing = True
                 await self._replace_rows(rows, live=False)
-        elif action == "live":
+        elif action == "live" or (action == "view" and data.get("view") in flow.VIEWS):
+            self.view = data["view"] if action == "view" else self.view
             self.browsing = False
             await self._replace_rows(await _rows(self.session, self.filter), live=True)
         elif action == "calls":
@@ -291,7 +297,9 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     missing = await _rows(self.session, TimelineFilter(), after=self.after, limit=PAGE)
                     rows = [r for r in missing if r["seq"] < rows[0]["seq"]] + rows
                 shown = [r for r in rows if self.filter.matches(r)]
-                if shown and not self._jump_pending:
+                if shown and not self._jump_pending and self.view == "flow":
+                    await self.send(text_data=flow.appended(self.session, self.flow, shown))
+                elif shown and not self._jump_pending:
                     await self._send(
                         "sessions/_timeline_append.html", {"rows": shown, "session": self.session}
                     )
@@ -347,7 +355,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _catch_up(self) -> None:
         rows = await _rows(self.session, self.filter, after=self.after, limit=PAGE + 1)
-        if len(rows) > PAGE or (rows and not self.oldest):
+        if len(rows) > PAGE or (rows and not self.oldest) or self.view == "flow":
             rows = await _rows(self.session, self.filter)
             await self._replace_rows(rows, live=True)
         elif rows:
@@ -361,7 +369,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
         self.oldest = rows[0]["seq"] if rows else 0
         context = {"rows": rows, "session": self.session, "live": live, "filter": self.filter}
-        await self._send("sessions/_timeline_replace.html", context)
+        if self.view == "flow":
+            html, self.flow = await database_sync_to_async(flow.replaced)(self.session, rows, context)
+            await self.send(text_data=html)
+        else:
+            await self._send("sessions/_timeline_replace.html", context)
 
     async def _send_reviews(self) -> None:
         html, self.reviews_shown = await _render_reviews(self.session, self.reviews_shown)
