@@ -370,12 +370,15 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         # A declared capability may be exercised by a request on the standalone GET stream too.
         target.open_get_stream = True  # type: ignore[union-attr]
 
-    from inspector.cli.oauth import oauth_config, wants_oauth
+    from inspector.cli.oauth import OAuthOptionError, oauth_config, wants_oauth
 
     if wants_oauth(opts):
         if not hasattr(target, "url"):
             raise UsageError("--oauth and its options apply to http(s) servers only")
-        target.oauth = oauth_config(opts, target.url)  # type: ignore[union-attr]
+        try:
+            target.oauth = oauth_config(opts, target.url)  # type: ignore[union-attr]
+        except OAuthOptionError as exc:
+            raise CliError(str(exc)) from None
 
     if opts.insecure or opts.ca_file:
         if not hasattr(target, "verify_tls"):

@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 if TYPE_CHECKING:
     from sessions.engine import OAuthConfig
 
-__all__ = ["CONFIG_KEYS", "FileStore", "add_oauth_options", "oauth_config"]
+__all__ = ["CONFIG_KEYS", "FileStore", "OAuthOptionError", "add_oauth_options", "oauth_config", "wants_oauth"]
 
 # What --oauth-config may hold (everything else is refused, so a typo is not silently ignored).
 CONFIG_KEYS = frozenset(
@@ -90,32 +90,33 @@ def wants_oauth(opts: argparse.Namespace) -> bool:
     )
 
 
-def _read_config(path: str) -> dict[str, Any]:
-    from inspector.cli.arguments import CliError
+class OAuthOptionError(Exception):
+    """The OAuth options or their config file are wrong (the CLI exits 1 with this message)."""
 
+
+def _read_config(path: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise CliError(f"cannot read --oauth-config {path}: {exc.strerror or exc}") from None
+        raise OAuthOptionError(f"cannot read --oauth-config {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
-        raise CliError(f"invalid JSON in --oauth-config {path}: {exc}") from None
+        raise OAuthOptionError(f"invalid JSON in --oauth-config {path}: {exc}") from None
     if not isinstance(data, dict):
-        raise CliError(f"--oauth-config {path} must hold a JSON object")
+        raise OAuthOptionError(f"--oauth-config {path} must hold a JSON object")
     unknown = sorted(set(data) - CONFIG_KEYS)
     if unknown:
-        raise CliError(
+        raise OAuthOptionError(
             f"--oauth-config {path}: unknown keys {', '.join(unknown)} "
             f"(known: {', '.join(sorted(CONFIG_KEYS))})"
         )
     bad = [key for key, value in data.items() if not isinstance(value, str)]
     if bad:
-        raise CliError(f"--oauth-config {path}: {', '.join(bad)} must be strings")
+        raise OAuthOptionError(f"--oauth-config {path}: {', '.join(bad)} must be strings")
     return data
 
 
 def oauth_config(opts: argparse.Namespace, server_url: str) -> OAuthConfig:
     """The engine's OAuth settings from the options (which win) and the config file."""
-    from inspector.cli.arguments import UsageError
     from sessions.engine import GRANTS, OAuthConfig
 
     data = _read_config(opts.oauth_config) if opts.oauth_config else {}
@@ -126,7 +127,7 @@ def oauth_config(opts: argparse.Namespace, server_url: str) -> OAuthConfig:
         data["grant"] = opts.oauth_grant
     grant = data.pop("grant", "authorization_code")
     if grant not in GRANTS:
-        raise UsageError(f"unknown grant {grant!r}; choose one of: {', '.join(GRANTS)}")
+        raise OAuthOptionError(f"unknown grant {grant!r}; choose one of: {', '.join(GRANTS)}")
     config = OAuthConfig(grant=grant, **data)
     if grant == "authorization_code":
         config.authorizer = HeadlessAuthorizer() if opts.oauth_headless else LoopbackAuthorizer()
@@ -136,10 +137,11 @@ def oauth_config(opts: argparse.Namespace, server_url: str) -> OAuthConfig:
 
 
 def _cache_path() -> Path:
-    from inspector.env import private_dir, user_data_dir
-
-    folder = Path(os.environ.get("INSPECTOR_DATA_DIR") or user_data_dir() / "mcp-inspector")
-    private_dir(folder)
+    """``oauth-tokens.json`` in the app's data folder (as inspector.env finds it; no Django here)."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    share = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    folder = Path(os.environ.get("INSPECTOR_DATA_DIR") or share / "mcp-inspector")
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return folder / "oauth-tokens.json"
 
 

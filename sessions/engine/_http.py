@@ -20,6 +20,7 @@ from ._options import MODERN_VERSIONS
 from ._protocol import META_PROTOCOL_VERSION
 from ._sse import SseDecoder, SseEvent
 from ._targets import HttpTarget, mask_headers
+from ._tls import oauth_client, tls_context
 from ._transport import FrameSink, request_ids_in
 from ._xheaders import header_value
 
@@ -68,18 +69,6 @@ def _content_type(response: httpx.Response) -> str:
     return value.split(";")[0].strip().lower()
 
 
-@functools.cache
-def _tls_context(ca_file: str | None = None) -> ssl.SSLContext:
-    if ca_file is not None:
-        try:
-            return ssl.create_default_context(cafile=ca_file)
-        except OSError as exc:  # ssl.SSLError included: not a PEM file of certificates
-            raise TransportError(f"cannot use {ca_file} as CA certificates: {exc}") from None
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
-
-
 ClientFactory = Callable[[HttpTarget], httpx.AsyncClient]
 
 
@@ -91,7 +80,7 @@ def default_client(target: HttpTarget) -> httpx.AsyncClient:
     # Loading the CA bundle costs ~20 ms and ~800 KB a client: build it once, and only for https
     # (plain http never uses it, and redirects are not followed).
     https = target.url.lower().startswith("https:")
-    verify: bool | ssl.SSLContext = _tls_context(target.ca_file) if https and target.verify_tls else False
+    verify: bool | ssl.SSLContext = tls_context(target.ca_file) if https and target.verify_tls else False
     if target.egress is not None:
         from ._egress_net import confined_transport
 
@@ -101,21 +90,6 @@ def default_client(target: HttpTarget) -> httpx.AsyncClient:
             timeout=timeout, transport=transport, trust_env=False, follow_redirects=False
         )
     return httpx.AsyncClient(timeout=timeout, limits=limits, verify=verify, follow_redirects=False)
-
-
-def oauth_client(target: HttpTarget) -> httpx.AsyncClient:
-    """The client the OAuth flow uses: TLS always verified (unless turned off for this server) even
-    when the MCP server itself is plain HTTP, and held to the same egress rules."""
-    timeout = httpx.Timeout(connect=target.connect_timeout, read=30.0, write=30.0, pool=None)
-    verify: bool | ssl.SSLContext = _tls_context(target.ca_file) if target.verify_tls else False
-    if target.egress is not None:
-        from ._egress_net import confined_transport
-
-        transport = confined_transport(target.egress, verify=verify, limits=httpx.Limits())
-        return httpx.AsyncClient(
-            timeout=timeout, transport=transport, trust_env=False, follow_redirects=False
-        )
-    return httpx.AsyncClient(timeout=timeout, verify=verify, follow_redirects=False)
 
 
 def _judge_head(
