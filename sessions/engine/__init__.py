@@ -29,10 +29,7 @@ from ._errors import (
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Task, TaskChanged, Verdict
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
-from ._oauth import OAuthSession
 from ._oauth_config import GRANTS, Authorizer, OAuthConfig, OAuthFailed, TokenStore
-from ._oauth_flow import STEPS as OAUTH_STEPS
-from ._oauth_flow import OAuthFlow
 from ._oauth_rules import Challenge, parse_challenges
 from ._options import (
     HANDSHAKE_VERSIONS,
@@ -131,3 +128,17 @@ __all__ = [
 def connect(target: Target, options: ClientOptions | None = None) -> ClientSession:
     """Return a session for ``target``; ``async with`` it to open and initialize."""
     return ClientSession(make_transport(target), options)
+
+
+def __getattr__(name: str) -> object:
+    """The OAuth flow and session load httpx and Authlib: only when asked for (a stdio CLI call
+    imports neither)."""
+    if name in ("OAuthFlow", "OAUTH_STEPS"):
+        from . import _oauth_flow
+
+        return _oauth_flow.OAuthFlow if name == "OAuthFlow" else _oauth_flow.STEPS
+    if name == "OAuthSession":
+        from ._oauth import OAuthSession
+
+        return OAuthSession
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
