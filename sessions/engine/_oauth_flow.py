@@ -17,7 +17,7 @@ import base64
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -109,12 +109,12 @@ class OAuthFlow:
 
     # -- recording -------------------------------------------------------------------------------
 
-    def _state_frame(self, step: str, note: str, problems: list[Problem] = (), **facts: Any) -> None:  # type: ignore[assignment]
+    def _state_frame(self, step: str, note: str, problems: Sequence[Problem] = (), **facts: Any) -> None:
         frame = Frame(
             "state", "local", transport={"state": "oauth", "oauth": {"step": step, **facts}}, note=note
         )
         for problem in problems:
-            frame.flag(problem.code, problem.severity, problem.message)  # type: ignore[arg-type]
+            frame.flag(problem.code, problem.severity, problem.message)
         self.record(frame)
         fatal = [p for p in problems if p.fatal]
         if fatal:

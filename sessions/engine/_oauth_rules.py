@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from ._frames import Severity
+
 __all__ = [
     "Challenge",
     "Problem",
@@ -54,7 +56,7 @@ class Problem:
     """A finding about a step of the flow: a verdict code, its severity, and why."""
 
     code: str
-    severity: str
+    severity: Severity
     message: str
     fatal: bool = False
     """The flow must stop here (a MUST the client has to refuse on)."""
