@@ -12,15 +12,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ._dpop import DpopKey
 from ._frames import Frame
 from ._oauth_config import OAuthConfig, OAuthFailed
 from ._oauth_flow import OAuthFlow
 from ._oauth_rules import Challenge, canonical_resource, parse_challenges
+
+if TYPE_CHECKING:
+    from ._dpop import DpopKey
 
 __all__ = ["OAuthSession", "Refusal"]
 
@@ -180,6 +182,8 @@ class OAuthSession:
             flow.state.pop("token", None)
         meta = flow.state.get("as") or {}
         if self.config.dpop and meta.get("dpop_signing_alg_values_supported") and self.dpop is None:
+            from ._dpop import DpopKey
+
             algs = meta["dpop_signing_alg_values_supported"]
             if isinstance(algs, list) and DpopKey.algorithm in algs:
                 self.dpop = DpopKey()

@@ -18,20 +18,19 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
-from authlib.oauth2.auth import ClientAuth
-from authlib.oauth2.rfc7523 import private_key_jwt_sign
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from . import _oauth_rules as rules
-from ._dpop import DpopKey
 from ._frames import Frame
 from ._oauth_config import OAuthConfig, OAuthFailed
 from ._oauth_rules import Challenge, Problem
 from ._targets import mask_headers
+
+if TYPE_CHECKING:
+    from ._dpop import DpopKey
 
 __all__ = ["STEPS", "OAuthFlow"]
 
@@ -393,6 +392,8 @@ class OAuthFlow:
             raise OAuthFailed("authorization needs a person (or --oauth-headless): no authorizer is set")
         meta = self.state["as"]
         client = self.state["client"]
+        from authlib.oauth2.rfc7636 import create_s256_code_challenge
+
         verifier = secrets.token_urlsafe(48)
         state = secrets.token_urlsafe(24)
         scope = self._scope()
@@ -566,7 +567,10 @@ class OAuthFlow:
             self.config.client_secret if client.get("how") == "pre-registered" else None
         )
         headers: dict[str, str] = {}
+        # Authlib (and the JOSE library under it) load only for the flows that use them.
         if method == "private_key_jwt" and self.config.private_key_pem:
+            from authlib.oauth2.rfc7523 import private_key_jwt_sign
+
             # SEP-1046 and RFC 7523bis: the audience is the authorization server's issuer.
             assertion = private_key_jwt_sign(
                 self.config.private_key_pem,
@@ -579,6 +583,8 @@ class OAuthFlow:
                 client_assertion=assertion if isinstance(assertion, str) else assertion.decode(),
             )
         elif method == "client_secret_basic" and secret:
+            from authlib.oauth2.auth import ClientAuth
+
             _, prepared, _ = ClientAuth(client_id, secret, method).prepare("POST", endpoint, {}, "")
             headers = dict(prepared)
         elif method == "client_secret_post" and secret:
