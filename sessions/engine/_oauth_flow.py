@@ -581,6 +581,8 @@ class OAuthFlow:
         elif method == "client_secret_basic" and secret:
             _, prepared, _ = ClientAuth(client_id, secret, method).prepare("POST", endpoint, {}, "")
             headers = dict(prepared)
+            # Also in the body (RFC 6749 §4.1.3 allows it): the `mcp` SDK's servers refuse without it.
+            form["client_id"] = client_id
         elif method == "client_secret_post" and secret:
             form.update(client_id=client_id, client_secret=secret)
         elif client_id:
