@@ -281,6 +281,7 @@ async def test_no_secret_appears_in_any_frame(server: ProtectedServer) -> None:
         ("resource-mismatch", "oauth-resource-mismatch"),
         ("no-pkce", "oauth-no-pkce"),
         ("issuer-mismatch", "oauth-issuer-mismatch"),
+        ("no-authorization-endpoint", "oauth-as-metadata"),  # refused at once, not a request timeout
     ],
 )
 async def test_a_broken_must_is_an_error_verdict_and_no_authorization(mode: str, code: str) -> None:

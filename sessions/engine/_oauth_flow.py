@@ -393,6 +393,16 @@ class OAuthFlow:
             raise OAuthFailed("authorization needs a person (or --oauth-headless): no authorizer is set")
         meta = self.state["as"]
         client = self.state["client"]
+        if not isinstance(meta.get("authorization_endpoint"), str):
+            self._state_frame(
+                "authorization",
+                "no authorization endpoint",
+                [
+                    Problem(
+                        "oauth-as-metadata", "error", "the metadata names no `authorization_endpoint`", True
+                    )
+                ],
+            )
         verifier = secrets.token_urlsafe(48)
         state = secrets.token_urlsafe(24)
         scope = self._scope()

@@ -60,7 +60,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
-MODES = ("resource-mismatch", "no-pkce", "issuer-mismatch")
+MODES = ("resource-mismatch", "no-pkce", "issuer-mismatch", "no-authorization-endpoint")
 SCOPES = ["mcp:tools", "mcp:admin", "offline_access"]
 REDIRECT = "http://127.0.0.1/callback"
 PRE_REGISTERED = "test-client"
@@ -342,6 +342,10 @@ def authorization_server(provider: Provider, issuer: str, broken: str | None) ->
             app,
             metadata_path,
             lambda d: {k: v for k, v in d.items() if k != "code_challenge_methods_supported"},
+        )
+    elif broken == "no-authorization-endpoint":
+        app = _rewrite_json(
+            app, metadata_path, lambda d: {k: v for k, v in d.items() if k != "authorization_endpoint"}
         )
     elif broken == "issuer-mismatch":
         app = _rewrite_json(app, metadata_path, lambda d: {**d, "issuer": f"{issuer}/elsewhere"})
