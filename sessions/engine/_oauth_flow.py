@@ -393,16 +393,6 @@ class OAuthFlow:
             raise OAuthFailed("authorization needs a person (or --oauth-headless): no authorizer is set")
         meta = self.state["as"]
         client = self.state["client"]
-        if not isinstance(meta.get("authorization_endpoint"), str):
-            self._state_frame(
-                "authorization",
-                "no authorization endpoint",
-                [
-                    Problem(
-                        "oauth-as-metadata", "error", "the metadata names no `authorization_endpoint`", True
-                    )
-                ],
-            )
         verifier = secrets.token_urlsafe(48)
         state = secrets.token_urlsafe(24)
         scope = self._scope()
@@ -417,7 +407,17 @@ class OAuthFlow:
         }
         if scope:
             params["scope"] = scope
-        endpoint = meta["authorization_endpoint"]
+        endpoint = meta.get("authorization_endpoint")
+        if not isinstance(endpoint, str):
+            self._state_frame(
+                "authorization",
+                "no authorization endpoint",
+                [
+                    Problem(
+                        "oauth-as-metadata", "error", "the metadata names no `authorization_endpoint`", True
+                    )
+                ],
+            )
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(params)}"
         self.state.update(
             verifier=verifier, oauth_state=state, requested_scope=scope, redirect_uri=params["redirect_uri"]
