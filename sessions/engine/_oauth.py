@@ -10,7 +10,6 @@ that never grants enough cannot loop us. Tokens and client registrations go to t
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -61,13 +60,13 @@ class OAuthSession:
         http: httpx.AsyncClient,
         record: Callable[[Frame], Frame],
         *,
-        now: Callable[[], float] = time.time,
+        now: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.server_url = server_url
         self.http = http
         self.record = record
-        self.now = now
+        self.now = now or config.now
         self.key = config.store_key or canonical_resource(server_url)
         stored = config.store.load(self.key) if config.store is not None else None
         self.state: dict[str, Any] = dict(stored or {})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -72,3 +74,5 @@ class OAuthConfig:
     authorizer: Authorizer | None = None
     store: TokenStore | None = None
     store_key: str | None = None
+    now: Callable[[], float] = time.time
+    """The wall clock token expiry is reckoned on (a test's, to expire a token without waiting)."""

@@ -408,7 +408,17 @@ class OAuthFlow:
         }
         if scope:
             params["scope"] = scope
-        endpoint = meta["authorization_endpoint"]
+        endpoint = meta.get("authorization_endpoint")
+        if not isinstance(endpoint, str):
+            self._state_frame(
+                "authorization",
+                "no authorization endpoint",
+                [
+                    Problem(
+                        "oauth-as-metadata", "error", "the metadata names no `authorization_endpoint`", True
+                    )
+                ],
+            )
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(params)}"
         self.state.update(
             verifier=verifier, oauth_state=state, requested_scope=scope, redirect_uri=params["redirect_uri"]
@@ -587,6 +597,8 @@ class OAuthFlow:
 
             _, prepared, _ = ClientAuth(client_id, secret, method).prepare("POST", endpoint, {}, "")
             headers = dict(prepared)
+            # Also in the body (RFC 6749 §4.1.3 allows it): the `mcp` SDK's servers refuse without it.
+            form["client_id"] = client_id
         elif method == "client_secret_post" and secret:
             form.update(client_id=client_id, client_secret=secret)
         elif client_id:

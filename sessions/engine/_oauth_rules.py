@@ -12,7 +12,7 @@ import ipaddress
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qs, urlsplit, urlunsplit
 
 from ._frames import Severity
 
@@ -85,7 +85,8 @@ class Challenge:
 
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
 _PARAM = re.compile(rf"\s*({_TOKEN})\s*=\s*(?:\"((?:[^\"\\]|\\.)*)\"|({_TOKEN}|[^\s,]*))\s*(?:,|$)")
-_SCHEME = re.compile(rf"\s*({_TOKEN})(?:\s+|$)")
+_SCHEME = re.compile(rf"\s*({_TOKEN})(?=\s|,|$)\s*")
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*\s*(?:,|$)")  # Basic's or Negotiate's credentials
 
 
 def parse_challenges(values: list[str]) -> list[Challenge]:
@@ -100,7 +101,10 @@ def parse_challenges(values: list[str]) -> list[Challenge]:
                 break
             challenge = Challenge(match.group(1))
             rest = rest[match.end() :]
-            while rest:
+            token68 = _TOKEN68.match(rest)
+            if token68 is not None:
+                rest = rest[token68.end() :]
+            while rest and token68 is None:
                 param = _PARAM.match(rest)
                 if param is None:
                     break
@@ -109,6 +113,7 @@ def parse_challenges(values: list[str]) -> list[Challenge]:
                 challenge.params[name.lower()] = text
                 rest = rest[param.end() :]
             found.append(challenge)
+            rest = rest.lstrip(", ")
             if rest and _PARAM.match(rest) is None and _SCHEME.match(rest) is None:
                 break
     return found
@@ -186,12 +191,22 @@ def is_secure_url(url: str) -> bool:
     return parts.scheme == "http" and _is_loopback(parts.hostname or "")
 
 
+def _origin_key(parts: SplitResult) -> tuple[str, str, int | None]:
+    """Scheme, host and port, the default port spelled out (``https://h:443`` is ``https://h``)."""
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"https": 443, "http": 80}.get(scheme)
+
+
 def resource_covers(published: str, server_url: str) -> bool:
     """Whether the resource a server's metadata publishes names this server: the same origin, and
     the server's path at or under the published path (RFC 9728 §3.3; a parent resource may cover
     several endpoints)."""
     given, server = urlsplit(published), urlsplit(server_url)
-    if (given.scheme.lower(), given.netloc.lower()) != (server.scheme.lower(), server.netloc.lower()):
+    if _origin_key(given) != _origin_key(server):
         return False
     prefix = given.path.rstrip("/")
     path = server.path.rstrip("/")
