@@ -91,3 +91,4 @@ def test_without_oauth_the_401_is_one_error_line(server: ProtectedServer, tmp_pa
     assert proc.returncode != 0 and proc.stdout == ""
     [line] = proc.stderr.splitlines()
     assert line.startswith("error: ") and "401" in line and "Traceback" not in proc.stderr
+    assert line.endswith("(the server asks for authorization: add --oauth)")

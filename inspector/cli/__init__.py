@@ -190,6 +190,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         raise _Failure(f"cannot connect: initialize failed: {exc}") from None
     except EngineError as exc:
         why = f" ({oauth_failure[0]})" if oauth_failure else ""
+        if not why and getattr(exc, "status", None) == 401 and getattr(inv.target, "oauth", 0) is None:
+            why = " (the server asks for authorization: add --oauth)"
         raise _Failure(f"cannot connect: {exc}{why}", transport=True) from None
     try:
         if inv.collection is not None:
