@@ -196,6 +196,15 @@ class McpSession(models.Model):
         return masked_config(self.config)
 
     @property
+    def start_wall(self) -> float:
+        """When the session started, in wall-clock seconds: its first phase (a recording's own time),
+        else when it was made. Timeline rows show their time relative to it."""
+        for phase in self.phases if isinstance(self.phases, list) else ():
+            if isinstance(phase, dict) and isinstance(phase.get("wall"), int | float):
+                return float(phase["wall"])
+        return self.created.timestamp() if self.created else 0.0
+
+    @property
     def phase_rows(self) -> list[dict[str, Any]]:
         """The lifecycle phases with their timing: the clock time, ms since the first, ms until the next."""
         phases = [p for p in self.phases if isinstance(p, dict) and isinstance(p.get("wall"), int | float)]

@@ -22,6 +22,7 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.timeline.calls import call_context
+from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.web import live, tasks, together
 
@@ -284,7 +285,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _send_state(self) -> None:
         await self._send("sessions/_session_state.html", {"session": self.session})
         await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
-        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True})
+        facts = await database_sync_to_async(overview)(self.session)
+        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True, **facts})
 
     # --- helpers --------------------------------------------------------------------------
 

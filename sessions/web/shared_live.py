@@ -182,7 +182,8 @@ class SharedConsumer(AsyncWebsocketConsumer):
 
     async def _send_state(self, shown: Any) -> None:
         await self._send("sessions/_session_state.html", {"session": shown})
-        await self._send("sessions/panels/overview.html", {"session": shown, "oob": True})
+        facts = await database_sync_to_async(self.shared.overview)()
+        await self._send("sessions/panels/overview.html", {"session": shown, "oob": True, **facts})
 
     async def _replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
         self.oldest = rows[0]["seq"] if rows else 0
@@ -192,4 +193,5 @@ class SharedConsumer(AsyncWebsocketConsumer):
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         shared = {"base": f"/shared/{self.scope['url_route']['kwargs']['token']}/"}
-        await self.send(text_data=render_to_string(template, {**context, "shared": shared}))
+        start = self.shared.session.start_wall  # timeline rows show their time since it
+        await self.send(text_data=render_to_string(template, {"t0": start, **context, "shared": shared}))
