@@ -271,6 +271,8 @@ class TimelineFrame(models.Model):
         indexes = [
             models.Index(fields=["session", "method"], name="frame_method"),
             models.Index(fields=["session", "rpc_id"], name="frame_rpc_id"),
+            # The lifecycle bar reads a session's state frames: a few among thousands of messages.
+            models.Index(fields=["session", "seq"], condition=models.Q(kind="state"), name="frame_state"),
         ]
 
     def __str__(self) -> str:

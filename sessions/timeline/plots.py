@@ -1,9 +1,10 @@
 """The Conformance tab's plots, bucketed for server-rendered SVG: latency by method, latency over time,
 frames per second.
 
-The bucketing is pure and takes one pass over plain tuples; the queries read only what it needs: one
-``values_list`` of the answered requests (the newest ``SCAN``, as the latency table does) and the
-frames counted per second by the database, so a 100,000-frame session costs no model instance.
+The database does the counting: frames by second, latency bucket and (answers) method, in one
+grouped query (a latency's bucket a ``CASE`` over the edges), so a
+100,000-frame session sends Python a few hundred rows, never a row a frame. The rest is pure: it
+folds those counts into histograms, a heatmap and rates.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import BigIntegerField, Count
+from django.db.models import BigIntegerField, Case, Count, F, IntegerField, Q, Value, When
 from django.db.models.functions import Cast
 
 from sessions.models import McpSession, TimelineFrame
-from sessions.timeline.conformance import SCAN, percentile
 
 __all__ = [
     "EDGES_MS",
@@ -76,33 +76,57 @@ class Bar:
 
 @dataclass
 class MethodLatency:
-    """One method's answers by latency bucket, with its p50 and p95 (their buckets, to mark them)."""
+    """One method's answers by latency bucket, with the buckets its p50 and p95 fall in."""
 
     method: str
     count: int
     buckets: list[int]
-    p50: float
-    p95: float
     p50_bucket: int = 0
     p95_bucket: int = 0
     bars: list[Bar] = field(default_factory=list)  # the non-empty buckets
 
+    @property
+    def p50(self) -> str:
+        return bucket_range(self.p50_bucket)
+
+    @property
+    def p95(self) -> str:
+        return bucket_range(self.p95_bucket)
+
+
+def bucket_range(index: int) -> str:
+    """A bucket as a range: "500 ms – 1 s", "≥ 1 min"."""
+    if index >= BUCKETS - 1:
+        return f"≥ {bucket_label(index)}"
+    return f"{bucket_label(index)} – {bucket_label(index + 1)}"
+
+
+def _rank_bucket(buckets: list[int], fraction: float) -> int:
+    """The bucket holding the nearest-rank percentile of the counted values."""
+    rank = max(1, math.ceil(fraction * sum(buckets)))
+    seen = 0
+    for index, n in enumerate(buckets):
+        seen += n
+        if seen >= rank:
+            return index
+    return BUCKETS - 1
+
 
 def latency_by_method(
-    answers: Iterable[tuple[str, float]], shown: int = METHODS_SHOWN
+    counts: Iterable[tuple[str, int, int]], shown: int = METHODS_SHOWN
 ) -> list[MethodLatency]:
-    """Per method (the most answered first, at most ``shown``), its answers' latency histogram."""
-    values: dict[str, list[float]] = {}
-    for method, latency in answers:
-        values.setdefault(method or "?", []).append(latency)
+    """From (method, bucket, answers), per method (the most answered first, at most ``shown``)
+    its latency histogram, and the buckets of its p50 and p95."""
+    by_method: dict[str, list[int]] = {}
+    for method, bucket, n in counts:
+        buckets = by_method.setdefault(method or "?", [0] * BUCKETS)
+        buckets[min(max(int(bucket), 0), BUCKETS - 1)] += n
+    ordered = sorted(by_method.items(), key=lambda item: (-sum(item[1]), item[0]))[:shown]
     rows = []
-    for method, found in sorted(values.items(), key=lambda item: (-len(item[1]), item[0]))[:shown]:
-        found.sort()
-        buckets = [0] * BUCKETS
-        for latency in found:
-            buckets[bucket_of(latency)] += 1
-        p50, p95 = percentile(found, 0.5), percentile(found, 0.95)
-        row = MethodLatency(method, len(found), buckets, p50, p95, bucket_of(p50), bucket_of(p95))
+    for method, buckets in ordered:
+        row = MethodLatency(
+            method, sum(buckets), buckets, _rank_bucket(buckets, 0.5), _rank_bucket(buckets, 0.95)
+        )
         top = max(buckets)
         for i, n in enumerate(buckets):
             if n:
@@ -142,25 +166,30 @@ class Heatmap:
         return (self.end - self.start) * 1000
 
 
-def latency_over_time(points: Iterable[tuple[float, float]], bins: int = TIME_BINS) -> Heatmap | None:
-    """(wall, latency_ms) of answers as a time × latency-bucket heatmap; None without answers."""
-    pairs = list(points)
-    if not pairs:
+def latency_over_time(counts: Iterable[tuple[int, int, int]], bins: int = TIME_BINS) -> Heatmap | None:
+    """From (second, bucket, answers), a time × latency-bucket heatmap of at most ``bins`` columns
+    of whole seconds; None without answers."""
+    found = [
+        (int(second), int(bucket), n) for second, bucket, n in counts if bucket is not None and bucket >= 0
+    ]
+    if not found:
         return None
-    start = min(wall for wall, _ in pairs)
-    end = max(wall for wall, _ in pairs)
-    width = (end - start) / bins or 1.0
-    counts: dict[tuple[int, int], int] = {}
-    for wall, latency in pairs:
-        key = (min(bins - 1, int((wall - start) / width)), bucket_of(latency))
-        counts[key] = counts.get(key, 0) + 1
-    most = max(counts.values())
-    cells = [
+    first = min(second for second, _, _ in found)
+    last = max(second for second, _, _ in found)
+    seconds = last - first + 1
+    width = max(1, math.ceil(seconds / bins))
+    cells: dict[tuple[int, int], int] = {}
+    for second, bucket, n in found:
+        key = ((second - first) // width, min(bucket, BUCKETS - 1))
+        cells[key] = cells.get(key, 0) + n
+    most = max(cells.values())
+    drawn = [
         # Opacity on a log scale: one answer still shows next to a thousand.
         HeatCell(x, BUCKETS - 1 - b, n, 0.2 + 0.8 * math.log1p(n) / math.log1p(most))
-        for (x, b), n in sorted(counts.items())
+        for (x, b), n in sorted(cells.items())
     ]
-    return Heatmap(cells, start, end, bins, most)
+    columns = math.ceil(seconds / width)
+    return Heatmap(drawn, float(first), float(first + columns * width), columns, most)
 
 
 @dataclass
@@ -203,25 +232,44 @@ def frames_per_second(per_second: Iterable[tuple[int, int]], bins: int = FPS_BIN
     return FpsPlot(bars, float(first), seconds, shown, peak, sum(totals), bin_seconds)
 
 
+ANSWER = Q(direction="in", latency_ms__isnull=False)
+
+
+def _bucket() -> Case:
+    """The latency bucket of an answer, in SQL (-1 for a frame that is not an answer)."""
+    edges = [When(latency_ms__lt=edge, then=Value(i)) for i, edge in enumerate(EDGES_MS)]
+    return Case(
+        When(~ANSWER, then=Value(-1)), *edges, default=Value(len(EDGES_MS)), output_field=IntegerField()
+    )
+
+
 def plots(session: McpSession, frames: Any = None) -> dict[str, Any]:
-    """Everything the Conformance tab plots, from two queries."""
-    found = TimelineFrame.objects.filter(session=session) if frames is None else frames
-    answers = list(
-        found.filter(direction="in", latency_ms__isnull=False)
-        .order_by("-seq")
-        .values_list("wall", "method", "latency_ms")[:SCAN]
-    )
-    per_second = (
-        found.order_by()
-        .annotate(second=Cast("wall", BigIntegerField()))
-        .values_list("second")
+    """Everything the Conformance tab plots, from one grouped query: the database counts each
+    second's frames by latency bucket and, for answers, by method (a few hundred rows, not a row a
+    frame). On PostgreSQL the cast rounds rather than truncates: a frame may count in the next
+    second, which these plots do not mind."""
+    found = (TimelineFrame.objects.filter(session=session) if frames is None else frames).order_by()
+    grouped = (
+        found.annotate(
+            second=Cast("wall", BigIntegerField()),
+            bucket=_bucket(),
+            answered=Case(When(ANSWER, then=F("method")), default=Value("")),
+        )
+        .values_list("second", "bucket", "answered")
         .annotate(n=Count("pk"))
-        .values_list("second", "n")
     )
+    per_method: dict[tuple[str, int], int] = {}
+    per_bucket: dict[tuple[int, int], int] = {}
+    per_second: dict[int, int] = {}
+    for second, bucket, method, n in grouped:
+        per_second[second] = per_second.get(second, 0) + n
+        if bucket >= 0:
+            per_bucket[second, bucket] = per_bucket.get((second, bucket), 0) + n
+            per_method[method, bucket] = per_method.get((method, bucket), 0) + n
     return {
-        "latency_methods": latency_by_method((method, latency) for _, method, latency in answers),
-        "latency_heatmap": latency_over_time((wall, latency) for wall, _, latency in answers),
-        "fps": frames_per_second(per_second),
+        "latency_methods": latency_by_method((m, b, n) for (m, b), n in per_method.items()),
+        "latency_heatmap": latency_over_time((s, b, n) for (s, b), n in per_bucket.items()),
+        "fps": frames_per_second(per_second.items()),
         "latency_axis": AXIS,
         "latency_buckets": BUCKETS,
     }
