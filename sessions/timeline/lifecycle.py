@@ -2,8 +2,9 @@
 
 The timeline's state frames are the record: the session row's ``phases`` list is written by tasks
 that a closing owner may cancel, so it can miss the end of a connection (``closed``) or a start-up
-that failed at once. ``segments`` is pure, over those frames and the session's status; ``lifecycle``
-reads the frames (one query, phase frames only).
+that failed at once; but it is written with the status, before the recorder stores the phase's frame.
+``lifecycle`` takes both (one query, of state frames only, which an index of their own finds);
+``segments`` is pure, over those phases and the session's status.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def segments(
 ) -> Lifecycle:
     """The bar of a session whose phase frames are ``phases``, now in ``status``."""
     live = status in McpSession.LIVE
-    numbered = _runs(sorted(phases, key=lambda p: (p.seq or 0, p.wall)))
+    numbered = _runs(sorted(phases, key=lambda p: (p.wall, p.seq or 0)))
     if not numbered:  # nothing recorded yet, or a start-up that failed before any frame
         numbered = [(Phase(created, "starting", "waiting for the session to start"), 0)]
     out: list[Segment] = []
@@ -133,13 +134,24 @@ def lifecycle(session: McpSession, now: float) -> Lifecycle:
         .order_by("seq")
         .values_list("seq", "wall", "transport", "note")[:MAX_PHASES]
     )
-    phases = [
-        Phase(wall, str(_state(transport)), note or "", seq)
+    phases = {
+        seq: Phase(wall, str(_state(transport)), note or "", seq)
         for seq, wall, transport, note in found
         if _state(transport) in McpSession.PHASES
-    ]
+    }
+    # The session's own list is written with its status, maybe before the recorder has stored the
+    # phase's frame: whichever has a phase first, it shows.
+    for noted in session.phases if isinstance(session.phases, list) else ():
+        if isinstance(noted, dict) and isinstance(noted.get("wall"), int | float):
+            seq = noted.get("seq") if isinstance(noted.get("seq"), int) else None
+            if seq is None or seq not in phases:
+                phase = Phase(
+                    float(noted["wall"]), str(noted.get("state", "")), str(noted.get("note", "")), seq
+                )
+                phases[seq if seq is not None else -len(phases) - 1] = phase
     ended = session.ended.timestamp() if session.ended else None
-    return segments(phases, session.status, session.status_note, session.created.timestamp(), ended, now)
+    known = [p for p in phases.values() if p.state in McpSession.PHASES]
+    return segments(known, session.status, session.status_note, session.created.timestamp(), ended, now)
 
 
 def _state(transport: Any) -> Any:
