@@ -4,6 +4,7 @@ take a bounded number of queries."""
 
 from __future__ import annotations
 
+import html
 import json
 import time
 from typing import Any
@@ -220,7 +221,7 @@ def test_latency_by_method_orders_methods_by_answers_with_the_buckets_of_their_p
     assert [(r.method, r.count) for r in rows] == [("tools/call", 100), ("?", 1)]
     call = rows[0]
     assert (call.p50_bucket, call.p95_bucket) == (bucket_of(50.0), bucket_of(95.0))
-    assert (call.p50, call.p95) == ("50 ms – 100 ms", "50 ms – 100 ms") and sum(call.buckets) == 100
+    assert (call.p50, call.p95) == ("< 100 ms", "< 100 ms") and sum(call.buckets) == 100
     assert max(b.height for b in call.bars) == 10 and all(b.height >= 0.8 for b in call.bars)
     assert all(b.y + b.height == pytest.approx(10) for b in call.bars)
     slow = latency_by_method([("x", BUCKETS - 1, 1)])[0]
@@ -271,6 +272,7 @@ def test_durations_and_times_read_in_the_unit_that_fits() -> None:
     assert duration_ms(None) == duration_ms("x") == duration_ms(float("nan")) == ""
     assert clock(T + 0.25) == "08:00:00.250"
     assert since(T + 1.5, T) == "+1.500 s" and since(T + 75, T) == "+1:15.000"
+    assert since(T + 2, str(T)) == "+2.000 s"  # as {% firstof %} leaves the start
     assert since(T, "") == "" and svg_number(12.5) == "12.5" and svg_number(None) == "0"
 
 
@@ -300,6 +302,7 @@ def big_session(alice: User, calls: int) -> McpSession:
         client_capabilities=EVERYTHING_CLIENT,
         server_capabilities=EVERYTHING_SERVER,
         ended=timezone.now(),
+        phases=[{"state": "connecting", "note": "opening", "wall": T, "seq": 1}],
     )
     start = T
     rows = [
@@ -359,3 +362,22 @@ def test_a_100000_frame_sessions_overview_and_conformance_take_a_bounded_number_
     assert 'id="plot-fps"' in body and "100002 frames" in body.replace(",", "")
     assert body.count('class="lm-method"') == 1
     print("panel render times on 100,000 frames:", json.dumps({k: round(v, 3) for k, v in timings.items()}))
+
+
+@pytest.mark.django_db
+def test_a_frames_detail_shows_its_http_headers_as_json_and_its_time() -> None:
+    alice = User.objects.create(username="alice")
+    session = big_session(alice, 1)
+    http = {
+        "http": {"method": "POST", "headers": {"content-type": "application/json", "mcp-session-id": "abc"}}
+    }
+    TimelineFrame.insert_rows(session.pk, [row(5, T + 2.5, kind="http", direction="out", transport=http)])
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/s/{session.public_id}/frames/5").content.decode()
+    shown = html.unescape(page)
+    assert '"content-type": "application/json"' in shown and "{'http'" not in shown
+    assert "08:00:02.500 UTC" in shown and "+2.500 s since the start" in shown
+    # Its timeline row has both times; the page shows one (instrument.js and instrument.css).
+    body = client.get(f"/s/{session.public_id}/").content.decode()
+    assert '<span class="t"><span class="t-rel">+2.500 s</span><span class="t-abs">08:00:02.500</span>' in body

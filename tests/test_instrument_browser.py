@@ -97,9 +97,12 @@ def test_the_session_page_shows_capabilities_as_a_table_the_lifecycle_as_a_bar_t
     # Full method names: the longest one is never cut.
     updated = timeline_rows(page, "notifications/initialized").first
     expect(updated.locator(".what")).to_have_text("notifications/initialized")
-    box = updated.locator(".what").bounding_box()
-    scroll = updated.locator(".what").evaluate("e => e.scrollWidth <= e.clientWidth")
-    assert box and scroll
+    assert updated.locator(".what").evaluate("e => e.scrollWidth <= e.clientWidth")
+    # Latency and size never run into each other.
+    answer = timeline_rows(page, "initialize").nth(1)
+    latency, size = answer.locator(".lat").bounding_box(), answer.locator(".size").bounding_box()
+    assert latency and size and latency["x"] + latency["width"] <= size["x"]
+    expect(answer.locator(".lat")).to_have_text(re.compile(r"^\d+(\.\d+)? m?s$"))
     row.click()
     expect(page.locator("#frame-detail .detail-time .t-abs")).to_contain_text("UTC")
     _shoot(page, "timeline")

@@ -12,6 +12,12 @@ register = template.Library()
 
 
 def _number(value: Any) -> float | None:
+    """A finite number, or None; text as ``{% firstof %}`` leaves a number is read back."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return float(value)

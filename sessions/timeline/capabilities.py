@@ -288,9 +288,9 @@ def capability_rows(
         for i in range(1, len(path) + 1):
             sides.setdefault(path[:i], set()).add(side)
 
-    for item in known.values():
-        for side in item.sides:
-            add(tuple(item.path.split(".")), side)
+    for entry in known.values():
+        for side in entry.sides:
+            add(tuple(entry.path.split(".")), side)
     for side, caps in ((CLIENT, client_caps), (SERVER, server_caps)):
         for path in _walk(caps):
             add(path, side)

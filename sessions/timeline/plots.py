@@ -95,10 +95,10 @@ class MethodLatency:
 
 
 def bucket_range(index: int) -> str:
-    """A bucket as a range: "500 ms – 1 s", "≥ 1 min"."""
+    """A bucket by its upper bound, as a percentile that falls in it reads: "< 1 s", "≥ 1 min"."""
     if index >= BUCKETS - 1:
         return f"≥ {bucket_label(index)}"
-    return f"{bucket_label(index)} – {bucket_label(index + 1)}"
+    return f"< {bucket_label(index + 1)}"
 
 
 def _rank_bucket(buckets: list[int], fraction: float) -> int:
