@@ -14,11 +14,16 @@ __all__ = ["overview"]
 
 
 def overview(
-    session: McpSession, *, shown: McpSession | None = None, text: Callable[[str], str] = str
+    session: McpSession,
+    *,
+    shown: McpSession | None = None,
+    text: Callable[[str], str] = str,
+    frames: Any = None,
 ) -> dict[str, Any]:
     """The lifecycle and capability rows of a session (two queries).
 
-    ``shown``: the copy whose facts to show (a share's redacted one); ``text``: how a note is shown.
+    For a share: ``shown``, the copy whose facts to show (redacted); ``text``, how a note is shown;
+    ``frames``, the frames whose use of each capability is counted (its scope).
     """
     facts = shown if shown is not None else session
     bar = lifecycle(session, time.time())
@@ -30,7 +35,7 @@ def overview(
         facts.client_capabilities,
         facts.server_capabilities,
         toggles_of(facts.config),
-        usage_counts(session),
+        usage_counts(session, frames),
     )
     return {
         "lifecycle": bar,

@@ -95,7 +95,8 @@ class SharedSession:
 
     def overview(self) -> dict[str, Any]:
         """The lifecycle bar and capability table, their notes and facts redacted."""
-        return overview(self.session, shown=self.shown_session(), text=self.redactor.text)
+        shown = self.shown_session()
+        return overview(self.session, shown=shown, text=self.redactor.text, frames=self.frames())
 
     def report(self) -> dict[str, Any]:
         """The Conformance tab over the scope, with its plots, its examples and methods redacted."""
