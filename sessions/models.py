@@ -204,24 +204,6 @@ class McpSession(models.Model):
                 return float(phase["wall"])
         return self.created.timestamp() if self.created else 0.0
 
-    @property
-    def phase_rows(self) -> list[dict[str, Any]]:
-        """The lifecycle phases with their timing: the clock time, ms since the first, ms until the next."""
-        phases = [p for p in self.phases if isinstance(p, dict) and isinstance(p.get("wall"), int | float)]
-        rows = []
-        for i, phase in enumerate(phases):
-            wall = float(phase["wall"])
-            following = phases[i + 1]["wall"] if i + 1 < len(phases) else None
-            rows.append(
-                {
-                    **phase,
-                    "at": wall_time(wall),
-                    "since_ms": (wall - float(phases[0]["wall"])) * 1000,
-                    "took_ms": (float(following) - wall) * 1000 if following is not None else None,
-                }
-            )
-        return rows
-
 
 class EngineWorker(models.Model):
     """A hosted engine worker process: alive while its heartbeat is fresh (see sessions/workers.py)."""
