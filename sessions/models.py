@@ -196,22 +196,13 @@ class McpSession(models.Model):
         return masked_config(self.config)
 
     @property
-    def phase_rows(self) -> list[dict[str, Any]]:
-        """The lifecycle phases with their timing: the clock time, ms since the first, ms until the next."""
-        phases = [p for p in self.phases if isinstance(p, dict) and isinstance(p.get("wall"), int | float)]
-        rows = []
-        for i, phase in enumerate(phases):
-            wall = float(phase["wall"])
-            following = phases[i + 1]["wall"] if i + 1 < len(phases) else None
-            rows.append(
-                {
-                    **phase,
-                    "at": wall_time(wall),
-                    "since_ms": (wall - float(phases[0]["wall"])) * 1000,
-                    "took_ms": (float(following) - wall) * 1000 if following is not None else None,
-                }
-            )
-        return rows
+    def start_wall(self) -> float:
+        """When the session started, in wall-clock seconds: its first phase (a recording's own time),
+        else when it was made. Timeline rows show their time relative to it."""
+        for phase in self.phases if isinstance(self.phases, list) else ():
+            if isinstance(phase, dict) and isinstance(phase.get("wall"), int | float):
+                return float(phase["wall"])
+        return self.created.timestamp() if self.created else 0.0
 
 
 class EngineWorker(models.Model):
@@ -262,6 +253,8 @@ class TimelineFrame(models.Model):
         indexes = [
             models.Index(fields=["session", "method"], name="frame_method"),
             models.Index(fields=["session", "rpc_id"], name="frame_rpc_id"),
+            # The lifecycle bar reads a session's state frames: a few among thousands of messages.
+            models.Index(fields=["session", "seq"], condition=models.Q(kind="state"), name="frame_state"),
         ]
 
     def __str__(self) -> str:

@@ -15,7 +15,8 @@ from django.db.models import QuerySet
 from sessions.frames import pretty_json
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Share, ShareOpening, token_digest
-from sessions.timeline import conformance
+from sessions.timeline import conformance, plots
+from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, detail_of, page_of_rows
 from sessions.timeline.redaction import Redactor, Rules
 
@@ -92,12 +93,20 @@ class SharedSession:
         """The session's name, server URL, config and facts redacted (a copy that is never saved)."""
         return self.redactor.session(self.session)
 
+    def overview(self) -> dict[str, Any]:
+        """The lifecycle bar and capability table, their notes and facts redacted."""
+        shown = self.shown_session()
+        return overview(self.session, shown=shown, text=self.redactor.text, frames=self.frames())
+
     def report(self) -> dict[str, Any]:
-        """The Conformance tab over the scope, its examples redacted."""
+        """The Conformance tab over the scope, with its plots, its examples and methods redacted."""
         found = conformance.report(self.session, self.frames())
         for row in found["verdict_rows"]:
             row["example"] = self.redactor.text(row["example"])
-        return found
+        drawn = plots.plots(self.session, self.frames())
+        for row in drawn["latency_methods"]:
+            row.method = self.redactor.text(row.method)
+        return {**found, **drawn}
 
 
 def preview(shared: SharedSession) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.timeline.calls import call_context
 from sessions.timeline.flow import FlowState
+from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.web import flow, live, tasks, together
 
@@ -346,7 +347,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _send_state(self) -> None:
         await self._send("sessions/_session_state.html", {"session": self.session})
         await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
-        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True})
+        facts = await database_sync_to_async(overview)(self.session)
+        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True, **facts})
         # "following live" only while the session is live: an ended one says so instead.
         controls = {"session": self.session, "live": not self.browsing}
         await self._send("sessions/_timeline_controls.html", controls)

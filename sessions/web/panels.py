@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from inspector.http import AuthedRequest
 from sessions.models import McpSession
-from sessions.timeline import conformance
+from sessions.timeline import conformance, overview, plots
 from sessions.web import logs, prompts, resources, roots, skills, tasks, together, tools
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
@@ -22,11 +22,11 @@ PanelContext = Callable[[McpSession, AuthedRequest, dict[str, Any]], dict[str, A
 
 
 def _overview(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
-    return {}
+    return overview.overview(session)
 
 
 def _conformance(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
-    return conformance.report(session)
+    return {**conformance.report(session), **plots.plots(session)}
 
 
 # In the order of the tabs; each renders templates/sessions/panels/<name>.html.

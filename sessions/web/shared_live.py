@@ -184,7 +184,8 @@ class SharedConsumer(AsyncWebsocketConsumer):
     async def _send_state(self, shown: Any) -> None:
         self.shown = shown
         await self._send("sessions/_session_state.html", {"session": shown})
-        await self._send("sessions/panels/overview.html", {"session": shown, "oob": True})
+        facts = await database_sync_to_async(self.shared.overview)()
+        await self._send("sessions/panels/overview.html", {"session": shown, "oob": True, **facts})
         controls = {"session": shown, "live": not self.browsing}
         await self._send("sessions/_timeline_controls.html", controls)
 
@@ -195,4 +196,5 @@ class SharedConsumer(AsyncWebsocketConsumer):
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         shared = {"base": f"/shared/{self.scope['url_route']['kwargs']['token']}/"}
-        await self.send(text_data=render_to_string(template, {**context, "shared": shared}))
+        start = self.shared.session.start_wall  # timeline rows show their time since it
+        await self.send(text_data=render_to_string(template, {"t0": start, **context, "shared": shared}))

@@ -306,6 +306,8 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponse:
 
 def _panel(shared: SharedSession, tab: str) -> dict[str, Any]:
     context: dict[str, Any] = {"session": shared.shown_session(), "tab": tab}
+    if tab == "overview":
+        context.update(shared.overview())
     if tab == "conformance":
         context.update(shared.report())
     return context
@@ -336,7 +338,8 @@ def shared_timeline(request: HttpRequest, token: str) -> HttpResponse:
 
     def rows(share: Share, shared: SharedSession, base: dict[str, Any]) -> HttpResponse:
         found = shared.rows(flt, before=before, after=after)
-        return render(request, "sessions/_timeline_rows.html", {**base, "rows": found})
+        context = {**base, "rows": found, "t0": shared.session.start_wall}
+        return render(request, "sessions/_timeline_rows.html", context)
 
     return _shared(request, token, rows)
 

@@ -1,0 +1,90 @@
+"""Template filters for the session page's instruments: times, durations, and numbers for SVG."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, or None; text as ``{% firstof %}`` leaves a number is read back."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+@register.filter
+def duration_ms(value: Any) -> str:
+    """A duration in milliseconds, in the unit that reads best: 0.42 ms, 742 ms, 27.2 s, 3 min 20 s."""
+    ms = _number(value)
+    if ms is None:
+        return ""
+    if ms < 10:
+        return f"{ms:.2f} ms"
+    if ms < 1000:
+        return f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.filter
+def clock(wall: Any) -> str:
+    """Wall-clock seconds as the time of day to the millisecond (UTC, as every page shows times)."""
+    seconds = _number(wall)
+    if seconds is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%H:%M:%S.%f")[:12]
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+@register.filter
+def iso_time(wall: Any) -> str:
+    """Wall-clock seconds as an ISO 8601 date and time (a <time> element's datetime)."""
+    seconds = _number(wall)
+    if seconds is None:
+        return ""
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return ""
+
+
+@register.filter
+def since(wall: Any, start: Any) -> str:
+    """Seconds after the session's start, signed, to the millisecond: +1.234 s."""
+    at, origin = _number(wall), _number(start)
+    if at is None or origin is None:
+        return ""
+    offset = at - origin
+    if abs(offset) >= 3600:
+        hours, rest = divmod(abs(offset), 3600)
+        return f"{'-' if offset < 0 else '+'}{int(hours)}:{int(rest // 60):02d}:{rest % 60:06.3f}"
+    if abs(offset) >= 60:
+        minutes, rest = divmod(abs(offset), 60)
+        return f"{'-' if offset < 0 else '+'}{int(minutes)}:{rest:06.3f}"
+    return f"{offset:+.3f} s"
+
+
+@register.filter
+def svg_number(value: Any) -> str:
+    """A number for an SVG attribute: plain digits and a dot whatever the locale, three decimals."""
+    number = _number(value)
+    return "0" if number is None else f"{number:.3f}".rstrip("0").rstrip(".") or "0"
