@@ -614,6 +614,15 @@ async def test_a_session_exports_as_a_collection_that_the_cli_runs_green(tmp_pat
             ("prompts/get", {"name": "no-such-prompt"}),
         ):
             await request(session, method, params)
+
+        def four_answers() -> bool:
+            answered = TimelineFrame.objects.filter(
+                session=session, direction="in", rpc_kind__in=("result", "error")
+            )
+            return answered.filter(method__in=("tools/call", "prompts/get")).count() >= 3
+
+        # The answers come back before the recorder has stored their frames: export once they are.
+        await wait_until(four_answers, what="the answers stored")
         response = await client.get(f"/s/{session.public_id}/collection.json")
     assert response["Content-Disposition"].startswith('attachment; filename="mcp-collection-')
     document = json.loads(response.content)
