@@ -27,13 +27,14 @@ from ._errors import (
     error_name,
 )
 from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Task, TaskChanged, Verdict
+from ._http import oauth_client
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._oauth import OAuthSession
 from ._oauth_config import GRANTS, Authorizer, OAuthConfig, OAuthFailed, TokenStore
 from ._oauth_flow import STEPS as OAUTH_STEPS
 from ._oauth_flow import OAuthFlow
-from ._oauth_rules import Challenge, parse_challenges
+from ._oauth_rules import Challenge, canonical_resource, parse_challenges
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -121,8 +122,10 @@ __all__ = [
     "is_numeric_disguise",
     "kill_recorded",
     "kill_tree",
+    "canonical_resource",
     "make_transport",
     "mask_headers",
+    "oauth_client",
     "task_augmentable",
     "offers_skills",
 ]
