@@ -39,7 +39,7 @@ from sessions.servers import CLIENT_INFO, DEFAULT_PROTOCOL_VERSION
 if TYPE_CHECKING:
     from sessions.runtime.owner import SessionOwner
 
-__all__ = ["DEBUG_STEPS", "OAuthDebugger"]
+__all__ = ["DEBUG_STEPS", "OAuthDebugger", "busy", "progress"]
 
 DEBUG_STEPS = ("discovery", *OAUTH_STEPS, "request")
 
@@ -68,21 +68,31 @@ class OAuthDebugger:
         self.owner._on_event(frame)
         return frame
 
-    def start(self, run_all: bool) -> m.Done:
-        """Start the next step (or all that are left) in a task; say which."""
+    async def start(self, run_all: bool) -> m.Done:
+        """Start the next step (or all that are left) in a task; say which.
+
+        The page hears it is busy before the answer (a phase), so it follows the steps until done.
+        """
         if self.running is not None and not self.running.done():
             raise EngineError("a step is running: wait for it to end")
         step = self.next_step
         if step is None:
             raise EngineError("the flow is over: start the debugger again to walk it once more")
+        await self._busy(True)
         self.running = asyncio.ensure_future(self._run(run_all))
         return m.Done({"step": step})
 
     async def _run(self, run_all: bool) -> None:
-        while (step := self.next_step) is not None:
-            await self._one(step)
-            if not run_all:
-                return
+        try:
+            while (step := self.next_step) is not None:
+                await self._one(step)
+                if not run_all:
+                    return
+        finally:
+            await self._busy(False)
+
+    async def _busy(self, busy: bool) -> None:
+        await store.append_phase(self.owner.pk, {"state": "oauth-run", "busy": busy, "wall": time.time()})
 
     async def _one(self, step: str) -> None:
         owner = self.owner
@@ -224,6 +234,12 @@ class OAuthDebugger:
             self.running.cancel()
             await asyncio.gather(self.running, return_exceptions=True)
         await self.http.aclose()
+
+
+def busy(phases: list[Any]) -> bool:
+    """Whether the debugger is running steps, from a session's phases."""
+    runs = [p for p in phases if isinstance(p, dict) and p.get("state") == "oauth-run"]
+    return bool(runs and runs[-1].get("busy"))
 
 
 def progress(phases: list[Any]) -> dict[str, dict[str, Any]]:

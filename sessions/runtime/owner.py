@@ -554,7 +554,7 @@ class SessionOwner:
     async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
         if self.debugger is None:
             raise EngineError("this session is not an OAuth debugger")
-        return self.debugger.start(command.run_all)
+        return await self.debugger.start(command.run_all)
 
     async def on_viewer(self, command: m.Viewer) -> None:
         self.viewers += int(command.delta)

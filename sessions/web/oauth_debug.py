@@ -22,7 +22,7 @@ from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
-from sessions.runtime.oauth_debug import DEBUG_STEPS, progress
+from sessions.runtime.oauth_debug import DEBUG_STEPS, busy, progress
 from sessions.servers import DEFAULT_PROTOCOL_VERSION
 from sessions.teams import access, policy
 from sessions.teams.models import Role
@@ -202,8 +202,10 @@ def _pretty(text: str) -> str:
 
 
 def _frame(row: TimelineFrame) -> dict[str, Any]:
-    http = row.transport.get("http") if isinstance(row.transport, dict) else None
+    transport = row.transport if isinstance(row.transport, dict) else {}
+    http, facts = transport.get("http"), transport.get("oauth")
     return {
+        "oauth": facts if isinstance(facts, dict) else {},
         "seq": row.seq,
         "kind": row.kind,
         "direction": row.direction,
@@ -218,8 +220,9 @@ def _frame(row: TimelineFrame) -> dict[str, Any]:
 
 def steps_context(session: McpSession) -> dict[str, Any]:
     """Every step: what the spec requires, how it went, its exchanges and verdicts."""
-    phases = progress(session.phases if isinstance(session.phases, list) else [])
-    steps, running = [], False
+    recorded = session.phases if isinstance(session.phases, list) else []
+    phases = progress(recorded)
+    steps, running = [], busy(recorded)
     for name in DEBUG_STEPS:
         phase = phases.get(name)
         frames: list[dict[str, Any]] = []
