@@ -10,10 +10,13 @@ timeline step by step (each step's frames are numbered in the session's phases).
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -79,6 +82,7 @@ STEP_INFO: dict[str, dict[str, str]] = {
     },
 }
 FRAMES_SHOWN = 40  # of one step
+_ID = re.compile(r"[0-9]{1,18}")
 
 
 class DebugForm(forms.Form):
@@ -120,28 +124,35 @@ class DebugForm(forms.Form):
         }
 
 
+def _session_of(request: AuthedRequest, scope: access.Scope, value: str) -> McpSession | None:
+    """A session of the person's current team by its public id (anything else: None)."""
+    try:
+        public_id = uuid.UUID(value)
+    except ValueError:
+        return None
+    found = access.session_with_role(request.user.pk, public_id)
+    return found[0] if found is not None and found[0].team_id == scope.team_id else None
+
+
 def _source(request: AuthedRequest, scope: access.Scope, data: Any) -> dict[str, Any] | None:
     """The config of the saved server or session the person picked (within their team), if any."""
     server_id, session_id = data.get("server", ""), data.get("session", "")
     if server_id:
-        if not str(server_id).isdigit():
-            raise Http404("No such server")
-        server = scope.servers().filter(pk=int(server_id)).first()
+        server = scope.servers().filter(pk=int(server_id)).first() if _ID.fullmatch(server_id) else None
         if server is None:
             raise Http404("No such server")
         return server.snapshot()
     if session_id:
-        found = access.session_with_role(request.user.pk, session_id)
-        if found is None or found[0].team_id != scope.team_id:
+        session = _session_of(request, scope, session_id)
+        if session is None:
             raise Http404("No such session")
-        return dict(found[0].config)
+        return dict(session.config)
     return None
 
 
 def _picked(request: AuthedRequest, scope: access.Scope) -> McpSession | None:
     session_id = request.GET.get("session", "")
-    found = access.session_with_role(request.user.pk, session_id) if session_id else None
-    return found[0] if found is not None and found[0].team_id == scope.team_id else None
+    return _session_of(request, scope, session_id) if session_id else None
 
 
 @require_http_methods(["GET", "POST"])
@@ -260,13 +271,13 @@ def debugger(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
 def _debug_session(request: AuthedRequest, public_id: Any, needed: str) -> McpSession:
     found = access.session_with_role(request.user.pk, public_id)
-    if found is None or not found[0].config.get("oauth_debug"):
-        raise Http404("No such OAuth debugger")
+    if found is None:
+        raise Http404("No such session")
     session, role = found
     if not Role.allows(role, needed):
-        from django.core.exceptions import PermissionDenied
-
         raise PermissionDenied(f"Your role in this team is {role}; this needs {needed}.")
+    if not session.config.get("oauth_debug"):
+        raise Http404("No such OAuth debugger")
     return session
 
 
