@@ -84,7 +84,9 @@ def test_a_protected_server_is_authorized_in_the_browser_then_debugged_step_by_s
     list_tools(page, until=("whoami",))
     call_tool_raw(page, "whoami", "{}")
     expect(call_card(page, "tools/call", "whoami").first).to_contain_text("mcp:tools", timeout=LONG)
-    # The challenge is shown as the server sent it (the metadata URL a person needs), not masked.
+    # The flow's steps read as such on the timeline, and the challenge is shown as the server sent it
+    # (the metadata URL a person needs), not masked.
+    expect(page.locator("#timeline-rows")).to_contain_text("OAuth resource-metadata")
     page.locator("#timeline-rows").get_by_text("the server asks for authorization").first.click()
     expect(page.locator("#frame-detail")).to_contain_text("resource_metadata=")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -36,9 +36,6 @@ from sessions.runtime import messages as m
 from sessions.runtime import store
 from sessions.servers import CLIENT_INFO, DEFAULT_PROTOCOL_VERSION
 
-if TYPE_CHECKING:
-    from sessions.runtime.owner import SessionOwner
-
 __all__ = ["DEBUG_STEPS", "OAuthDebugger", "busy", "progress"]
 
 DEBUG_STEPS = ("discovery", *OAUTH_STEPS, "request")
@@ -47,7 +44,9 @@ DEBUG_STEPS = ("discovery", *OAUTH_STEPS, "request")
 class OAuthDebugger:
     """Runs the steps a person asks for, one task at a time."""
 
-    def __init__(self, owner: SessionOwner, target: HttpTarget) -> None:
+    def __init__(self, owner: Any, target: HttpTarget) -> None:
+        # The session's ``SessionOwner`` (not imported: it imports this module): its recorder,
+        # frame numbering, outbox and connection are the debugger's too.
         self.owner = owner
         self.target = target
         assert target.oauth is not None

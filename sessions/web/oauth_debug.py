@@ -233,7 +233,8 @@ def steps_context(session: McpSession) -> dict[str, Any]:
     """Every step: what the spec requires, how it went, its exchanges and verdicts."""
     recorded = session.phases if isinstance(session.phases, list) else []
     phases = progress(recorded)
-    steps, running = [], busy(recorded)
+    steps: list[dict[str, Any]] = []
+    running = busy(recorded)
     for name in DEBUG_STEPS:
         phase = phases.get(name)
         frames: list[dict[str, Any]] = []

@@ -23,7 +23,9 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    IdentityAssertionParams,
     RefreshToken,
+    TokenError,
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
@@ -108,6 +110,11 @@ class ApprovingProvider:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
+
+    async def exchange_identity_assertion(
+        self, client: OAuthClientInformationFull, params: IdentityAssertionParams
+    ) -> OAuthToken:
+        raise TokenError("unsupported_grant_type", "this server takes no identity assertions")
 
 
 def build(port: int) -> MCPServer:
