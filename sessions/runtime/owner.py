@@ -104,6 +104,7 @@ class SessionOwner:
         """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
         self.tokens: oauth.TeamTokenStore | None = None
         self.debugger: OAuthDebugger | None = None
+        self._debugger_set = asyncio.Event()  # its commands may come before it is made
         self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
             m.Notify: self.on_notify,
             m.Cancel: self.on_cancel,
@@ -227,8 +228,10 @@ class SessionOwner:
         except Exception as exc:
             self._connect_failed = True
             self.stop(f"cannot debug: {exc}")
+            self._debugger_set.set()
             return
         self.debugger = OAuthDebugger(self, target)
+        self._debugger_set.set()
         await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
         self._outbox.put_nowait(m.StateChanged("ready"))
 
@@ -552,6 +555,8 @@ class SessionOwner:
             self.tokens.data.clear()
 
     async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
+        if self.config.get("oauth_debug"):
+            await asyncio.wait_for(self._debugger_set.wait(), 10)
         if self.debugger is None:
             raise EngineError("this session is not an OAuth debugger")
         return await self.debugger.start(command.run_all)

@@ -83,6 +83,7 @@ STEP_INFO: dict[str, dict[str, str]] = {
 }
 FRAMES_SHOWN = 40  # of one step
 _ID = re.compile(r"[0-9]{1,18}")
+STARTING = (McpSession.Status.STARTING, McpSession.Status.CONNECTING)
 
 
 class DebugForm(forms.Form):
@@ -254,8 +255,9 @@ def steps_context(session: McpSession) -> dict[str, Any]:
     return {
         "session": session,
         "steps": steps,
-        "running": running or bool(authorizations) or session.status == McpSession.Status.STARTING,
-        "next_step": None if failed or not session.is_live else upcoming,
+        # Starting: the worker has not made the debugger yet; the page follows until it has.
+        "running": running or bool(authorizations) or session.status in STARTING,
+        "next_step": upcoming if not failed and session.status == McpSession.Status.READY else None,
         "authorizations": authorizations,
     }
 
