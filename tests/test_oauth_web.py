@@ -19,8 +19,16 @@ from support.teams import ateam_of, team_of
 from support.web import live_runtime, logged_in_client, make_user, wait_until
 
 from sessions.engine import HttpTarget
-from sessions.models import McpSession, OAuthAuthorization, OAuthTokens, ServerConfig, masked_config
+from sessions.models import (
+    McpSession,
+    OAuthAuthorization,
+    OAuthTokens,
+    ServerConfig,
+    TimelineFrame,
+    masked_config,
+)
 from sessions.runtime import client as runtime_client
+from sessions.runtime import oauth as runtime_oauth
 from sessions.runtime.oauth import state_hash
 from sessions.servers import build_target
 from sessions.teams.models import Membership, Role
@@ -203,3 +211,21 @@ async def test_forgetting_a_saved_servers_tokens_deletes_only_its_own() -> None:
 
 def test_the_state_is_stored_only_as_its_hash() -> None:
     assert state_hash("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+@pytest.mark.slow
+async def test_an_authorization_nobody_comes_back_from_fails_the_flow_and_says_why(
+    protected_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runtime_oauth, "AUTHORIZE_WAIT", 0.5)
+    async with live_runtime():
+        alice = await make_user("alice")
+        session = await McpSession.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name="protected", config=_http_config(protected_url)
+        )
+        await runtime_client.start_session(session)
+        await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="failed").exists())
+        expired = await OAuthAuthorization.objects.aget(session=session)
+        assert expired.outcome == "expired" and expired.ended is not None
+        notes = [f.note async for f in TimelineFrame.objects.filter(session=session, kind="state")]
+        assert any("nobody came back from the authorization server" in note for note in notes), notes
