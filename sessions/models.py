@@ -16,7 +16,14 @@ from sessions.frames import JSON_FIELDS, ROW_FIELDS
 from sessions.secrets import EncryptedJSONField, EncryptedTextField
 from sessions.servers import DEFAULT_PROTOCOL_VERSION, TRANSPORTS
 
-__all__ = ["McpSession", "PendingReview", "ServerConfig", "TimelineFrame"]
+__all__ = [
+    "McpSession",
+    "OAuthAuthorization",
+    "OAuthTokens",
+    "PendingReview",
+    "ServerConfig",
+    "TimelineFrame",
+]
 
 SECRET_MASK = "••••••"
 
@@ -47,6 +54,9 @@ class ServerConfig(models.Model):
     url = models.CharField(max_length=2000, blank=True)
     headers = EncryptedJSONField(default=dict, blank=True)
     bearer_token = EncryptedTextField(blank=True)
+    oauth = EncryptedJSONField(
+        default=dict, blank=True, help_text="OAuth: enabled, client id and secret, metadata URL, scope"
+    )
     verify_tls = models.BooleanField(default=True, help_text="check the server's TLS certificate")
     ca_file = models.CharField(max_length=1000, blank=True, help_text="PEM file of CA certificates to trust")
     protocol_version = models.CharField(max_length=20, default=DEFAULT_PROTOCOL_VERSION)
@@ -77,6 +87,8 @@ class ServerConfig(models.Model):
             "url": self.url,
             "headers": dict(self.headers),
             "bearer_token": self.bearer_token,
+            # On unless turned off: a server saved before OAuth existed authorizes when it asks.
+            "oauth": {"enabled": True, **dict(self.oauth or {})} if self.transport != "stdio" else {},
             "verify_tls": self.verify_tls,
             "ca_file": self.ca_file,
             "protocol_version": self.protocol_version,
@@ -94,6 +106,10 @@ def masked_config(config: dict[str, Any]) -> dict[str, Any]:
     shown["env"] = {k: SECRET_MASK if k in secret else v for k, v in config.get("env", {}).items()}
     shown["headers"] = mask_headers(config.get("headers", {}))
     shown["bearer_token"] = SECRET_MASK if config.get("bearer_token") else ""
+    oauth = dict(config.get("oauth") or {})
+    if oauth.get("client_secret"):
+        oauth["client_secret"] = SECRET_MASK
+    shown["oauth"] = oauth
     return shown
 
 
@@ -357,3 +373,56 @@ class PendingReview(models.Model):
         if self.method == "roots/list":
             return {"roots": self.current_roots()}
         return {}
+
+
+class OAuthTokens(models.Model):
+    """A team's tokens and client registrations for one server and client id (the engine's
+    ``TokenStore``), encrypted; refreshed by the engine, forgotten on request."""
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="oauth_tokens")
+    key = models.CharField(max_length=2100, help_text="the server's canonical URL and the client id")
+    data = EncryptedJSONField(default=dict)
+    authorized_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "key"], name="unique_oauth_tokens_key")]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @staticmethod
+    def key_for(url: str, client_id: str = "") -> str:
+        """The store key of a server: its canonical URL, and the pre-registered client id if any."""
+        from sessions.engine import canonical_resource
+
+        return f"{canonical_resource(url)} {client_id}".rstrip()
+
+
+class OAuthAuthorization(models.Model):
+    """An authorization waiting for the person who started it to come back through our callback.
+
+    Only the ``state``'s SHA-256 is stored: the callback finds the row by it, once.
+    """
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="authorizations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    state_sha256 = models.CharField(max_length=64, unique=True)
+    url = models.TextField(help_text="the authorization URL the person opens")
+    created = models.DateTimeField(auto_now_add=True)
+    ended = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, blank=True, help_text="returned, expired or failed")
+
+    class Meta:
+        ordering = ["created"]
+
+    def __str__(self) -> str:
+        return f"authorization for {self.session_id} ({self.outcome or 'waiting'})"
+
+    @property
+    def host(self) -> str:
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.url).netloc

@@ -22,6 +22,7 @@ from sessions.engine import (
     ClientOptions,
     EgressPolicy,
     HttpTarget,
+    OAuthConfig,
     StdioTarget,
     Target,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "build_target",
     "is_secret_name",
     "level_rank",
+    "oauth_config",
     "secret_env_names",
     "split_command",
 ]
@@ -149,6 +151,22 @@ def _egress_policy(config: dict[str, Any], confinement: Confinement | None) -> E
     return EgressPolicy.from_entries([*confinement.egress_allow, *team])
 
 
+def oauth_config(config: dict[str, Any]) -> OAuthConfig | None:
+    """The engine's OAuth settings of an HTTP server's config (``config["oauth"]``), if turned on.
+
+    Who authorizes and where tokens are kept (``authorizer``, ``store``) is the runner's to add.
+    """
+    oauth = config.get("oauth") or {}
+    if not isinstance(oauth, dict) or not oauth.get("enabled"):
+        return None
+    return OAuthConfig(
+        client_id=oauth.get("client_id") or None,
+        client_secret=oauth.get("client_secret") or None,
+        client_metadata_url=oauth.get("client_metadata_url") or None,
+        scope=oauth.get("scope") or None,
+    )
+
+
 def build_target(config: dict[str, Any], confinement: Confinement | None = None) -> Target:
     """Turn a server config into an engine target, within ``confinement`` (none: the CLI's way).
 
@@ -164,6 +182,7 @@ def build_target(config: dict[str, Any], confinement: Confinement | None = None)
         verify_tls=config.get("verify_tls", True),
         ca_file=config.get("ca_file") or None,
         egress=_egress_policy(config, confinement),
+        oauth=oauth_config(config),
     )
 
 

@@ -192,7 +192,8 @@ def test_rotate_secrets_re_encrypts_everything_with_the_new_key_so_the_old_one_c
     settings.INSPECTOR_SECRET_KEYS = [NEW_KEY, OLD_KEY]
     assert read_back(server, session)[0].bearer_token == TOKEN
     call_command("rotate_secrets")
-    assert "re-encrypted 4 stored secrets" in capsys.readouterr().out
+    # The server's bearer token, env, headers and OAuth settings, and the session's config.
+    assert "re-encrypted 5 stored secrets" in capsys.readouterr().out
 
     after = stored(ServerConfig, "bearer_token", server.pk)
     assert after != before

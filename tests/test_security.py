@@ -45,6 +45,8 @@ PUBLIC_PATHS = {
     "/auth/token": 200,
     "/auth/invite": 404,  # invitations are the hosted mode's (tests/test_accounts.py)
     **dict.fromkeys(SSO_PATHS, 404),
+    # The OAuth redirect back: with no state there is nothing to take (tests/test_oauth_web.py).
+    "/oauth/callback": 400,
 }
 
 

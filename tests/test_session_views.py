@@ -708,6 +708,7 @@ async def test_a_connect_error_in_a_collapsed_section_opens_it_and_the_token_is_
     assert sections == {
         "Arguments, environment, working directory": False,
         "Headers and bearer token": True,  # the header's error
+        "Authorization (OAuth)": False,
         "TLS (local HTTPS, self-signed certificates)": False,
         "Protocol, capabilities, roots and timeouts": True,  # the timeout's error
     }

@@ -178,6 +178,12 @@ URLS: dict[str, tuple[str, str]] = {
     "invitation_revoke": ("POST", "admin-on-team-id"),
     "catalog_edit": ("POST", "admin-on-team-id"),
     "catalog_delete": ("POST", "admin-on-team-id"),
+    "oauth_callback": ("GET", "public"),
+    "oauth_debug": ("POST", "team-act"),
+    "forget_server_tokens": ("POST", "act-on-team-id"),
+    "forget_session_tokens": ("POST", "act"),
+    "oauth_debugger": ("GET", "read"),
+    "oauth_debug_step": ("POST", "act"),
 }
 # Requests that log the person out: they are logged in again before the next.
 LOGS_OUT = {"logout"}

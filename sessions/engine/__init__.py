@@ -10,6 +10,8 @@ Pure asyncio; it imports nothing from Django. See docs/engine.md for the guide.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ._clock import Clock
 from ._connect import make_transport
 from ._egress import EgressPolicy, EgressRefused, is_forbidden_address, is_numeric_disguise
@@ -30,7 +32,7 @@ from ._frames import Event, Frame, PendingRequest, PendingResolved, Progress, Ta
 from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._oauth_config import GRANTS, Authorizer, OAuthConfig, OAuthFailed, TokenStore
-from ._oauth_rules import Challenge, parse_challenges
+from ._oauth_rules import Challenge, canonical_resource, parse_challenges
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -51,6 +53,12 @@ from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
 from ._tasks import TASK_METHODS, TaskBook
 from ._tasks import augmentable as task_augmentable
 from ._transport import FrameSink, Transport
+
+if TYPE_CHECKING:  # at run time these load on first use (__getattr__ below): they import httpx and Authlib
+    from ._oauth import OAuthSession
+    from ._oauth_flow import STEPS as OAUTH_STEPS
+    from ._oauth_flow import OAuthFlow
+    from ._tls import oauth_client
 
 __all__ = [
     "GRANTS",
@@ -118,8 +126,10 @@ __all__ = [
     "is_numeric_disguise",
     "kill_recorded",
     "kill_tree",
+    "canonical_resource",
     "make_transport",
     "mask_headers",
+    "oauth_client",
     "task_augmentable",
     "offers_skills",
 ]
@@ -141,4 +151,8 @@ def __getattr__(name: str) -> object:
         from ._oauth import OAuthSession
 
         return OAuthSession
+    if name == "oauth_client":
+        from ._tls import oauth_client
+
+        return oauth_client
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

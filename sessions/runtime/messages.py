@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 __all__ = [
     "RUNTIME_CHANNEL",
     "ActivityAdded",
+    "AuthorizationChanged",
     "CallDone",
     "CallProgress",
     "Cancel",
@@ -24,9 +25,12 @@ __all__ = [
     "Event",
     "Failed",
     "Feature",
+    "ForgetTokens",
     "FramesStored",
     "NoteAdded",
     "Notify",
+    "OAuthReturned",
+    "OAuthStep",
     "Presence",
     "Reinitialize",
     "Reject",
@@ -180,9 +184,51 @@ class Viewer(Command):
     delta: int
 
 
+@dataclass(frozen=True)
+class OAuthReturned(Command):
+    """The authorization server sent the person back to our callback (``url``, whole) for the
+    authorization whose ``state`` has this SHA-256: the waiting flow goes on with it."""
+
+    NAME = "oauth_returned"
+    state_sha256: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ForgetTokens(Command):
+    """Drop the session's OAuth token (the stored ones are deleted by the asker): the next
+    refusal authorizes again."""
+
+    NAME = "forget_tokens"
+
+
+@dataclass(frozen=True)
+class OAuthStep(Command):
+    """The OAuth debugger: run the flow's next step (``run_all``: every step left); reply at once,
+    the steps' frames and progress reach the page through the timeline."""
+
+    NAME = "oauth_step"
+    run_all: bool = False
+    user_id: int | None = None
+
+
 COMMANDS: dict[str, type[Command]] = {
     c.NAME: c
-    for c in (Request, Notify, Cancel, Respond, Reject, SetRoots, Feature, Reinitialize, Disconnect, Viewer)
+    for c in (
+        Request,
+        Notify,
+        Cancel,
+        Respond,
+        Reject,
+        SetRoots,
+        Feature,
+        Reinitialize,
+        Disconnect,
+        Viewer,
+        OAuthReturned,
+        ForgetTokens,
+        OAuthStep,
+    )
 }
 
 
@@ -294,6 +340,13 @@ class ActivityAdded(Event):
 
 
 @dataclass(frozen=True)
+class AuthorizationChanged(Event):
+    """An authorization started waiting for a person (an "Authorize at" card), or stopped waiting."""
+
+    NAME = "authorization"
+
+
+@dataclass(frozen=True)
 class NoteAdded(Event):
     """A note was pinned to a frame, or a reply added to one (``teams.Note``)."""
 
@@ -328,6 +381,7 @@ EVENTS: dict[str, type[Event]] = {
         ActivityAdded,
         NoteAdded,
         Presence,
+        AuthorizationChanged,
     )
 }
 

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -20,6 +20,7 @@ from sessions.engine import (
     EngineError,
     Event,
     Frame,
+    HttpTarget,
     McpError,
     PendingRequest,
     PendingResolved,
@@ -30,10 +31,13 @@ from sessions.engine import (
 from sessions.frames import frame_row
 from sessions.models import McpSession
 from sessions.runtime import messages as m
-from sessions.runtime import store
+from sessions.runtime import oauth, store
 from sessions.runtime.limits import LimitReached, SessionBudget
 from sessions.runtime.recorder import Recorder
 from sessions.servers import Confinement, build_options, build_target
+
+if TYPE_CHECKING:
+    from sessions.runtime.oauth_debug import OAuthDebugger
 
 __all__ = ["SessionOwner", "confinement"]
 
@@ -96,6 +100,11 @@ class SessionOwner:
         self.budget = SessionBudget(0, 0)
         self.limited = False
         """The session reached a limit: it is ending, and records nothing more."""
+        self.authorizations: dict[str, asyncio.Future[str]] = {}
+        """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
+        self.tokens: oauth.TeamTokenStore | None = None
+        self.debugger: OAuthDebugger | None = None
+        self._debugger_set = asyncio.Event()  # its commands may come before it is made
         self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
             m.Notify: self.on_notify,
             m.Cancel: self.on_cancel,
@@ -106,6 +115,9 @@ class SessionOwner:
             m.Reinitialize: self.on_reinitialize,
             m.Disconnect: self.on_disconnect,
             m.Viewer: self.on_viewer,
+            m.OAuthReturned: self.on_oauth_returned,
+            m.ForgetTokens: self.on_forget_tokens,
+            m.OAuthStep: self.on_oauth_step,
         }
 
     # --- running --------------------------------------------------------------------------
@@ -133,6 +145,8 @@ class SessionOwner:
         try:
             if (reached := self.budget.reached()) is not None:  # a reconnect, the session already full
                 self._end_at_limit(reached)
+            elif self.config.get("oauth_debug"):
+                await self._start_debugger()
             else:
                 await self._connect()
             await self._stop.wait()
@@ -167,7 +181,7 @@ class SessionOwner:
             max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES,
         )
         try:
-            client = ClientSession(make_transport(build_target(self.config, confinement())), options)
+            client = ClientSession(make_transport(await self._target()), options)
         except Exception as exc:  # a config the engine cannot use
             self._stop_reason = f"cannot connect: {exc}"
             self._stop.set()
@@ -188,6 +202,38 @@ class SessionOwner:
         await store.update_session(self.pk, **_facts(client))
         self._outbox.put_nowait(m.StateChanged("ready"))
         self._spawn(self._watch(client))
+
+    async def _target(self) -> Any:
+        """The engine target of the config; an HTTP one with OAuth gets the browser and the team's tokens."""
+        target = build_target(self.config, confinement())
+        if isinstance(target, HttpTarget) and target.oauth is not None:
+            self.tokens = await oauth.prepare(
+                target,
+                session_pk=self.pk,
+                config=self.config,
+                waiting=self.authorizations,
+                publish=self._outbox.put_nowait,
+                store=self.tokens,
+            )
+        return target
+
+    async def _start_debugger(self) -> None:
+        """An OAuth debugger's session: no connection until its steps ask for one."""
+        from sessions.runtime.oauth_debug import OAuthDebugger
+
+        try:
+            target = await self._target()
+            if not isinstance(target, HttpTarget) or target.oauth is None:
+                raise ValueError("the OAuth debugger needs an HTTP server with OAuth turned on")
+        except Exception as exc:
+            self._connect_failed = True
+            self.stop(f"cannot debug: {exc}")
+            self._debugger_set.set()
+            return
+        self.debugger = OAuthDebugger(self, target)
+        self._debugger_set.set()
+        await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
+        self._outbox.put_nowait(m.StateChanged("ready"))
 
     async def _unless_stopped(self, work: Awaitable[Any]) -> None:
         """Await ``work`` (in a task of its own), or cancel it when the session is stopped first.
@@ -218,6 +264,9 @@ class SessionOwner:
             self.stop(f"the connection ended: {client.state}")
 
     async def _disconnect(self) -> None:
+        if self.debugger is not None:
+            with contextlib.suppress(Exception):
+                await self.debugger.aclose()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.aclose()
@@ -487,6 +536,30 @@ class SessionOwner:
 
     async def on_disconnect(self, command: m.Disconnect) -> None:
         self.stop("disconnected by the user")
+
+    async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
+        """The person came back from the authorization server: the waiting flow goes on."""
+        arrived = self.authorizations.get(command.state_sha256)
+        if arrived is None or arrived.done():
+            raise EngineError("no authorization of this session is waiting for this answer")
+        arrived.set_result(command.url)
+
+    async def on_forget_tokens(self, command: m.ForgetTokens) -> None:
+        """Drop the token in use (the asker deletes the stored ones once this is done)."""
+        transport = getattr(self.client, "transport", None)
+        auth = getattr(transport, "auth", None)
+        if auth is not None:
+            auth.forget()
+        if self.tokens is not None:
+            await self.tokens.flush()
+            self.tokens.data.clear()
+
+    async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
+        if self.config.get("oauth_debug"):
+            await asyncio.wait_for(self._debugger_set.wait(), 10)
+        if self.debugger is None:
+            raise EngineError("this session is not an OAuth debugger")
+        return await self.debugger.start(command.run_all)
 
     async def on_viewer(self, command: m.Viewer) -> None:
         self.viewers += int(command.delta)

@@ -25,7 +25,7 @@ from sessions.timeline.calls import call_context
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import flow, live, tasks, together
+from sessions.web import flow, live, oauth, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
@@ -169,6 +169,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await self.accept()
         await self._catch_up()
         await self._send_reviews()
+        await self._send_authorizations()
         self.watching = ""
         await self._watch()
         await self._announce("join")
@@ -246,6 +247,8 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 await self._send("sessions/calls/_finished.html", context)
             case m.ReviewChanged():
                 await self._send_reviews()
+            case m.AuthorizationChanged():
+                await self._send_authorizations()
             case m.ActivityAdded(activity_id):
                 fragment = await _render_activity(self.session, activity_id)
                 if fragment:
@@ -380,6 +383,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
     async def _send_reviews(self) -> None:
         html, self.reviews_shown = await _render_reviews(self.session, self.reviews_shown)
         await self.send(text_data=html)
+
+    async def _send_authorizations(self) -> None:
+        waiting = await database_sync_to_async(oauth.waiting_authorizations)(self.session)
+        context = {"authorizations": waiting, "session": self.session, "oob": True}
+        await self._send("sessions/oauth/_authorizations.html", context)
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         await self.send(text_data=render_to_string(template, context))

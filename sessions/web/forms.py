@@ -51,6 +51,7 @@ CAPABILITIES = {
 SECTIONS = {
     "stdio_more": ("args", "env", "secret_env", "cwd"),
     "http_auth": ("headers", "bearer_token"),
+    "oauth": ("oauth", "client_id", "client_secret", "client_metadata_url", "oauth_scope"),
     "tls": ("verify_tls", "ca_file"),
     "protocol": (
         "protocol_version",
@@ -106,6 +107,31 @@ class ConnectForm(forms.Form):
     # server-side instead would write the secret into the session store.
     bearer_token = forms.CharField(
         max_length=4000, required=False, widget=forms.PasswordInput(render_value=True)
+    )
+    oauth = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Authorize with OAuth when the server asks",
+        help_text="a server that answers 401 starts the OAuth flow",
+    )
+    client_id = forms.CharField(
+        max_length=1000, required=False, label="Client ID", help_text="a pre-registered client (optional)"
+    )
+    # Kept on a form that comes back with errors, as the bearer token is (see above).
+    client_secret = forms.CharField(
+        max_length=4000,
+        required=False,
+        label="Client secret",
+        widget=forms.PasswordInput(render_value=True, attrs={"autocomplete": "off"}),
+    )
+    client_metadata_url = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="Client metadata URL",
+        help_text="a Client ID Metadata Document (https://), used where the server supports it",
+    )
+    oauth_scope = forms.CharField(
+        max_length=1000, required=False, label="Scopes", help_text="default: the ones the server names"
     )
     verify_tls = forms.BooleanField(required=False, initial=True, label="Verify TLS certificates")
     ca_file = forms.CharField(
@@ -190,6 +216,11 @@ class ConnectForm(forms.Form):
             url = data.get("url", "")
             if not url.lower().startswith(("http://", "https://")):
                 raise forms.ValidationError({"url": "an HTTP server needs an http:// or https:// URL"})
+            metadata_url = data.get("client_metadata_url", "").strip()
+            if metadata_url and not metadata_url.lower().startswith("https://"):
+                raise forms.ValidationError(
+                    {"client_metadata_url": "a client metadata document URL must be https://"}
+                )
             ca_file = data.get("ca_file", "").strip()
             if ca_file and not Path(ca_file).is_file():
                 raise forms.ValidationError({"ca_file": f"no such file on this machine: {ca_file}"})
@@ -212,6 +243,7 @@ class ConnectForm(forms.Form):
             "url": "" if stdio else data["url"],
             "headers": {} if stdio else data["headers"],
             "bearer_token": "" if stdio else data["bearer_token"],
+            "oauth": {} if stdio else self._oauth(),
             "verify_tls": True if stdio else data["verify_tls"],
             "ca_file": "" if stdio else data["ca_file"].strip(),
             "protocol_version": data["protocol_version"],
@@ -226,6 +258,16 @@ class ConnectForm(forms.Form):
             },
             "timeout": data["timeout"] or None,
             "max_total_timeout": data["max_total_timeout"] or None,
+        }
+
+    def _oauth(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        return {
+            "enabled": bool(data.get("oauth")),
+            "client_id": data.get("client_id", "").strip(),
+            "client_secret": data.get("client_secret", ""),
+            "client_metadata_url": data.get("client_metadata_url", "").strip(),
+            "scope": " ".join(data.get("oauth_scope", "").split()),
         }
 
     def save_server(self, scope: Scope, owner: AbstractBaseUser) -> ServerConfig:
@@ -255,6 +297,7 @@ class ServerForm(ConnectForm):
     """
 
     clear_bearer_token = forms.BooleanField(required=False, label="Remove the stored bearer token")
+    clear_client_secret = forms.BooleanField(required=False, label="Remove the stored client secret")
 
     def __init__(self, server: ServerConfig, data: Any = None) -> None:
         self.server = server
@@ -264,6 +307,8 @@ class ServerForm(ConnectForm):
         self.kept_env = [n for n in secret_env_names(stored_env, server.secret_env) if n in stored_env]
         self.kept_headers = sorted(n for n in stored_headers if masked[n] != stored_headers[n])
         caps = server.capabilities if isinstance(server.capabilities, dict) else {}
+        oauth = dict(server.oauth or {})
+        self.has_client_secret = bool(oauth.get("client_secret"))
         stdio = server.transport == "stdio"
         initial = {
             "name": server.name,
@@ -277,6 +322,10 @@ class ServerForm(ConnectForm):
                 f"{k}: {v}" for k, v in stored_headers.items() if k not in self.kept_headers
             ),
             "verify_tls": server.verify_tls,
+            "oauth": bool(oauth.get("enabled", True)),
+            "client_id": oauth.get("client_id", ""),
+            "client_metadata_url": oauth.get("client_metadata_url", ""),
+            "oauth_scope": oauth.get("scope", ""),
             "ca_file": server.ca_file,
             "protocol_version": server.protocol_version,
             "mode": server.mode,
@@ -290,6 +339,7 @@ class ServerForm(ConnectForm):
             del self.fields[name]
         self.fields["name"].required = True
         self.fields["bearer_token"] = _secret("Bearer token")
+        self.fields["client_secret"] = _secret("Client secret")
         for kind, names in (("env", self.kept_env), ("header", self.kept_headers)):
             for name in names:
                 self.fields[f"secret:{kind}:{name}"] = _secret(name)
@@ -341,6 +391,10 @@ class ServerForm(ConnectForm):
             typed = self.cleaned_data.get("bearer_token") or ""
             clear = self.cleaned_data.get("clear_bearer_token")
             config["bearer_token"] = typed or ("" if clear else server.bearer_token)
+            stored = str((server.oauth or {}).get("client_secret") or "")
+            secret = self.cleaned_data.get("client_secret") or ""
+            clear = self.cleaned_data.get("clear_client_secret")
+            config["oauth"]["client_secret"] = secret or ("" if clear else stored)
         return config
 
     def store(self, config: dict[str, Any]) -> ServerConfig:

@@ -26,6 +26,7 @@ from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
 from sessions.web import together
 from sessions.web.forms import ConnectForm, ImportForm, ServerForm
+from sessions.web.oauth import oauth_context, with_callback
 from sessions.web.panels import PANELS, panel_context, visible
 from sessions.web.shortcuts import (
     error_response,
@@ -97,7 +98,7 @@ async def connect(request: AuthedRequest) -> HttpResponse:
         context = {"form": form, "servers": servers}
         return await sync_to_async(render)(request, "sessions/_connect_form.html", context, status=422)
     user = await signed_in_user(request)
-    config = await sync_to_async(policy.prepared)(scope, form.snapshot())
+    config = with_callback(request, await sync_to_async(policy.prepared)(scope, form.snapshot()))
     server = await sync_to_async(form.save_server)(scope, user) if form.cleaned_data.get("save") else None
     session = await McpSession.objects.acreate(
         team_id=scope.team_id,
@@ -133,7 +134,7 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
         owner_id=user.pk,
         server=server,
         name=server.name,
-        config=await sync_to_async(policy.prepared)(scope, server.snapshot()),
+        config=with_callback(request, await sync_to_async(policy.prepared)(scope, server.snapshot())),
     )
     await together.record(session, user.pk, "connected")
     await client.start_session(session)
@@ -261,6 +262,7 @@ def _session_context(
         "first_shown": rows[0]["seq"] if rows else 0,
         "last_shown": rows[-1]["seq"] if rows else 0,
         "filter": TimelineFilter(),
+        "oauth": oauth_context(session),
     }
 
 

@@ -12,6 +12,8 @@ from sessions.web import (
     completion,
     flow,
     logs,
+    oauth,
+    oauth_debug,
     panels,
     prompts,
     resources,
@@ -75,6 +77,9 @@ session_urls = [
     path("shares/preview", shares.share_preview, name="share_preview"),
     path("shares/new", shares.share_create, name="share_create"),
     path("shares/<int:pk>/revoke", shares.share_revoke, name="share_revoke"),
+    path("oauth/forget", oauth.forget_session_tokens, name="forget_session_tokens"),
+    path("oauth", oauth_debug.debugger, name="oauth_debugger"),
+    path("oauth/step", oauth_debug.debug_step, name="oauth_debug_step"),
 ]
 
 # A share link's read-only view: reached by its token (no account for an anyone-link), nothing else.
@@ -95,6 +100,9 @@ urlpatterns = [
     path("servers/<int:pk>/connect", sessions.connect_saved, name="connect_saved"),
     path("servers/<int:pk>/edit", sessions.edit_server, name="edit_server"),
     path("servers/<int:pk>/delete", sessions.delete_server, name="delete_server"),
+    path("servers/<int:pk>/oauth/forget", oauth.forget_server_tokens, name="forget_server_tokens"),
+    path("oauth/callback", oauth.callback, name="oauth_callback"),
+    path("oauth/debug", oauth_debug.debug_start, name="oauth_debug"),
     path("catalog/<int:pk>/connect", catalog.connect_catalog, name="connect_catalog"),
     path("sessions/delete-ended", sessions.delete_ended_sessions, name="delete_ended_sessions"),
     path("recordings/open", sessions.open_recording, name="open_recording"),

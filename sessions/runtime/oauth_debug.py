@@ -1,0 +1,252 @@
+"""The OAuth debugger's runner: the flow a session uses, one step at a time, on a session of its own.
+
+A debugger is a ``McpSession`` whose config says ``oauth_debug``: its owner runs no connection at
+first but this, on ``OAuthStep`` commands. Its frames go through the owner's recorder like any
+session's (the timeline, exports and share links work on it); its progress is kept in the session's
+phases (``{"state": "oauth-step", "step", "outcome", "first", "last", "note"}``), which the page
+reads. Steps: ``discovery`` (an unauthenticated request, for the 401 and its challenge), then the
+engine's ``OAUTH_STEPS`` (``OAuthFlow.step``), then ``request``: the session connects with the
+token, its first authenticated request (``initialize``, or ``server/discover`` when stateless).
+
+The HTTP goes through the engine's OAuth client for the target (``oauth_client``), held to the
+same egress rules as the session, never the web process's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+
+from sessions.engine import (
+    OAUTH_STEPS,
+    EngineError,
+    Frame,
+    HttpTarget,
+    OAuthFailed,
+    OAuthFlow,
+    mask_headers,
+    oauth_client,
+    parse_challenges,
+)
+from sessions.runtime import messages as m
+from sessions.runtime import store
+from sessions.servers import CLIENT_INFO, DEFAULT_PROTOCOL_VERSION
+
+__all__ = ["DEBUG_STEPS", "OAuthDebugger", "busy", "progress"]
+
+DEBUG_STEPS = ("discovery", *OAUTH_STEPS, "request")
+
+
+class OAuthDebugger:
+    """Runs the steps a person asks for, one task at a time."""
+
+    def __init__(self, owner: Any, target: HttpTarget) -> None:
+        # The session's ``SessionOwner`` (not imported: it imports this module): its recorder,
+        # frame numbering, outbox and connection are the debugger's too.
+        self.owner = owner
+        self.target = target
+        assert target.oauth is not None
+        self.http = oauth_client(target)
+        self.flow = OAuthFlow(target.oauth, target.url, self.http, self.record, state={})
+        self.done: list[str] = []
+        self.failed = False
+        self.running: asyncio.Task[None] | None = None
+
+    @property
+    def next_step(self) -> str | None:
+        if self.failed:
+            return None
+        return next((s for s in DEBUG_STEPS if s not in self.done), None)
+
+    def record(self, frame: Frame) -> Frame:
+        frame.seq = self.owner.engine_seq + 1
+        self.owner._on_event(frame)
+        return frame
+
+    async def start(self, run_all: bool) -> m.Done:
+        """Start the next step (or all that are left) in a task; say which.
+
+        The page hears it is busy before the answer (a phase), so it follows the steps until done.
+        """
+        if self.running is not None and not self.running.done():
+            raise EngineError("a step is running: wait for it to end")
+        step = self.next_step
+        if step is None:
+            raise EngineError("the flow is over: start the debugger again to walk it once more")
+        await self._busy(True)
+        self.running = asyncio.ensure_future(self._run(run_all))
+        return m.Done({"step": step})
+
+    async def _run(self, run_all: bool) -> None:
+        try:
+            while (step := self.next_step) is not None:
+                await self._one(step)
+                if not run_all:
+                    return
+        finally:
+            await self._busy(False)
+
+    async def _busy(self, busy: bool) -> None:
+        await store.append_phase(self.owner.pk, {"state": "oauth-run", "busy": busy, "wall": time.time()})
+
+    async def _one(self, step: str) -> None:
+        owner = self.owner
+        first = owner.base + owner.engine_seq + 1
+        await self._phase(step, "running", first, first - 1)
+        note = ""
+        try:
+            if step == "discovery":
+                await self._discover()
+            elif step == "request":
+                await self._request()
+                if owner.client is None or owner.client.state != "ready":
+                    raise OAuthFailed(owner._stop_reason or "the authenticated request failed")
+            else:
+                await self.flow.step()
+        except (OAuthFailed, EngineError, httpx.HTTPError) as exc:
+            self.failed = True
+            note = str(exc) or type(exc).__name__
+        self.done.append(step)
+        await owner._until_stored()
+        last = owner.base + owner.engine_seq
+        await self._phase(step, "failed" if self.failed else "done", first, last, note)
+
+    async def _phase(self, step: str, outcome: str, first: int, last: int, note: str = "") -> None:
+        phase = {
+            "state": "oauth-step",
+            "step": step,
+            "outcome": outcome,
+            "first": first,
+            "last": last,
+            "note": note,
+            "wall": time.time(),
+            "seq": last,
+        }
+        await store.append_phase(self.owner.pk, phase)
+        self.owner._outbox.put_nowait(m.StateChanged("", f"oauth {step}: {outcome}"))
+
+    async def _discover(self) -> None:
+        """An unauthenticated initialize, as a client's first request: the 401 and its challenge."""
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": self.owner.config.get("protocol_version") or DEFAULT_PROTOCOL_VERSION,
+                    "capabilities": {},
+                    "clientInfo": CLIENT_INFO,
+                },
+            }
+        ).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **self.target.headers,
+        }
+        url = self.target.url
+        out = self.record(
+            Frame(
+                "http",
+                "out",
+                body,
+                transport={
+                    "http": {
+                        "method": "POST",
+                        "url": url,
+                        "headers": mask_headers(headers),
+                        "oauth": "discovery",
+                    }
+                },
+                note="OAuth discovery: a request without a token",
+            )
+        )
+        try:
+            response = await self.http.post(url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            raise OAuthFailed(f"the server cannot be reached: {exc or type(exc).__name__}") from exc
+        self.record(
+            Frame(
+                "http",
+                "in",
+                response.content[:65536],
+                transport={
+                    "http": {
+                        "status": response.status_code,
+                        "reason": response.reason_phrase,
+                        "headers": mask_headers(dict(response.headers)),
+                        "request_seq": out.seq,
+                        "oauth": "discovery",
+                    }
+                },
+            )
+        )
+        challenges = parse_challenges(response.headers.get_list("www-authenticate"))
+        pointed = next((c for c in challenges if c.resource_metadata), None)
+        challenge = pointed or (challenges[0] if challenges else None)
+        frame = Frame("state", "local", transport={"state": "oauth", "oauth": {"step": "discovery"}})
+        if response.status_code != 401:
+            frame.note = f"the server answered {response.status_code} without a token: it may not need one"
+            frame.flag("oauth-challenge", "info", frame.note)
+        elif challenge is None:
+            frame.note = "401 with no WWW-Authenticate challenge"
+            frame.flag(
+                "oauth-challenge",
+                "error",
+                "a 401 MUST carry a WWW-Authenticate challenge (RFC 6750 §3, RFC 9728 §5.1)",
+            )
+        else:
+            params = ", ".join(f"{k}={v}" for k, v in challenge.params.items())
+            frame.note = f"401: {challenge.scheme} {params}".rstrip()
+            if pointed is None:
+                frame.flag(
+                    "oauth-challenge",
+                    "warning",
+                    "the challenge names no resource_metadata: the client falls back to the well-known "
+                    "locations (RFC 9728 §5.1)",
+                )
+        if challenge is not None:
+            self.flow.state["challenge"] = {"scheme": challenge.scheme, "params": challenge.params}
+        self.record(frame)
+
+    async def _request(self) -> None:
+        """Keep the token as a session's would be kept, then connect with it: the first request."""
+        owner = self.owner
+        assert self.target.oauth is not None and self.target.oauth.store is not None
+        keep = ("clients", "issuer", "token", "granted_scope", "resource")
+        state = self.flow.state
+        if state.get("client") and state["client"].get("how") != "pre-registered":
+            clients = {**state.get("clients", {}), state["client"]["issuer"]: state["client"]}
+            state = {**state, "clients": clients}
+        key = self.target.oauth.store_key or ""
+        self.target.oauth.store.save(key, {k: state[k] for k in keep if k in state})
+        owner.base += owner.engine_seq  # the connection numbers its frames from 1 again
+        owner.engine_seq = 0
+        await owner._connect()
+
+    async def aclose(self) -> None:
+        if self.running is not None:
+            self.running.cancel()
+            await asyncio.gather(self.running, return_exceptions=True)
+        await self.http.aclose()
+
+
+def busy(phases: list[Any]) -> bool:
+    """Whether the debugger is running steps, from a session's phases."""
+    runs = [p for p in phases if isinstance(p, dict) and p.get("state") == "oauth-run"]
+    return bool(runs and runs[-1].get("busy"))
+
+
+def progress(phases: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each debugger step's latest phase (outcome, frames, note), from a session's phases."""
+    steps: dict[str, dict[str, Any]] = {}
+    for phase in phases:
+        if not isinstance(phase, dict) or phase.get("state") != "oauth-step":
+            continue
+        if phase.get("step") in DEBUG_STEPS:
+            steps[str(phase["step"])] = phase
+    return steps
