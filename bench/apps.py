@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import sqlite3
@@ -301,6 +302,9 @@ async def run(
     except BaseException:
         print(f"  app: logs kept in {app.dir}", file=sys.stderr)
         raise
+    else:
+        app.stop()
+        shutil.rmtree(app.dir, ignore_errors=True)
     finally:
         app.stop()
     step(f"stopping with {stop_sessions:,} live sessions")

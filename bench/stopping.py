@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -88,8 +89,11 @@ def main() -> None:
     django.setup()
     call_command("migrate", verbosity=0)
     port = servers.free_port()
-    with servers.http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
-        result = asyncio.run(run(args.sessions, url))
+    try:
+        with servers.http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
+            result = asyncio.run(run(args.sessions, url))
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
     print(json.dumps(result))
 
 
