@@ -142,7 +142,8 @@ class _FormFields(HTMLParser):
 
     def __init__(self, action: str) -> None:
         super().__init__()
-        self.action, self.inside, self.fields = action, False, {}
+        self.action, self.inside = action, False
+        self.fields: dict[str, str] = {}
         self._select: str | None = None
         self._textarea: str | None = None
 

@@ -20,6 +20,8 @@ from typing import Any
 
 from bench import servers
 
+WAVE = 50  # sessions starting at once
+
 
 async def run(count: int, url: str) -> dict[str, Any]:
     from asgiref.sync import sync_to_async
@@ -45,7 +47,14 @@ async def run(count: int, url: str) -> dict[str, Any]:
 
     sessions = await sync_to_async(make)()
     started = time.perf_counter()
-    for session in sessions:
+
+    def settled() -> int:
+        return McpSession.objects.filter(status__in=("ready", "failed", "closed")).count()
+
+    for index, session in enumerate(sessions):
+        if index % WAVE == 0:  # a few handshakes at a time: the tiny server is one process
+            while await sync_to_async(settled)() < index - WAVE:
+                await asyncio.sleep(0.05)
         while True:  # the in-memory layer holds 100 messages a channel: let the runtime take them
             try:
                 await client.start_session(session)
@@ -59,7 +68,8 @@ async def run(count: int, url: str) -> dict[str, Any]:
     deadline = time.monotonic() + 300
     while (n := await sync_to_async(ready)()) < count:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {n} of {count} sessions got ready")
+            notes = await sync_to_async(_others)()
+            raise RuntimeError(f"only {n} of {count} sessions got ready; the others: {notes[:5]}")
         await asyncio.sleep(0.1)
     opened = time.perf_counter() - started
     started = time.perf_counter()
@@ -74,6 +84,13 @@ async def run(count: int, url: str) -> dict[str, Any]:
 
     closed, lost = await sync_to_async(check)()
     return {"sessions": count, "open_s": opened, "stop_s": stop_s, "closed": closed, "lost": lost}
+
+
+def _others() -> list[tuple[str, str]]:
+    """What the sessions that did not get ready say."""
+    from sessions.models import McpSession
+
+    return sorted({(s.status, s.status_note) for s in McpSession.objects.exclude(status="ready")})
 
 
 def main() -> None:

@@ -18,14 +18,25 @@ DEFAULT_PORT = 6274
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the inspector; return the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    # httpx imports its own command-line client (click, rich, pygments) when those are installed,
-    # unless the import fails: a third of the CLI's start-up, and memory in the web process.
-    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+    if not any(isinstance(finder, _WithoutHttpxCli) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _WithoutHttpxCli())
     if "--cli" in args:
         from inspector import cli
 
         return cli.main(args)
     return serve(args)
+
+
+class _WithoutHttpxCli:
+    """Make ``import httpx._main`` fail, as httpx expects when its CLI extras are not installed.
+
+    Otherwise httpx imports its own command-line client (click, rich, pygments) whenever they are
+    installed: a third of the CLI's start-up, and memory in the web process, for nothing.
+    """
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "httpx._main":
+            raise ModuleNotFoundError("the inspector does not use the httpx command line", name=name)
 
 
 def is_loopback(host: str) -> bool:

@@ -64,7 +64,7 @@ def in_db_thread(fn: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
 
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         for conn in connections.all(initialized_only=True):
-            conn.health_check_done = False  # with CONN_HEALTH_CHECKS, a dropped server connection is redone
+            conn.health_check_done = False  # type: ignore[attr-defined]  # CONN_HEALTH_CHECKS: test it first
         try:
             return fn(*args, **kwargs)
         finally:
@@ -129,11 +129,10 @@ def update_session(pk: int, **fields: Any) -> None:
 
 @in_db_thread
 def append_phase(pk: int, phase: dict[str, Any], **fields: Any) -> None:
-    row = McpSession.objects.get(pk=pk)
-    row.phases = [*row.phases, phase]
-    for name, value in fields.items():
-        setattr(row, name, value)
-    row.save(update_fields=["phases", *fields])
+    # Only the phases are read: the whole row would decrypt the session's config for nothing. Only
+    # the session's owner appends, one write at a time on this thread.
+    phases = McpSession.objects.filter(pk=pk).values_list("phases", flat=True).get()
+    McpSession.objects.filter(pk=pk).update(phases=[*(phases or []), phase], **fields)
 
 
 @in_db_thread
