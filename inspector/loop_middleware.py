@@ -45,8 +45,8 @@ def small_body(request: HttpRequest) -> bool:
     """Whether parsing the request's form (if any) is quick work, fit for the event loop."""
     if request.method in ("GET", "HEAD", "OPTIONS"):
         return True
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    try:  # no length (a chunked body): it may be big, and spooled to disk
+        length = int(request.META.get("CONTENT_LENGTH") or -1)
     except ValueError:
         return False
     return 0 <= length <= SMALL_BODY
