@@ -61,6 +61,8 @@ class Runtime:
     async def shutdown(self, reason: str = "the inspector stopped") -> None:
         """Close every live session properly, recording how each ended."""
         for owner in list(self.owners.values()):
+            if owner.recorder is not None:
+                owner.recorder.hold()  # nobody watches a stopping process: its last frames in one write
             owner.stop(reason)
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
