@@ -262,6 +262,11 @@ async def echo_latency(browser: Any, context: Any, app: App, calls: int, warmup:
     await page.get_by_role("button", name="List tools").click()
     await page.get_by_role("button", name="Open tool echo").click()
     await page.locator('#tool-form textarea[name="arg.message"]').wait_for()
+    # In the page is not yet taken by htmx: a click before then submits the form natively (a navigation).
+    await page.wait_for_function(
+        "() => { const f = document.querySelector('#tool-form form');"
+        " return !!f && f['htmx-internal-data'] !== undefined; }"
+    )
     result = {
         "tools form": await clicks(page, "tools", calls, warmup),
         "raw request form": await clicks(page, "raw", calls, warmup),
