@@ -17,13 +17,8 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
-import sqlite3
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,6 +28,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 from playwright.async_api import async_playwright
 
 from bench import clients, servers
+from bench.apps import App
 from sessions.engine import StdioTarget
 
 CHROMIUM = "/usr/bin/chromium"
@@ -122,88 +118,7 @@ FLOOD_STATE_JS = "() => { const w = window.__flood; return {result: w.result, la
 FLOOD_STOP_JS = "() => { const w = window.__flood; w.obs.disconnect(); clearInterval(w.timer); if (w.long) w.long.disconnect(); }"  # noqa: E501
 
 
-# --- the app under test and its server processes ----------------------------------------------------
-
-
-class App:
-    """One running ``mcp-inspector --no-browser`` with its own data directory, token and port."""
-
-    def __init__(self, env: dict[str, str] | None = None) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="bench-browser-"))
-        self.token = secrets.token_urlsafe(16)
-        self.port = servers.free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log = open(self.dir / "app.log", "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [str(APP_BIN), "--no-browser", "--port", str(self.port)],
-            stdin=subprocess.DEVNULL,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            env={
-                **os.environ,
-                "INSPECTOR_DATA_DIR": str(self.dir),
-                "INSPECTOR_TOKEN": self.token,
-                **(env or {}),
-            },
-        )
-        self._db: sqlite3.Connection | None = None
-        self.connects = 0  # sessions connected through the UI
-        self.stuck: list[str] = []  # the state shown by pages that did not reach "ready" by themselves
-
-    async def ready(self) -> None:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.5):
-                return
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mcp-inspector did not start; see {self.dir / 'app.log'}")
-            await asyncio.sleep(0.05)
-
-    @property
-    def login_url(self) -> str:
-        return f"{self.base}/auth/token?token={self.token}"
-
-    def db(self) -> sqlite3.Connection:
-        if self._db is None:
-            url = f"file:{self.dir / 'inspector.sqlite3'}?mode=ro"
-            self._db = sqlite3.connect(url, uri=True, check_same_thread=False)
-        return self._db
-
-    def frames(self, public_id: str, after: int = 0, method: str | None = None) -> int:
-        sql = (
-            "SELECT count(*) FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s"
-            " ON f.session_id = s.id WHERE s.public_id = ? AND f.seq > ?"
-        )
-        params: list[Any] = [public_id.replace("-", ""), after]
-        if method is not None:
-            sql += " AND f.method = ?"
-            params.append(method)
-        return int(self.db().execute(sql, params).fetchone()[0])
-
-    def status(self, public_id: str) -> str:
-        sql = "SELECT status FROM mcp_sessions_mcpsession WHERE public_id = ?"
-        row = self.db().execute(sql, [public_id.replace("-", "")]).fetchone()
-        return "" if row is None else str(row[0])
-
-    def last_seq(self, public_id: str) -> int:
-        sql = "SELECT last_seq FROM mcp_sessions_mcpsession WHERE public_id = ?"
-        return int(self.db().execute(sql, [public_id.replace("-", "")]).fetchone()[0])
-
-    def stop(self, timeout: float = 20) -> float:
-        """SIGTERM, wait for the exit; return the seconds it took (SIGKILL after ``timeout``)."""
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-        started = time.perf_counter()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return time.perf_counter() - started
+# --- the server processes of the app under test ----------------------------------------------------
 
 
 def _proc_stat(pid: int) -> tuple[int, int] | None:
@@ -348,6 +263,11 @@ async def echo_latency(browser: Any, context: Any, app: App, calls: int, warmup:
     await page.get_by_role("button", name="List tools").click()
     await page.get_by_role("button", name="Open tool echo").click()
     await page.locator('#tool-form textarea[name="arg.message"]').wait_for()
+    # In the page is not yet taken by htmx: a click before then submits the form natively (a navigation).
+    await page.wait_for_function(
+        "() => { const f = document.querySelector('#tool-form form');"
+        " return !!f && f['htmx-internal-data'] !== undefined; }"
+    )
     result = {
         "tools form": await clicks(page, "tools", calls, warmup),
         "raw request form": await clicks(page, "raw", calls, warmup),

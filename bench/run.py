@@ -271,6 +271,10 @@ def print_table(results: dict[str, Any]) -> None:
         from bench import browser
 
         browser.print_table(results["browser"])
+    if "app" in results:
+        from bench import apps
+
+        apps.print_table(results["app"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -311,18 +315,31 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20, help="idle sessions for the memory figure")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--no-browser", action="store_true", help="skip bench/browser.py")
+    parser.add_argument(
+        "--no-app", action="store_true", help="skip bench/apps.py (the app without a browser)"
+    )
+    parser.add_argument("--app-only", action="store_true", help="run only bench/apps.py")
+    parser.add_argument("--app-calls", type=int, default=200, help="tools/calls timed for the app's CPU")
+    parser.add_argument("--stop-sessions", type=int, default=1000, help="live sessions when stopping")
     parser.add_argument("--browser-only", action="store_true", help="run only the browser section")
     parser.add_argument("--clicks", type=int, default=30, help="timed clicks per form in the browser section")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.warmup, args.repeat, args.notifications, args.sessions = 50, 5, 1, 5_000, 3
-        args.clicks = 10
+        args.clicks, args.app_calls, args.stop_sessions = 10, 30, 50
+    if args.app_only:
+        args.browser_only, args.no_browser = True, True
     started = time.perf_counter()
     results: dict[str, Any] = {"latency": {}, "notifications": {}, "memory": {}}
     ok = True
     if not args.browser_only:
         results = asyncio.run(run(args))
         ok = judge(results)
+    if not args.no_app and (args.app_only or not args.browser_only):
+        from bench import apps
+
+        results["app"] = asyncio.run(apps.run(calls=args.app_calls, stop_sessions=args.stop_sessions))
+        ok &= apps.judge(results["app"])
     if not args.no_browser:
         from bench import browser
 

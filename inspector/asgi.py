@@ -13,15 +13,18 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
 from inspector.uploads import leave_bodies_to_django  # noqa: E402
-from sessions.runtime.host import ensure_embedded_runtime  # noqa: E402
+from sessions.runtime.host import ensure_embedded_runtime, warm_up_in_background  # noqa: E402
 from sessions.runtime.workers import ensure_reaper  # noqa: E402
 
 # Under daphne (mcp-inspector, or `daphne inspector.asgi:application`), which imports this module.
 leave_bodies_to_django()
+if settings.INSPECTOR_EMBEDDED_RUNTIME:
+    warm_up_in_background()
 
 router = ProtocolTypeRouter(
     {

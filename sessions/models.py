@@ -285,7 +285,11 @@ class TimelineFrame(models.Model):
         """
 
         def column(row: dict[str, Any], name: str) -> Any:
-            return json.dumps(row[name]) if name in JSON_FIELDS else row[name]
+            value = row[name]
+            if name not in JSON_FIELDS:
+                return value
+            # Most frames have no verdicts and little transport detail: skip the encoder for those.
+            return "{}" if value == {} else "[]" if value == [] else json.dumps(value)
 
         values = [(session_pk, *[column(row, name) for name in ROW_FIELDS]) for row in rows]
         with connection.cursor() as cursor:

@@ -209,3 +209,27 @@ async def test_close_returns_when_the_database_never_answers_and_says_which_fram
     assert await recorded.stored() == []
     assert [r["seq"] for r in recorded.recorder.rows] == list(range(1, 9))  # kept, not dropped
     assert any("8 frames" in r.getMessage() and "seq 1-8" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_held_recorder_keeps_every_frame_and_stores_them_in_one_batch_at_close(
+    recorded: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process is stopping: a session's last frames go in one write, not one each; none is lost."""
+    batches: list[list[int]] = []
+
+    async def store(session_pk: int, batch: list[dict[str, Any]]) -> None:
+        batches.append([r["seq"] for r in batch])
+        await real_store(session_pk, batch)
+
+    monkeypatch.setattr(recorder_module, "store_frames", store)
+    recorded.recorder.hold()
+    for seq in (1, 2, 3):
+        recorded.add([seq])
+        for _ in range(5):  # the recorder's task gets its turns: held, it writes nothing
+            await asyncio.sleep(0)
+    assert batches == []
+    async with asyncio.timeout(WAIT):
+        await recorded.recorder.close()
+    assert batches == [[1, 2, 3]]
+    assert [f.seq for f in await recorded.stored()] == [1, 2, 3]
+    no_gap(await recorded.events_until(3), 3)

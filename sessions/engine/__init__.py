@@ -45,6 +45,7 @@ from ._outputs import MATCHES as OUTPUT_MATCHES
 from ._outputs import OUTPUT_CODES
 from ._processes import ServerProcess, kill_recorded, kill_tree
 from ._requests import RequestHandle
+from ._rules import warm_up
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
 from ._skills import Skill, SkillError, SkillRead, Skills, SkillVerificationFailed, offers_skills
@@ -131,6 +132,7 @@ __all__ = [
     "mask_headers",
     "oauth_client",
     "task_augmentable",
+    "warm_up",
     "offers_skills",
 ]
 

@@ -10,15 +10,17 @@ import asyncio
 import atexit
 import contextlib
 import sys
+import threading
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
-from sessions.engine import ServerProcess, kill_tree
+from sessions.engine import ServerProcess, kill_tree, warm_up
+from sessions.runtime import store
 from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession
 from sessions.runtime.owner import SessionOwner
 
-__all__ = ["Runtime", "ensure_embedded_runtime", "stop_embedded_runtime"]
+__all__ = ["Runtime", "ensure_embedded_runtime", "stop_embedded_runtime", "warm_up_in_background"]
 
 
 class Runtime:
@@ -59,6 +61,8 @@ class Runtime:
     async def shutdown(self, reason: str = "the inspector stopped") -> None:
         """Close every live session properly, recording how each ended."""
         for owner in list(self.owners.values()):
+            if owner.recorder is not None:
+                owner.recorder.hold()  # nobody watches a stopping process: its last frames in one write
             owner.stop(reason)
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
 
@@ -68,6 +72,20 @@ class Runtime:
             server = getattr(getattr(owner.client, "transport", None), "server_process", None)
             if isinstance(server, ServerProcess):
                 kill_tree(server)
+
+
+_warming: threading.Thread | None = None
+
+
+def warm_up_in_background() -> None:
+    """Load the engine's schema checks on a thread now (once a process), not in the first handshake.
+
+    For a process that runs sessions: the web process of the embedded set-up, an engine worker.
+    """
+    global _warming
+    if _warming is None:
+        _warming = threading.Thread(target=warm_up, name="mcp-schema-warm-up", daemon=True)
+        _warming.start()
 
 
 _embedded: tuple[asyncio.AbstractEventLoop, Runtime, asyncio.Task[None]] | None = None
@@ -124,3 +142,4 @@ async def stop_embedded_runtime(reason: str = "the inspector stopped") -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await serving
     await runtime.shutdown(reason)
+    await store.close_connections()

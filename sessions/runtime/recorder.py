@@ -50,6 +50,7 @@ class Recorder:
         self._closing = False
         self._closed = asyncio.Event()  # cuts the waits between attempts short
         self._abandoned = False  # closed while the database took nothing: what is left stays in rows
+        self._held = False  # the session is ending with the process: store what comes at close(), at once
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -59,10 +60,20 @@ class Recorder:
         self.rows.append(row)
         self._wake.set()
 
+    def hold(self) -> None:
+        """Keep new frames until ``close()``, which stores them in one batch: the process is stopping.
+
+        A session's last frames (closing, the DELETE and its answer, closed) each came in a write of
+        their own; with a thousand sessions ending at once, those writes were most of the stop.
+        """
+        self._held = True
+
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self._held and not self._closing:
+                continue
             await self._drain()
             if self._closing:
                 return

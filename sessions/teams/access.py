@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import OuterRef, Subquery
 
 from sessions.models import McpSession, ServerConfig
 from sessions.teams.models import Membership, Role, Team
@@ -104,11 +105,12 @@ def session_with_role(user_id: int, public_id: Any) -> tuple[McpSession, str] | 
 
     Absent and not-a-member look the same, so ids of other teams' sessions stay private.
     """
+    # One query: the session with the person's role in its team (every session view asks this).
+    role = Membership.objects.filter(user_id=user_id, team_id=OuterRef("team_id")).values("role")[:1]
     try:
-        session = McpSession.objects.filter(public_id=public_id).first()
+        session = McpSession.objects.filter(public_id=public_id).annotate(person_role=Subquery(role)).first()
     except (ValueError, TypeError):
         return None
-    if session is None:
+    if session is None or session.person_role is None:
         return None
-    role = role_in(user_id, session.team_id)
-    return None if role is None else (session, role)
+    return session, session.person_role

@@ -57,6 +57,11 @@ def call_context(
     ``sent`` (method and params) stands in for the request frame while the recorder has not stored it.
     """
     key = json.dumps(rpc_id)
+    if outcome is not None and _whole(outcome) and sent is not None:
+        # The owner's outcome says all the card needs (where its frames sit, verdicts, latency):
+        # the request and its answer are not read back from the database.
+        method = sent.get("method") or outcome.get("method", "")
+        return _card(session, rpc_id, method, sent.get("params") or {}, outcome, None, None)
     request = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
         .order_by("-seq")
@@ -115,7 +120,29 @@ def call_context(
             outcome.pop("result", None)
             outcome.pop("error", None)
     method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
-    params = sent.get("params") or {}
+    return _card(session, rpc_id, method, sent.get("params") or {}, outcome, request, response)
+
+
+def _whole(outcome: dict[str, Any] | None) -> bool:
+    """Whether an owner's outcome stands for both frames: its answer was seen, and is small enough
+    to render (a bigger one shows the stored frame's head)."""
+    return (
+        outcome is not None
+        and outcome.get("request_seq") is not None
+        and outcome.get("response_seq") is not None
+        and int(outcome.get("size") or 0) <= CARD_BYTES
+    )
+
+
+def _card(
+    session: McpSession,
+    rpc_id: int | str,
+    method: str,
+    params: dict[str, Any],
+    outcome: dict[str, Any] | None,
+    request: TimelineFrame | None,
+    response: TimelineFrame | None,
+) -> dict[str, Any]:
     verdict = None
     if method == "tools/call" and outcome and isinstance(outcome.get("result"), dict):
         if response is not None:

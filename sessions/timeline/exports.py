@@ -126,8 +126,9 @@ async def jsonl_lines(
         rows = [r async for r in _frames(session, frames).filter(seq__gt=after).order_by("seq")[:CHUNK]]
         if not rows:
             return
-        for row in rows:
-            yield record_line(row if redactor is None else redactor.frame(row))
+        # One ASGI message per chunk, not per line: a message (and a socket write) per frame cost
+        # more than making the line.
+        yield "".join(record_line(row if redactor is None else redactor.frame(row)) for row in rows)
         after = rows[-1].seq
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from sessions.frames import message_of
@@ -50,10 +52,37 @@ def stored_pages(session: McpSession) -> list[dict[str, Any]]:
     return [page["result"] for page in pages]
 
 
+# The newest listing's tools by name, per session: a call finds its tool without reading and parsing
+# every page again. Keyed by the newest tools/list frame, so a new listing (from any process) is read
+# afresh; stored frames never change. Callers must not change the tools they get.
+_TOOLS_KEPT = 64
+_tools: OrderedDict[tuple[int, int], dict[str, dict[str, Any]]] = OrderedDict()
+_tools_lock = threading.Lock()
+
+
 def find_tool(session: McpSession, name: str) -> dict[str, Any] | None:
-    """Return a tool of the newest listing by name."""
-    for page in reversed(stored_pages(session)):
-        for tool in page.get("tools") or []:
-            if isinstance(tool, dict) and tool.get("name") == name:
-                return tool
-    return None
+    """Return a tool of the newest listing by name (a later page's first, as the server sent it)."""
+    newest = (
+        TimelineFrame.objects.filter(session=session, method="tools/list")
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if newest is None:
+        return None
+    key = (session.pk, newest)
+    with _tools_lock:
+        tools = _tools.get(key)
+        if tools is not None:
+            _tools.move_to_end(key)
+    if tools is None:
+        tools = {}
+        for page in reversed(stored_pages(session)):
+            for tool in page.get("tools") or []:
+                if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                    tools.setdefault(tool["name"], tool)
+        with _tools_lock:
+            _tools[key] = tools
+            while len(_tools) > _TOOLS_KEPT:
+                _tools.popitem(last=False)
+    return tools.get(name)

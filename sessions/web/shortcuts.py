@@ -168,10 +168,14 @@ async def render_call(
     outcome = answer.outcome if isinstance(answer, m.Done) else None
     rpc_id = answer.rpc_id if isinstance(answer, m.Started) else answer.outcome["rpc_id"]
     sent = {"method": method, "params": params or {}}
-    context = await sync_to_async(call_context)(session, rpc_id, outcome=outcome, sent=sent)
-    if outcome is None:
-        context["running"] = True
-    return await sync_to_async(render)(request, "sessions/_call.html", context)
+
+    def card() -> HttpResponse:  # one trip to the thread for both
+        context = call_context(session, rpc_id, outcome=outcome, sent=sent)
+        if outcome is None:
+            context["running"] = True
+        return render(request, "sessions/_call.html", context)
+
+    return await sync_to_async(card)()
 
 
 async def ask(

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions.runtime import workers
-from sessions.runtime.host import Runtime
-from sessions.runtime.store import in_db_thread
+from sessions.runtime.host import Runtime, warm_up_in_background
+from sessions.runtime.store import close_connections, in_db_thread
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ class Command(BaseCommand):
     async def serve(self) -> None:
         name = workers.new_name()
         runtime = Runtime(worker=name)
+        warm_up_in_background()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -53,6 +54,7 @@ class Command(BaseCommand):
         await asyncio.gather(*tasks, return_exceptions=True)
         await runtime.shutdown("the engine worker stopped")
         await in_db_thread(workers.retire)(name)
+        await close_connections()
 
     async def heartbeat(self, name: str) -> None:
         """Beat, and reap (the sessions of workers that stopped beating, those no worker took); a

@@ -1,0 +1,355 @@
+"""The web app as people use it, without a browser: its CPU per tool call, connecting, stopping, the CLI.
+
+1. **the app's CPU per tool call**: a real ``mcp-inspector`` (the ``App`` below) and ``tools/call echo``
+   posted through its Tools form over HTTP (login, CSRF, the view, the runtime, the recorder, the call
+   card), server-everything over stdio; the app process's CPU time (``/proc/<pid>/stat``, every thread)
+   across the calls, divided by their number. Target ≤ 5 ms.
+2. **connect → connected**: the connect form posted to a freshly started app, until its database says
+   ``ready`` (the first connect of an app run, then a second one). Target below half the official
+   inspector's 1,471 ms and MCPJam's 748 ms (recorded on this machine: issue 10).
+3. **stopping with live sessions**: ``bench/stopping.py`` in a process of its own.
+4. **the CLI**: ``mcp-inspector --cli URL --method tools/call`` to server-everything over Streamable
+   HTTP, the whole process's wall time. Target ≤ 0.3× the official CLI's 789 ms (recorded, issue 10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench import servers
+
+APP_BIN = Path(sys.executable).with_name("mcp-inspector")
+CPU_TARGET_MS = 5.0  # the app's CPU per tool call through the web path, at most
+OFFICIAL_CONNECT_MS = 1471.0  # click connect → connected, official inspector 2.12 (issue 10, recorded)
+MCPJAM_CONNECT_MS = 748.0  # the same, MCPJam 1.0.24 (issue 10, recorded)
+CONNECT_TARGET_MS = min(OFFICIAL_CONNECT_MS * 0.5, MCPJAM_CONNECT_MS)
+OFFICIAL_CLI_MS = 789.0  # one tools/call over Streamable HTTP, official CLI (issue 10, recorded)
+CLI_TARGET = 0.3  # × the official CLI's wall time, at most
+STOP_TARGET_S = 3.0  # stopping with 1,000 live sessions, at most
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class App:
+    """One running ``mcp-inspector --no-browser`` with its own data directory, token and port."""
+
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-browser-"))
+        self.token = secrets.token_urlsafe(16)
+        self.port = servers.free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = open(self.dir / "app.log", "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [str(APP_BIN), "--no-browser", "--port", str(self.port)],
+            stdin=subprocess.DEVNULL,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env={
+                **os.environ,
+                "INSPECTOR_DATA_DIR": str(self.dir),
+                "INSPECTOR_TOKEN": self.token,
+                **(env or {}),
+            },
+        )
+        self._db: sqlite3.Connection | None = None
+        self.connects = 0  # sessions connected through the UI
+        self.stuck: list[str] = []  # the state shown by pages that did not reach "ready" by themselves
+
+    def cpu_seconds(self) -> float:
+        """CPU time the app process has used so far (user + system, every thread; not its children)."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    async def ready(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.5):
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mcp-inspector did not start; see {self.dir / 'app.log'}")
+            await asyncio.sleep(0.05)
+
+    @property
+    def login_url(self) -> str:
+        return f"{self.base}/auth/token?token={self.token}"
+
+    def db(self) -> sqlite3.Connection:
+        if self._db is None:
+            url = f"file:{self.dir / 'inspector.sqlite3'}?mode=ro"
+            self._db = sqlite3.connect(url, uri=True, check_same_thread=False)
+        return self._db
+
+    def frames(self, public_id: str, after: int = 0, method: str | None = None) -> int:
+        sql = (
+            "SELECT count(*) FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s"
+            " ON f.session_id = s.id WHERE s.public_id = ? AND f.seq > ?"
+        )
+        params: list[Any] = [public_id.replace("-", ""), after]
+        if method is not None:
+            sql += " AND f.method = ?"
+            params.append(method)
+        return int(self.db().execute(sql, params).fetchone()[0])
+
+    def status(self, public_id: str) -> str:
+        sql = "SELECT status FROM mcp_sessions_mcpsession WHERE public_id = ?"
+        row = self.db().execute(sql, [public_id.replace("-", "")]).fetchone()
+        return "" if row is None else str(row[0])
+
+    def last_seq(self, public_id: str) -> int:
+        sql = "SELECT last_seq FROM mcp_sessions_mcpsession WHERE public_id = ?"
+        return int(self.db().execute(sql, [public_id.replace("-", "")]).fetchone()[0])
+
+    def stop(self, timeout: float = 20) -> float:
+        """SIGTERM, wait for the exit; return the seconds it took (SIGKILL after ``timeout``)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        started = time.perf_counter()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return time.perf_counter() - started
+
+
+# --- a person's browser, without the browser -----------------------------------------------------
+
+
+class _FormFields(HTMLParser):
+    """The fields a form sends by default (inputs, checked boxes, selected options, textareas)."""
+
+    def __init__(self, action: str) -> None:
+        super().__init__()
+        self.action, self.inside = action, False
+        self.fields: dict[str, str] = {}
+        self._select: str | None = None
+        self._textarea: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "form":
+            self.inside = a.get("action") == self.action
+        if not self.inside or not a.get("name") and tag != "option":
+            return
+        if tag == "input" and a.get("type") not in ("submit", "button"):
+            if a.get("type") in ("checkbox", "radio") and "checked" not in a:
+                return
+            self.fields[a["name"]] = a.get("value", "on" if a.get("type") == "checkbox" else "")
+        elif tag == "select":
+            self._select = a["name"]
+        elif tag == "option" and self._select is not None:
+            if "selected" in a or self._select not in self.fields:
+                self.fields[self._select] = a.get("value", "")
+        elif tag == "textarea":
+            self._textarea = a["name"]
+            self.fields[a["name"]] = ""
+
+    def handle_data(self, data: str) -> None:
+        if self._textarea is not None:
+            self.fields[self._textarea] += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.inside = False
+        elif tag == "select":
+            self._select = None
+        elif tag == "textarea":
+            self._textarea = None
+
+
+class Person:
+    """An HTTP client logged in to the app, posting its forms as htmx would (CSRF header, same origin)."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.http = httpx.AsyncClient(base_url=app.base, timeout=30, headers={"Origin": app.base})
+
+    async def __aenter__(self) -> Person:
+        await self.http.get(self.app.login_url)  # a form the page's script posts, with a CSRF token
+        answer = await self.post("/auth/token", {"token": self.app.token, "next": "/"})
+        if answer.status_code != 302:
+            raise RuntimeError(f"the token login answered {answer.status_code}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    def _headers(self) -> dict[str, str]:
+        return {"X-CSRFToken": self.http.cookies.get("mcp_inspector_csrftoken") or "", "HX-Request": "true"}
+
+    async def post(self, path: str, data: dict[str, str]) -> httpx.Response:
+        return await self.http.post(path, data=data, headers=self._headers())
+
+    async def connect(self, argv: list[str]) -> tuple[str, float]:
+        """Post the connect form; return the session's public id and ms until its database says ready."""
+        page = await self.http.get("/")
+        form = _FormFields("/connect")
+        form.feed(page.text)
+        fields = {**form.fields, "transport": "stdio", "command": " ".join(argv)}
+        started = time.perf_counter()
+        response = await self.post("/connect", fields)
+        where = response.headers.get("HX-Redirect") or response.headers.get("Location") or ""
+        if not where.startswith("/s/"):
+            raise RuntimeError(f"connect answered {response.status_code} {where}: {response.text[:500]}")
+        public_id = where.rstrip("/").rsplit("/", 1)[-1]
+        deadline = time.monotonic() + 30
+        while (status := self.app.status(public_id)) != "ready":
+            if status in ("failed", "closed") or time.monotonic() > deadline:
+                raise RuntimeError(f"session {public_id} is {status}; see {self.app.dir / 'app.log'}")
+            await asyncio.sleep(0.002)
+        return public_id, (time.perf_counter() - started) * 1000
+
+
+# --- the measures ----------------------------------------------------------------------------------
+
+
+async def cpu_per_call(person: Person, calls: int, warmup: int) -> dict[str, Any]:
+    """The app's CPU (and the wall time) per tools/call echo posted through the Tools form."""
+    app = person.app
+    public_id, _ = await person.connect(servers.everything_stdio())
+    listed = await person.post(f"/s/{public_id}/tools/list", {"page": "first"})
+    listed.raise_for_status()
+    tag = secrets.token_hex(3)
+    walls: list[float] = []
+    cpu_before = 0.0
+    for i in range(warmup + calls):
+        if i == warmup:
+            cpu_before = app.cpu_seconds()
+        text = f"call {i:05d} {tag}."
+        started = time.perf_counter()
+        answer = await person.post(
+            f"/s/{public_id}/tools/call", {"name": "echo", "mode": "form", "arg.message": text}
+        )
+        walls.append((time.perf_counter() - started) * 1000)
+        if answer.status_code != 200 or f"Echo: {text}" not in answer.text:
+            raise RuntimeError(f"tools/call answered {answer.status_code}: {answer.text[:500]}")
+    cpu = app.cpu_seconds() - cpu_before
+    timed = walls[warmup:]
+    return {
+        "calls": calls,
+        "cpu_ms_per_call": cpu * 1000 / calls,
+        "wall_median_ms": statistics.median(timed),
+        "x_target": cpu * 1000 / calls / CPU_TARGET_MS,
+    }
+
+
+async def connect_times(person: Person) -> dict[str, Any]:
+    """Connect → ready, the first connect of a freshly started app and the next one."""
+    _, first = await person.connect(servers.everything_stdio())
+    _, second = await person.connect(servers.everything_stdio())
+    return {"first_ms": first, "second_ms": second, "x_official": first / OFFICIAL_CONNECT_MS}
+
+
+def cli_call(url: str, runs: int) -> dict[str, Any]:
+    """Wall time of ``mcp-inspector --cli URL --method tools/call`` (one untimed run first)."""
+    argv = [str(APP_BIN), "--cli", url, "--method", "tools/call", "--tool-name", "echo"]
+    argv += ["--tool-arg", "message=hello"]
+    times = []
+    for i in range(runs + 1):
+        started = time.perf_counter()
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if i:
+            times.append((time.perf_counter() - started) * 1000)
+        if done.returncode != 0 or "Echo: hello" not in done.stdout:
+            raise RuntimeError(f"the CLI failed ({done.returncode}): {done.stderr[-500:]}")
+    median = statistics.median(times)
+    return {"runs": runs, "median_ms": median, "min_ms": min(times), "x_official": median / OFFICIAL_CLI_MS}
+
+
+def stopping(sessions: int) -> dict[str, Any]:
+    """``bench/stopping.py`` in a process of its own (it sets Django up)."""
+    argv = [sys.executable, "-m", "bench.stopping", "--sessions", str(sessions)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.stopping failed: {done.stderr[-2000:]}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+async def run(
+    calls: int = 200, warmup: int = 20, stop_sessions: int = 1000, cli_runs: int = 7
+) -> dict[str, Any]:
+    step = lambda what: print(f"  … app: {what}", file=sys.stderr, flush=True)  # noqa: E731
+    results: dict[str, Any] = {}
+    app = App()
+    try:
+        await app.ready()
+        step("connect → ready, in a freshly started app")
+        async with Person(app) as person:
+            results["connect"] = await connect_times(person)
+            step(f"the app's CPU per tools/call, {warmup}+{calls} calls through the Tools form")
+            results["cpu"] = await cpu_per_call(person, calls, warmup)
+    except BaseException:
+        print(f"  app: logs kept in {app.dir}", file=sys.stderr)
+        raise
+    else:
+        app.stop()
+        shutil.rmtree(app.dir, ignore_errors=True)
+    finally:
+        app.stop()
+    step(f"stopping with {stop_sessions:,} live sessions")
+    results["stop"] = await asyncio.to_thread(stopping, stop_sessions)
+    with servers.everything_http() as url:
+        step(f"the CLI, one tools/call over Streamable HTTP, {cli_runs} runs")
+        results["cli"] = await asyncio.to_thread(cli_call, url, cli_runs)
+    return results
+
+
+def judge(results: dict[str, Any]) -> bool:
+    cpu, connect, stop, cli = results["cpu"], results["connect"], results["stop"], results["cli"]
+    cpu["pass"] = cpu["cpu_ms_per_call"] <= CPU_TARGET_MS
+    connect["pass"] = connect["first_ms"] <= CONNECT_TARGET_MS
+    stop["pass"] = stop["lost"] == 0 and stop["stop_s"] < STOP_TARGET_S
+    cli["pass"] = cli["x_official"] <= CLI_TARGET
+    ok = cpu["pass"] and connect["pass"] and stop["pass"] and cli["pass"]
+    results["pass"] = ok
+    return ok
+
+
+def print_table(results: dict[str, Any]) -> None:
+    v = lambda row: "PASS" if row["pass"] else "FAIL"  # noqa: E731
+    cpu, connect, stop, cli = results["cpu"], results["connect"], results["stop"], results["cli"]
+    print("\n8. the app without a browser (server-everything over stdio unless said)")
+    print(f"   {'measure':<52}{'value':>10}{'ratio':>9}  verdict")
+    print(
+        f"     {f'app CPU per tools/call, ms (×{CPU_TARGET_MS:g} ms target)':<50}"
+        f"{cpu['cpu_ms_per_call']:>10.2f}{cpu['x_target']:>9.2f}  {v(cpu)}"
+    )
+    print(f"     {'  wall time per tools/call POST, median ms':<50}{cpu['wall_median_ms']:>10.2f}")
+    print(
+        f"     {'connect → ready, first of an app run, ms (×official)':<50}"
+        f"{connect['first_ms']:>10.0f}{connect['x_official']:>9.2f}  {v(connect)}"
+    )
+    print(f"     {'  connect → ready, the next one, ms':<50}{connect['second_ms']:>10.0f}")
+    label = f"stop with {stop['sessions']:,} live HTTP sessions, s (×{STOP_TARGET_S:g} s)"
+    print(f"     {label:<50}{stop['stop_s']:>10.2f}{stop['stop_s'] / STOP_TARGET_S:>9.2f}  {v(stop)}")
+    print(
+        f"     {'CLI tools/call over HTTP, wall ms (×official)':<50}"
+        f"{cli['median_ms']:>10.0f}{cli['x_official']:>9.2f}  {v(cli)}"
+    )
+    print(
+        f"   (targets: CPU ≤ {CPU_TARGET_MS:g} ms; connect ≤ {CONNECT_TARGET_MS:g}"
+        f" ms; stop < {STOP_TARGET_S:g} s, none lost; CLI ≤ {CLI_TARGET}× the official's; the official"
+        " inspector's and MCPJam's figures are recorded ones, issue 10)"
+    )

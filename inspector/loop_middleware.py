@@ -1,0 +1,135 @@
+"""Django's own middleware, run on the event loop wherever a hook does no I/O.
+
+In an async chain, Django runs each ``MiddlewareMixin`` hook (``process_request``,
+``process_view``, ``process_response``) through ``sync_to_async``: a trip to a worker thread and
+back for each, about fifteen a request here, whatever the hook does. Most of these hooks only read
+and set headers or cookies; they run here in place. The few that may touch the database (saving a
+changed session, reading messages kept in it, finding the signed-in user) or read a big request
+body still go to the thread, or use Django's async API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
+from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
+from django.contrib.auth.middleware import LoginRequiredMiddleware as _LoginRequired
+from django.contrib.messages.middleware import MessageMiddleware as _Messages
+from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
+from django.middleware.common import CommonMiddleware as _Common
+from django.middleware.csrf import CsrfViewMiddleware as _Csrf
+from django.middleware.security import SecurityMiddleware as _Security
+
+__all__ = [
+    "AuthenticationMiddleware",
+    "CommonMiddleware",
+    "CsrfViewMiddleware",
+    "LoginRequiredMiddleware",
+    "MessageMiddleware",
+    "SecurityMiddleware",
+    "SessionMiddleware",
+    "XFrameOptionsMiddleware",
+    "small_body",
+]
+
+SMALL_BODY = 64 * 1024
+"""A request body up to this size is in memory, and parsed in well under a millisecond."""
+
+
+def small_body(request: HttpRequest) -> bool:
+    """Whether parsing the request's form (if any) is quick work, fit for the event loop."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return True
+    try:  # no length (a chunked body): it may be big, and spooled to disk
+        length = int(request.META.get("CONTENT_LENGTH") or -1)
+    except ValueError:
+        return False
+    return 0 <= length <= SMALL_BODY
+
+
+class _OnTheLoop:
+    """A ``MiddlewareMixin`` whose hooks run in place in an async chain (``needs_thread`` says when not)."""
+
+    get_response: Any
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)  # type: ignore[call-arg]
+        if iscoroutinefunction(get_response) and hasattr(self, "process_view"):
+            # Django adapts a sync process_view with sync_to_async; an async one it awaits as it is.
+            setattr(self, "process_view", self._process_view_async)  # noqa: B010 - an instance's own hook
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponseBase:
+        response = None
+        if hasattr(self, "process_request"):
+            response = self.process_request(request)
+        response = response or await self.get_response(request)
+        if hasattr(self, "process_response"):
+            if self.response_needs_thread(request, response):
+                response = await sync_to_async(self.process_response, thread_sensitive=True)(
+                    request, response
+                )
+            else:
+                response = self.process_response(request, response)
+        return response
+
+    async def _process_view_async(self, request: HttpRequest, *args: Any) -> HttpResponseBase | None:
+        hook: Any = getattr(type(self), "process_view")  # noqa: B009 - the class's, not the instance's
+        if small_body(request):
+            return hook(self, request, *args)  # type: ignore[no-any-return]
+        return await sync_to_async(hook, thread_sensitive=True)(self, request, *args)  # type: ignore[no-any-return]
+
+    def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
+        return False
+
+
+class SecurityMiddleware(_OnTheLoop, _Security):
+    """Headers and the HTTPS redirect: no I/O."""
+
+
+class CommonMiddleware(_OnTheLoop, _Common):
+    """The slash redirect (a URL match) and Content-Length: no I/O."""
+
+
+class XFrameOptionsMiddleware(_OnTheLoop, _XFrameOptions):
+    """One header: no I/O."""
+
+
+class SessionMiddleware(_OnTheLoop, _Sessions):
+    """The session is loaded lazily (by whoever reads it); only saving a changed one writes."""
+
+    def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
+        return bool(request.session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
+
+
+class CsrfViewMiddleware(_OnTheLoop, _Csrf):
+    """The token comes from the cookie and a header, or the parsed form (a big one parsed in a thread)."""
+
+
+class AuthenticationMiddleware(_OnTheLoop, _Authentication):
+    """It only sets ``request.user`` and ``request.auser``, both lazy."""
+
+
+class LoginRequiredMiddleware(_OnTheLoop, _LoginRequired):
+    """Who is signed in, found with Django's async API; the sync ``request.user`` then reuses it."""
+
+    async def _process_view_async(self, request: HttpRequest, *args: Any) -> HttpResponseBase | None:
+        view = args[0]
+        user = await request.auser()
+        request._cached_user = user  # type: ignore[attr-defined]  # what request.user resolves to
+        if user.is_authenticated or not getattr(view, "login_required", True):
+            return None
+        return self.handle_no_permission(request, view)  # type: ignore[no-any-return]
+
+
+class MessageMiddleware(_OnTheLoop, _Messages):
+    """Messages are stored only when a view added some or a page showed them (then in a thread:
+    those that do not fit the cookie go to the session)."""
+
+    def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
+        storage = getattr(request, "_messages", None)
+        return storage is not None and bool(storage.used or storage.added_new)

@@ -1,0 +1,220 @@
+"""What makes a tool call, a connect and the CLI cheap (issue 10), held in place: each test fails
+if the work it guards comes back (a query, a thread hop, an import)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import AsyncClient
+from support.teams import team_of
+
+from sessions.engine import Frame
+from sessions.frames import frame_row
+from sessions.models import McpSession, TimelineFrame
+from sessions.runtime.store import close_connections, in_db_thread
+from sessions.teams.access import session_with_role
+from sessions.timeline.calls import call_context
+from sessions.timeline.exports import CHUNK, jsonl_lines
+from sessions.timeline.listings import find_tool
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _session(name: str = "alice") -> McpSession:
+    person = User.objects.create(username=name)
+    return McpSession.objects.create(owner=person, team=team_of(person), name="everything")
+
+
+def _store(session: McpSession, first: int, *messages: tuple[str, dict[str, Any]]) -> None:
+    """Record messages (direction, JSON-RPC body) as the runtime would, numbered from ``first``; a
+    response takes the method of the request before it, as the engine pairs them."""
+    rows = []
+    method = None
+    for seq, (direction, body) in enumerate(messages, start=first):
+        frame = Frame("message", direction, json.dumps(body).encode(), seq=seq, message=body)  # type: ignore[arg-type]
+        method = body.get("method") or method
+        frame.method = method
+        frame.rpc_id = body.get("id")
+        frame.rpc_kind = "request" if frame.method and "id" in body else "result" if "result" in body else ""
+        rows.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+    TimelineFrame.objects.bulk_create(rows)
+
+
+def _listing(session: McpSession, first: int, rpc_id: int, *names: str) -> None:
+    tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+    _store(
+        session,
+        first,
+        ("out", {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/list"}),
+        ("in", {"jsonrpc": "2.0", "id": rpc_id, "result": {"tools": tools}}),
+    )
+
+
+# --- a tool call's reads ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_session_and_the_persons_role_take_one_query(django_assert_num_queries: Any) -> None:
+    session = _session()
+    alice = User.objects.get(username="alice")
+    with django_assert_num_queries(1):
+        found = session_with_role(alice.pk, session.public_id)
+    assert found is not None and found[0] == session and found[1] == "admin"
+    stranger = User.objects.create(username="charlie")
+    assert session_with_role(stranger.pk, session.public_id) is None
+
+
+@pytest.mark.django_db
+def test_a_call_card_drawn_from_the_owners_outcome_reads_no_frame(django_assert_num_queries: Any) -> None:
+    session = _session()
+    outcome = {
+        "rpc_id": 7,
+        "method": "tools/call",
+        "result": {"content": [{"type": "text", "text": "Echo: hi"}]},
+        "request_seq": 11,
+        "response_seq": 12,
+        "latency_ms": 0.6,
+        "size": 80,
+        "verdicts": [],
+        "note": None,
+    }
+    sent = {"method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}}
+    with django_assert_num_queries(0):
+        card = call_context(session, 7, outcome=outcome, sent=sent)
+    assert (card["method"], card["request_seq"], card["response_seq"], card["latency_ms"]) == (
+        "tools/call",
+        11,
+        12,
+        0.6,
+    )
+    assert card["params"]["name"] == "echo" and not card["running"]
+    assert json.loads(card["arguments_json"]) == {"name": "echo", "arguments": {"message": "hi"}}
+
+
+@pytest.mark.django_db
+def test_a_tool_is_found_in_the_newest_listing_and_a_new_listing_replaces_it() -> None:
+    session = _session()
+    assert find_tool(session, "echo") is None
+    _listing(session, 1, 0, "echo", "add")
+    assert find_tool(session, "add") == {"name": "add", "inputSchema": {"type": "object"}}
+    _listing(session, 3, 1, "echo")  # the server dropped "add"
+    assert find_tool(session, "add") is None
+    assert find_tool(session, "echo") is not None
+
+
+# --- the runtime's database thread ----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_runtime_database_thread_keeps_its_connection_between_calls() -> None:
+    @in_db_thread
+    def current() -> int:
+        connection.ensure_connection()
+        return id(connection.connection)
+
+    async def twice() -> tuple[int, int]:
+        try:
+            return await current(), await current()
+        finally:
+            await close_connections()
+
+    first, second = asyncio.run(twice())
+    assert first == second
+
+
+# --- the JSON Lines export -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_json_lines_export_sends_a_chunk_of_frames_at_a_time() -> None:
+    session = _session()
+    count = CHUNK + 10
+    _store(session, 1, *[("in", {"jsonrpc": "2.0", "method": "notifications/message"})] * count)
+
+    async def chunks() -> list[str]:
+        return [chunk async for chunk in jsonl_lines(session)]
+
+    sent = asyncio.run(chunks())
+    assert len(sent) == 2
+    assert [json.loads(line)["seq"] for line in "".join(sent).splitlines()] == list(range(1, count + 1))
+
+
+# --- the page's middleware ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_logged_in_post_hops_to_a_thread_only_for_its_database_work(monkeypatch: Any) -> None:
+    """Django runs every hook of its middleware in a thread in an async chain; ours run in place."""
+    from asgiref import sync
+
+    session = _session()
+    alice = User.objects.get(username="alice")
+    hops: list[str] = []
+    real = sync.SyncToAsync.__call__
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        func = self.func
+        while isinstance(func, functools.partial):
+            func = func.func
+        hops.append(getattr(func, "__qualname__", type(func).__name__))
+        return await real(self, *args, **kwargs)
+
+    async def post() -> int:
+        client = AsyncClient(enforce_csrf_checks=True)
+        await client.aforce_login(alice)
+        await client.get("/")
+        token = client.cookies["mcp_inspector_csrftoken"].value
+        monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
+        ping = f"/s/{session.public_id}/ping"  # the session is not live: the pong says so
+        response = await client.post(ping, {"x": "1"}, headers={"X-CSRFToken": token})
+        return response.status_code
+
+    assert asyncio.run(post()) == 200
+    hooks = [h for h in hops if "Middleware.process_" in h]
+    assert hooks == [], hooks
+
+
+# --- start-up ---------------------------------------------------------------------------------------------
+
+
+def _python(code: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
+    code = (
+        "import json, sys\n"
+        "from sessions.engine import warm_up\n"
+        "before = 'sessions.engine._schema' in sys.modules\n"
+        "warm_up()\n"
+        "print(json.dumps({'before': before, 'after': 'sessions.engine._schema' in sys.modules}))\n"
+    )
+    assert _python(code) == {"before": False, "after": True}
+
+
+def test_the_cli_does_not_import_httpx_s_command_line_client() -> None:
+    code = (
+        "import json, sys\n"
+        "from inspector.__main__ import main\n"
+        "try:\n"
+        "    main(['--cli', 'http://127.0.0.1:9/mcp', '--method', 'ping'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = {m.split('.')[0] for m in sys.modules}\n"
+        "heavy = sorted(loaded & {'click', 'rich', 'pygments', 'webbrowser'})\n"
+        "print(json.dumps({'httpx': 'httpx' in sys.modules, 'heavy': heavy}))\n"
+    )
+    assert _python(code) == {"httpx": True, "heavy": []}
