@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -116,6 +116,13 @@ def prepare(env: dict[str, str], redis_db: int) -> None:
     subprocess.run(flush, check=False, timeout=10, capture_output=True)
 
 
+def _drain(stream: IO[str]) -> None:
+    """Read a child's output to its end (then close it), so the child never blocks on a full pipe."""
+    with stream:
+        for _ in stream:
+            pass
+
+
 @contextlib.contextmanager
 def engine_worker(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     """`manage.py run_engine_worker`, once it says it is ready (and has beaten once)."""
@@ -130,12 +137,12 @@ def engine_worker(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
     try:
         assert worker.stdout is not None
         assert "engine worker ready" in worker.stdout.readline()
+        # Keep reading what it logs: a full pipe would block the worker, and it could not stop.
+        threading.Thread(target=_drain, args=(worker.stdout,), daemon=True).start()
         yield worker
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-        if worker.stdout is not None:
-            worker.stdout.close()
 
 
 @contextlib.contextmanager

@@ -373,7 +373,9 @@ class SessionOwner:
         self._outbox.put_nowait(m.ActivityAdded(activity_id))
 
     async def _publish_outbox(self) -> None:
-        while True:
+        # Until cancelled, even if the channel layer swallows the cancellation mid-send (channels-redis
+        # can): a task left "cancelling" but waiting on the queue would hold the stop for ever.
+        while not _cancelling():
             event = await self._outbox.get()
             with contextlib.suppress(Exception):
                 await self.layer.group_send(self.group, m.encode_event(event))
@@ -381,7 +383,7 @@ class SessionOwner:
     # --- commands --------------------------------------------------------------------------
 
     async def _serve_commands(self) -> None:
-        while True:
+        while not _cancelling():
             message = await self.layer.receive(self.channel)
             try:
                 command, reply = m.decode_command(message)
@@ -564,3 +566,9 @@ class SessionOwner:
     async def on_viewer(self, command: m.Viewer) -> None:
         self.viewers += int(command.delta)
         self._arm_idle()
+
+
+def _cancelling() -> bool:
+    """Whether the current task was asked to stop (a cancellation something below it swallowed)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
