@@ -19,6 +19,7 @@ import copy
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -47,11 +48,36 @@ URL_PASSWORD = re.compile(
     r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/:@\"']*:)(?P<password>[^\s@/\"']+)(?=@)", re.I
 )
 # name=value in text (query strings, env dumps, argument lists): the name ends where the value starts.
-NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P<sep>=)(?P<value>[^\s&;,\"'<>]+)")
-# "name": "value" inside text (JSON a server put in a string).
-QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+# The quantifiers are possessive where giving back could never help (a name holds no "=", ":" or quote),
+# so a long word without "=" costs one pass instead of one per length.
+NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80}+)(?P<sep>=)(?P<value>[^\s&;,\"'<>]++)")
+# "name": "value" inside text (JSON a server put in a string); the value unrolled: plain runs, escapes.
+QUOTED_PAIR = re.compile(
+    r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}+"\s*+:\s*+)"(?P<value>[^"\\]*+(?:\\.[^"\\]*+)*+)"'
+)
 # Authorization: Bearer xyz / name: value lines.
-HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
+HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[ \t]*+)(?P<value>\S.*+)$")
+# What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
+# without any of these words has no name the three rules above would mask.
+NAME_WORDS = (
+    "token",
+    "secret",
+    "passw",
+    "pwd",
+    "key",
+    "auth",
+    "credential",
+    "signature",
+    "cookie",
+    "session",
+    "bearer",
+    "dsn",
+)
+# Texts remembered per Redactor (the same env dump comes back in every frame), and the longest remembered.
+TEXT_CACHE = 128
+TEXT_CACHE_CHARS = 32 * 1024
+# Shorter texts skip the cache: they are quick to redact and would only push the long ones out.
+TEXT_CACHE_MIN = 256
 MAX_DEPTH = 200
 MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
@@ -175,6 +201,12 @@ class Redactor:
             forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
         self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+        self.secret_forms = ordered
+        # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
+        # name can be: a name is ASCII letters, digits and _.-).
+        self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
+        self.verdicts: dict[str, bool] = {}  # name as matched → masked or not
+        self.remembered = functools.lru_cache(maxsize=TEXT_CACHE)(self._text)
 
     @classmethod
     def for_session(cls, config: Any, rules: Rules | None = None) -> Redactor:
@@ -189,25 +221,73 @@ class Redactor:
         """Text with every secret the rules find replaced by ``MASK``."""
         if not text:
             return text
-        if self.secrets is not None:
+        if TEXT_CACHE_MIN <= len(text) <= TEXT_CACHE_CHARS:
+            return self.remembered(text)
+        return self._text(text)
+
+    def _text(self, text: str) -> str:
+        """``text`` without the cache: each rule in turn, skipped where it cannot match.
+
+        Each skip is exact: it leaves out a rule only on text where that rule would change nothing (the
+        tests hold this against the rules applied everywhere, on a corpus of tricky texts).
+        """
+        if self.secrets is not None and any(form in text for form in self.secret_forms):
             text = self.secrets.sub(MASK, text)
-        text = URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
-        text = NAME_EQUALS.sub(self._pair, text)
-        text = QUOTED_PAIR.sub(self._quoted_pair, text)
-        text = HEADER_LINE.sub(self._pair, text)
+        if "://" in text:
+            text = _by_line(text, _scheme_lines(text), _url_passwords)
+        if ("=" in text or ":" in text) and self._has_name_word(text):
+            if "=" in text:
+                text = _by_line(text, self._word_lines(text), self._name_equals)
+            if '"' in text and ":" in text:
+                text = QUOTED_PAIR.sub(self._quoted_pair, text)
+            if ":" in text:
+                text = _by_line(text, self._word_lines(text), self._header_lines)
         for pattern in self.patterns:
             text = pattern.sub(MASK, text)
         return text
 
+    def _has_name_word(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.name_words)
+
+    def _word_lines(self, text: str) -> list[tuple[int, int]] | None:
+        """The lines of ``text`` holding a name word (None: all of them, when lower-casing moved them)."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a character that lower-cases to two: positions no longer agree
+            return None
+        starts = []
+        for word in self.name_words:
+            at = lowered.find(word)
+            while at >= 0:
+                starts.append(at)
+                at = lowered.find(word, at + 1)
+        return _lines_at(text, starts)
+
+    def _name_equals(self, line: str) -> str:
+        return NAME_EQUALS.sub(self._pair, line) if "=" in line else line
+
+    def _header_lines(self, line: str) -> str:
+        return HEADER_LINE.sub(self._pair, line) if ":" in line else line
+
+    def _masked(self, name: str) -> bool:
+        masked = self.verdicts.get(name)
+        if masked is None:
+            if len(self.verdicts) > 10_000:
+                self.verdicts.clear()
+            masked = self.verdicts[name] = self.secret_name(name)
+        return masked
+
     def _pair(self, match: re.Match[str]) -> str:
-        if not self.secret_name(match["name"]) or match["value"] in (MASK, f'"{MASK}"'):
+        name = match.group(1)
+        if not self._masked(name) or match.group(3) in _MASKS:
             return match.group(0)
-        return f"{match['name']}{match['sep']}{MASK}"
+        return f"{name}{match.group(2)}{MASK}"
 
     def _quoted_pair(self, match: re.Match[str]) -> str:
-        if not self.secret_name(match["name"].split('"')[1]):
+        head = match.group(1)
+        if not self._masked(head.split('"')[1]):
             return match.group(0)
-        return f'{match["name"]}"{MASK}"'
+        return f'{head}"{MASK}"'
 
     # --- JSON ------------------------------------------------------------------------------
 
@@ -322,6 +402,60 @@ class Redactor:
     def changes(self, raw: bytes) -> bool:
         """Whether redaction changes these bytes (for the preview of what a share shows)."""
         return self.raw(raw) != raw
+
+
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
+_MASKS = (MASK, f'"{MASK}"')  # a value already masked (by a session secret) is left as it is
+
+
+def _url_passwords(line: str) -> str:
+    return URL_PASSWORD.sub(lambda m: m["head"] + MASK, line)
+
+
+def _scheme_lines(text: str) -> list[tuple[int, int]]:
+    """The lines of ``text`` that hold a ``://``."""
+    starts = []
+    at = text.find("://")
+    while at >= 0:
+        starts.append(at)
+        at = text.find("://", at + 3)
+    return _lines_at(text, starts)
+
+
+def _lines_at(text: str, positions: list[int]) -> list[tuple[int, int]]:
+    """The lines (start, end without the newline) that hold these positions, in order, each once."""
+    lines: list[tuple[int, int]] = []
+    end = -1
+    for at in sorted(positions):
+        if at <= end:
+            continue
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        lines.append((start, end))
+    return lines
+
+
+def _by_line(text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str]) -> str:
+    """``text`` with ``redact`` applied to these lines only (None: to all of it).
+
+    Exact for a rule whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
+    ``URL_PASSWORD``): the rule, applied to the whole text, changes these lines and nothing else.
+    """
+    if lines is None:
+        return redact(text)
+    pieces = []
+    done = 0
+    for start, end in lines:
+        line = text[start:end]
+        redacted = redact(line)
+        if redacted is not line and redacted != line:
+            pieces += [text[done:start], redacted]
+            done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
