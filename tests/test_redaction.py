@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
+from random import Random
 from types import SimpleNamespace
 
 import pytest
 
-from sessions.timeline.redaction import LARGE_PREVIEW, MASK, Redactor, Rules, config_secrets
+from sessions.timeline.redaction import (
+    LARGE_PREVIEW,
+    MASK,
+    NAME_WORDS,
+    SECRET_NAME,
+    Redactor,
+    Rules,
+    config_secrets,
+    looks_secret,
+)
 
 CONFIG = {
     "name": "everything",
@@ -157,3 +168,230 @@ def test_a_session_and_a_frame_are_redacted_as_copies_that_cannot_be_saved() -> 
 def test_a_sharer_may_add_only_a_few_short_patterns() -> None:
     assert Rules(patterns=["x" * 201]).problems() and Rules(patterns=["a"] * 21).problems()
     assert not Rules(patterns=["a"] * 20).problems()
+
+
+# --- the fast paths mask exactly what the rules applied everywhere mask ------------------------------
+
+# The rules as they were before the fast paths (every rule over the whole text, a callback per match):
+# the reference the fast paths are held to.
+SLOW_URL_PASSWORD = re.compile(
+    r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/:@\"']*:)(?P<password>[^\s@/\"']+)(?=@)", re.I
+)
+SLOW_NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P<sep>=)(?P<value>[^\s&;,\"'<>]+)")
+SLOW_QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+SLOW_HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
+
+
+def slow_text(r: Redactor, text: str) -> str:
+    def pair(match: re.Match[str]) -> str:
+        if not r.secret_name(match["name"]) or match["value"] in (MASK, f'"{MASK}"'):
+            return match.group(0)
+        return f"{match['name']}{match['sep']}{MASK}"
+
+    def quoted_pair(match: re.Match[str]) -> str:
+        if not r.secret_name(match["name"].split('"')[1]):
+            return match.group(0)
+        return f'{match["name"]}"{MASK}"'
+
+    if not text:
+        return text
+    if r.secrets is not None:
+        text = r.secrets.sub(MASK, text)
+    text = SLOW_URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
+    text = SLOW_NAME_EQUALS.sub(pair, text)
+    text = SLOW_QUOTED_PAIR.sub(quoted_pair, text)
+    text = SLOW_HEADER_LINE.sub(pair, text)
+    for pattern in r.patterns:
+        text = pattern.sub(MASK, text)
+    return text
+
+
+TRICKY = [
+    # name=value: at line starts and ends, in query strings, in arguments, chained, already masked
+    "API_KEY=ENVSECRET456",
+    "token=abc",
+    "--token=ARGSECRET11",
+    "--api-key=zz",
+    "access_token=abc123&page=2",
+    "url=http://x/?token=abc&y=1",
+    "a=b=token=x",
+    "token==x",
+    "token=",
+    "=token",
+    "x.token-2=v",
+    "9token=v",
+    "-key=v",
+    ".secret=v",
+    "KEY=v",
+    "my_key=v",
+    "monkey=v",
+    "apikey=v",
+    "session_id=s",
+    "sessionid=s",
+    "token=[redacted]",
+    'token="[redacted]"',
+    "Bearer=b",
+    "dsn=postgres",
+    "pwd=/root",
+    "PWD=/root",
+    "A" * 81 + "_token=v",
+    "_" + "x" * 79 + "token=v",
+    "x" * 90 + "=v",
+    "T" * 82 + "OKEN=v",
+    "token" + "x" * 76 + "=v",
+    '"token' + "x" * 76 + '": "v"',
+    "Token" + "x" * 76 + ": v",
+    # names that look secret and are not
+    "progressToken=p1",
+    "progress_token=7",
+    "MAX_TOKENS=100",
+    "max_tokens=5",
+    "completion_tokens=3",
+    "token_count=2",
+    "token_type=bearer",
+    "author=me",
+    "AUTHOR_NAME=x",
+    "authorization_servers=x",
+    "authorization-endpoint=y",
+    "authorization=z",
+    # "name": "value" pairs, JSON-escaped values, values across lines, unclosed and odd quoting
+    '"password": "hunter2"',
+    '"token":"a\\"b"',
+    '"access_token" : "x\\\\"',
+    '"refreshToken": ""',
+    '"note": "say "token": "x""',
+    '"a": "line\nbreak", "secret": "s"',
+    '"secret"\n:\n"v"',
+    '"key": "v\\\n"',
+    '"progressToken": "p"',
+    '"max_tokens": "9"',
+    '"auth": "\\u00e9t\\u00e9"',
+    '"secret": "unclosed',
+    '{"API_KEY": "ENVSECRET456", "HOME": "/root"}',
+    '"x": "\\"token\\": \\"y\\""',
+    "'token': 'single'",
+    # header lines
+    "Authorization: Bearer xyz",
+    "authorization:basic x",
+    "X-Api-Key:  k",
+    "Cookie:s=1",
+    "Set-Cookie:\tid=1",
+    "Secret: s3",
+    "session-id:  abc",
+    "Accept: */*",
+    "Host: x",
+    "Token:",
+    "Token: ",
+    "  Token: indented",
+    "X-Signature: SIGSECRET000",
+    # passwords in URLs
+    "postgres://app:DBPASS789@db.internal/app",
+    "redis://:hunter2pass@cache:6379",
+    "https://u:p%40ss@host",
+    "HTTP://U:P@H",
+    "xhttp://a:b@c",
+    "_http://a:b@c",
+    "\u00e9http://a:b@c",
+    "a+b.c-d://u:p@h",
+    "://u:p@h",
+    "http://u:p@",
+    "http://a:b:c@d",
+    "http://a@b:c@d",
+    "1http://a:b@c",
+    "ftp://x:y@z://w:v@q",
+    # the sharer's names and patterns, session secrets as they are and JSON-escaped
+    "customer=ACME",
+    "Customer: x",
+    '"customer": "y"',
+    "k-ey=v",
+    "acct-42",
+    "BEARERSECRET",
+    "URLSECRET123",
+    'quo"te\\back',
+    'quo\\"te\\\\back',
+    "line\nbreak-secret",
+    "\u0130stanbul-secret",
+    "i\u0307stanbul-secret",
+    # unicode: characters that lower-case to two, Kelvin sign, long s, final sigma, other scripts
+    "\u0130=x",
+    "\u212aEY=val",
+    "\u017fecret=1",
+    "token\u0130=x",
+    "\u03a3=1",
+    "\u00df",
+    "\U0001f511 key=v",
+    "\u043f\u0430\u0440\u043e\u043b\u044c=1",
+    "\u0130" * 3 + "token=x",
+]
+SEPARATORS = ["", " ", "\n", "\r\n", "\t", "&", ";", ",", "<", ">", "'", '"', "=", ":", "\\", "\u2028",
+              "\x1c", "\u00a0", "\n\n", ": ", "?", "@", "/", "://"]  # fmt: skip
+
+
+def tricky_texts(count: int, seed: int = 12) -> list[str]:
+    """The tricky pieces alone, then ``count`` random texts made of them and of separators."""
+    random = Random(seed)
+    texts = list(TRICKY)
+    for _ in range(count):
+        pieces = []
+        for _ in range(random.randint(1, 10)):
+            pieces.append(random.choice(TRICKY))
+            pieces.append(random.choice(SEPARATORS))
+        text = "".join(pieces)
+        if random.random() < 0.2:  # cut anywhere: through a name, an escape, a URL
+            text = text[random.randint(0, len(text)) :]
+        texts.append(text)
+    return texts
+
+
+def redactors() -> list[Redactor]:
+    odd_rules = Rules(names=["customer", "K-EY", "x y", "\u0130d", ""], patterns=[r"acct-\d+"])
+    return [
+        Redactor([]),
+        Redactor.for_session(CONFIG),
+        Redactor(['quo"te\\back', "ENVSECRET456", "line\nbreak-secret", "\u0130stanbul-secret"], odd_rules),
+    ]
+
+
+def test_the_fast_paths_mask_exactly_what_every_rule_over_the_whole_text_masks() -> None:
+    texts = tricky_texts(3000)
+    for r in redactors():
+        for text in texts:
+            assert r.text(text) == slow_text(r, text), (r.rules, text)
+
+
+def test_long_texts_and_env_dumps_are_masked_exactly_as_the_rules_say_cached_or_not() -> None:
+    env = {f"VAR_{n}": f"/opt/value-{n}" for n in range(100)}
+    env |= {"API_KEY": "ENVSECRET456", "GITHUB_TOKEN": "ghp_x", "MAX_TOKENS": "5", "SSH_AUTH_SOCK": "/tmp/a"}
+    env |= {"DATABASE_URL": "postgres://app:DBPASS789@db/app", "progressToken": "p"}
+    dumps = [
+        "\n".join(f"{k}={v}" for k, v in env.items()),
+        json.dumps(env, indent=2),
+        json.dumps(env),
+        " ".join(tricky_texts(400, seed=5)),  # longer than the cache takes
+    ]
+    for r in redactors():
+        for text in dumps:
+            expected = slow_text(r, text)
+            assert r.text(text) == expected and r.text(text) == expected  # computed, then remembered
+            assert r._text(text) == expected
+    r = Redactor.for_session(CONFIG)
+    shown = r.text(dumps[0])
+    assert "ENVSECRET456" not in shown and "ghp_x" not in shown and "DBPASS789" not in shown
+    assert "MAX_TOKENS=5" in shown and "VAR_7=/opt/value-7" in shown
+
+
+def test_the_same_env_dump_in_many_frames_is_redacted_once() -> None:
+    dump = json.dumps({f"VAR_{n}": f"value-{n}" for n in range(100)} | {"API_KEY": "ENVSECRET456"}, indent=2)
+    r = Redactor.for_session(CONFIG)
+    for seq in range(50):
+        message = {"jsonrpc": "2.0", "id": seq, "result": {"content": [{"type": "text", "text": dump}]}}
+        assert b"ENVSECRET456" not in r.raw(json.dumps(message).encode())
+    assert r.remembered.cache_info().misses == 1
+
+
+def test_every_name_secret_name_finds_holds_one_of_the_words_the_fast_path_looks_for() -> None:
+    for alternative in SECRET_NAME.pattern.split("|"):
+        literal = re.sub(r"\[-_\]\??|[\^$]", "", alternative).lower()
+        assert any(word in literal for word in NAME_WORDS), alternative
+    for name in ["X_API-KEY", "Private_Key", "ACCESSKEY", "SessionID", "Credentials", "x-dsn", "KEY"]:
+        assert looks_secret(name) and any(word in name.lower() for word in NAME_WORDS)
