@@ -6,12 +6,14 @@ import json
 import re
 from random import Random
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from sessions.timeline.redaction import (
     LARGE_PREVIEW,
     MASK,
+    MAX_DEPTH,
     NAME_WORDS,
     SECRET_NAME,
     Redactor,
@@ -395,3 +397,56 @@ def test_every_name_secret_name_finds_holds_one_of_the_words_the_fast_path_looks
         assert any(word in literal for word in NAME_WORDS), alternative
     for name in ["X_API-KEY", "Private_Key", "ACCESSKEY", "SessionID", "Credentials", "x-dsn", "KEY"]:
         assert looks_secret(name) and any(word in name.lower() for word in NAME_WORDS)
+
+
+def slow_value(r: Redactor, value: Any, path: list[str] | None = None, depth: int = 0) -> Any:
+    """``Redactor.value`` as it was: every node carries its path, every string goes to ``slow_text``."""
+    path = path or []
+    if depth > MAX_DEPTH or any(
+        len(rule) == len(path) and all(x in ("*", p) for x, p in zip(rule, path, strict=True))
+        for rule in r.paths
+    ):
+        return MASK
+    if isinstance(value, dict):
+        return {
+            key: MASK
+            if r.secret_name(str(key)) and isinstance(item, str | int | float) and item != ""
+            else slow_value(r, item, [*path, str(key)], depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [slow_value(r, item, [*path, str(i)], depth + 1) for i, item in enumerate(value)]
+    return slow_text(r, value) if isinstance(value, str) else value
+
+
+def test_json_values_are_masked_exactly_as_before_whatever_came_first() -> None:
+    random = Random(7)
+    texts = tricky_texts(300, seed=9)
+    keys = [
+        "token",
+        "max_tokens",
+        '"max_tokens": ',
+        '"token": ',
+        "progressToken",
+        "note",
+        "Authorization",
+        "",
+    ]
+    scalars: list[Any] = [*texts, 0, 1.5, True, None, ""]
+
+    def made(depth: int) -> Any:
+        if depth > 3 or random.random() < 0.3:
+            return random.choice(scalars)
+        if random.random() < 0.5:
+            return [made(depth + 1) for _ in range(random.randint(0, 3))]
+        return {random.choice(keys + texts[:20]): made(depth + 1) for _ in range(random.randint(0, 4))}
+
+    values = [made(0) for _ in range(300)]
+    deep: Any = "API_KEY=ENVSECRET456"
+    for _ in range(MAX_DEPTH + 5):
+        deep = {"x": [deep]}
+    values.append(deep)
+    for r in [*redactors(), Redactor([], Rules(paths=["params.arguments.note", "result.content[*].text"]))]:
+        for value in values:  # one Redactor for all, as an export uses it: what it remembers is shared
+            assert r.value(value) == slow_value(r, value)
+            assert r.text('"max_tokens": "5"') == '"max_tokens": "5"'

@@ -76,8 +76,13 @@ NAME_WORDS = (
 # Texts remembered per Redactor (the same env dump comes back in every frame), and the longest remembered.
 TEXT_CACHE = 128
 TEXT_CACHE_CHARS = 32 * 1024
+# Names remembered per Redactor with whether they are masked (a name is at most 81 characters).
+VERDICTS = 10_000
 # Shorter texts skip the cache: they are quick to redact and would only push the long ones out.
 TEXT_CACHE_MIN = 256
+# The characters of a name the rules above can see, and a value already masked (by a session secret).
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
+_MASKS = (MASK, f'"{MASK}"')
 MAX_DEPTH = 200
 MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
@@ -205,7 +210,8 @@ class Redactor:
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
         # name can be: a name is ASCII letters, digits and _.-).
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
-        self.verdicts: dict[str, bool] = {}  # name as matched → masked or not
+        self.verdicts: dict[str, bool] = {}  # name → masked or not
+        self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
         self.remembered = functools.lru_cache(maxsize=TEXT_CACHE)(self._text)
 
     @classmethod
@@ -231,37 +237,53 @@ class Redactor:
         Each skip is exact: it leaves out a rule only on text where that rule would change nothing (the
         tests hold this against the rules applied everywhere, on a corpus of tricky texts).
         """
-        if self.secrets is not None and any(form in text for form in self.secret_forms):
+        if len(self.verdicts) + len(self.head_verdicts) > VERDICTS:
+            self.verdicts.clear()
+            self.head_verdicts.clear()
+        if self.secrets is not None and len(text) >= MIN_SECRET and self._holds_a_secret(text):
             text = self.secrets.sub(MASK, text)
         if "://" in text:
-            text = _by_line(text, _scheme_lines(text), _url_passwords)
-        if ("=" in text or ":" in text) and self._has_name_word(text):
-            if "=" in text:
-                text = _by_line(text, self._word_lines(text), self._name_equals)
-            if '"' in text and ":" in text:
-                text = QUOTED_PAIR.sub(self._quoted_pair, text)
-            if ":" in text:
-                text = _by_line(text, self._word_lines(text), self._header_lines)
+            text, _ = _by_line(text, _scheme_lines(text), _url_passwords)
+        if "=" in text or ":" in text:
+            text = self._names(text)
         for pattern in self.patterns:
             text = pattern.sub(MASK, text)
         return text
 
-    def _has_name_word(self, text: str) -> bool:
-        lowered = text.lower()
-        return any(word in lowered for word in self.name_words)
+    def _holds_a_secret(self, text: str) -> bool:
+        if len(text) < 512:  # one search: quicker than a loop over the forms on short text
+            return self.secrets is not None and self.secrets.search(text) is not None
+        return any(form in text for form in self.secret_forms)
+
+    def _names(self, text: str) -> str:
+        """The three name rules in turn, each on the lines that hold a name word (only they can change)."""
+        lines = self._word_lines(text)
+        if lines == []:
+            return text
+        if "=" in text:
+            text, lines = _by_line(text, lines, self._name_equals)
+        if '"' in text and ":" in text:
+            quoted = QUOTED_PAIR.sub(self._quoted_pair, text)  # a value may span lines: the whole text
+            if quoted != text:
+                text, lines = quoted, self._word_lines(quoted)
+        if ":" in text:
+            text, lines = _by_line(text, lines, self._header_lines)
+        return text
 
     def _word_lines(self, text: str) -> list[tuple[int, int]] | None:
-        """The lines of ``text`` holding a name word (None: all of them, when lower-casing moved them)."""
+        """The lines (start, end) of ``text`` that hold a name word; None: maybe any of them."""
         lowered = text.lower()
         if len(lowered) != len(text):  # a character that lower-cases to two: positions no longer agree
-            return None
-        starts = []
+            return None if any(word in lowered for word in self.name_words) else []
+        lines: dict[int, int] = {}
         for word in self.name_words:
             at = lowered.find(word)
             while at >= 0:
-                starts.append(at)
-                at = lowered.find(word, at + 1)
-        return _lines_at(text, starts)
+                end = lowered.find("\n", at)
+                end = len(text) if end < 0 else end
+                lines[lowered.rfind("\n", 0, at) + 1] = end
+                at = lowered.find(word, end)
+        return sorted(lines.items())
 
     def _name_equals(self, line: str) -> str:
         return NAME_EQUALS.sub(self._pair, line) if "=" in line else line
@@ -272,8 +294,6 @@ class Redactor:
     def _masked(self, name: str) -> bool:
         masked = self.verdicts.get(name)
         if masked is None:
-            if len(self.verdicts) > 10_000:
-                self.verdicts.clear()
             masked = self.verdicts[name] = self.secret_name(name)
         return masked
 
@@ -284,16 +304,35 @@ class Redactor:
         return f"{name}{match.group(2)}{MASK}"
 
     def _quoted_pair(self, match: re.Match[str]) -> str:
-        head = match.group(1)
-        if not self._masked(head.split('"')[1]):
-            return match.group(0)
-        return f'{head}"{MASK}"'
+        head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
+        masked = self.head_verdicts.get(head)
+        if masked is None:
+            masked = self.head_verdicts[head] = self.secret_name(head.split('"')[1])
+        return f'{head}"{MASK}"' if masked else match.group(0)
 
     # --- JSON ------------------------------------------------------------------------------
 
     def value(self, value: Any) -> Any:
         """A JSON value redacted: secret-named fields, the sharer's paths, and every string's text."""
-        return self._walk(value, [], 0)
+        return self._walk(value, [], 0) if self.paths else self._walk_pathless(value, 0)
+
+    def _walk_pathless(self, value: Any, depth: int) -> Any:
+        """``_walk`` when the sharer gave no JSON paths: no path to carry from node to node."""
+        if depth > MAX_DEPTH:
+            return MASK
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if isinstance(item, str | int | float) and item != "" and self._masked(str(key)):
+                    out[key] = MASK
+                else:
+                    out[key] = self._walk_pathless(item, depth + 1)
+            return out
+        if isinstance(value, list):
+            return [self._walk_pathless(item, depth + 1) for item in value]
+        return value
 
     def _walk(self, value: Any, path: list[str], depth: int) -> Any:
         if depth > MAX_DEPTH:
@@ -404,58 +443,47 @@ class Redactor:
         return self.raw(raw) != raw
 
 
-_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
-_MASKS = (MASK, f'"{MASK}"')  # a value already masked (by a session secret) is left as it is
-
-
 def _url_passwords(line: str) -> str:
     return URL_PASSWORD.sub(lambda m: m["head"] + MASK, line)
 
 
 def _scheme_lines(text: str) -> list[tuple[int, int]]:
-    """The lines of ``text`` that hold a ``://``."""
-    starts = []
+    """The lines (start, end) of ``text`` that hold a ``://``."""
+    lines = []
     at = text.find("://")
     while at >= 0:
-        starts.append(at)
-        at = text.find("://", at + 3)
-    return _lines_at(text, starts)
-
-
-def _lines_at(text: str, positions: list[int]) -> list[tuple[int, int]]:
-    """The lines (start, end without the newline) that hold these positions, in order, each once."""
-    lines: list[tuple[int, int]] = []
-    end = -1
-    for at in sorted(positions):
-        if at <= end:
-            continue
-        start = text.rfind("\n", 0, at) + 1
         end = text.find("\n", at)
         end = len(text) if end < 0 else end
-        lines.append((start, end))
+        lines.append((text.rfind("\n", 0, at) + 1, end))
+        at = text.find("://", end)
     return lines
 
 
-def _by_line(text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str]) -> str:
-    """``text`` with ``redact`` applied to these lines only (None: to all of it).
+def _by_line(
+    text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str]
+) -> tuple[str, list[tuple[int, int]] | None]:
+    """``text`` with ``redact`` applied to these lines only (None: to all of it), and where they are now.
 
     Exact for a rule whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
     ``URL_PASSWORD``): the rule, applied to the whole text, changes these lines and nothing else.
     """
     if lines is None:
-        return redact(text)
+        return redact(text), None
     pieces = []
-    done = 0
+    done = shift = 0
+    moved = []
     for start, end in lines:
         line = text[start:end]
         redacted = redact(line)
-        if redacted is not line and redacted != line:
+        if redacted != line:
             pieces += [text[done:start], redacted]
             done = end
+        moved.append((start + shift, end + shift + len(redacted) - len(line)))
+        shift += len(redacted) - len(line)
     if not pieces:
-        return text
+        return text, lines
     pieces.append(text[done:])
-    return "".join(pieces)
+    return "".join(pieces), moved
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
