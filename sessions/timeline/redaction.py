@@ -263,9 +263,7 @@ class Redactor:
         if "=" in text:
             text, lines = _by_line(text, lines, self._name_equals)
         if '"' in text and ":" in text:
-            quoted = QUOTED_PAIR.sub(self._quoted_pair, text)  # a value may span lines: the whole text
-            if quoted != text:
-                text, lines = quoted, self._word_lines(quoted)
+            text, lines = self._quoted_pairs(text, lines)
         if ":" in text:
             text, lines = _by_line(text, lines, self._header_lines)
         return text
@@ -303,12 +301,37 @@ class Redactor:
             return match.group(0)
         return f"{name}{match.group(2)}{MASK}"
 
-    def _quoted_pair(self, match: re.Match[str]) -> str:
-        head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
-        masked = self.head_verdicts.get(head)
-        if masked is None:
-            masked = self.head_verdicts[head] = self.secret_name(head.split('"')[1])
-        return f'{head}"{MASK}"' if masked else match.group(0)
+    def _quoted_pairs(
+        self, text: str, lines: list[tuple[int, int]] | None
+    ) -> tuple[str, list[tuple[int, int]] | None]:
+        """``QUOTED_PAIR`` over the whole text (a value may span lines), and where ``lines`` are now.
+
+        A loop over the matches rather than ``sub`` with a callback: most names are not secret, and
+        for those this only looks the name up.
+        """
+        verdicts = self.head_verdicts
+        pieces: list[str] = []
+        cuts: list[tuple[int, int]] = []  # (where, how many characters longer) for each value masked
+        done = 0
+        for match in QUOTED_PAIR.finditer(text):
+            head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
+            masked = verdicts.get(head)
+            if masked is None:
+                masked = verdicts[head] = self.secret_name(head.split('"')[1])
+            if masked:
+                start, end = match.span(2)
+                pieces += [text[done:start], MASK]
+                done = end
+                cuts.append((start, len(MASK) - (end - start)))
+                if lines is not None and "\n" in match.group(2):
+                    lines = None  # a value across lines went: find the lines again
+        if not pieces:
+            return text, lines
+        pieces.append(text[done:])
+        quoted = "".join(pieces)
+        if lines is None:
+            return quoted, self._word_lines(quoted)
+        return quoted, _shifted(lines, cuts)
 
     # --- JSON ------------------------------------------------------------------------------
 
@@ -457,6 +480,22 @@ def _scheme_lines(text: str) -> list[tuple[int, int]]:
         lines.append((text.rfind("\n", 0, at) + 1, end))
         at = text.find("://", end)
     return lines
+
+
+def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where ``lines`` are once the text changed length at ``cuts`` (none of which takes a newline)."""
+    moved = []
+    shift = cut = 0
+    for start, end in lines:
+        while cut < len(cuts) and cuts[cut][0] < start:  # between the lines before and this one
+            shift += cuts[cut][1]
+            cut += 1
+        moved_start = start + shift
+        while cut < len(cuts) and cuts[cut][0] < end:  # in this line
+            shift += cuts[cut][1]
+            cut += 1
+        moved.append((moved_start, end + shift))
+    return moved
 
 
 def _by_line(
