@@ -1,9 +1,11 @@
 """7. Redacted exports: a JSON Lines export of a session whose every frame holds an environment dump.
 
 A tool result whose text is about 100 ``NAME=value`` lines (server-everything's ``get-env``, printed the
-way ``env`` prints it), 10,000 of them, and the same environment as get-env really formats it (JSON
-text); the session's config holds secrets, as a share or a default export would redact. Timed: the whole
-``exports.jsonl_lines`` read, raw and redacted, alternately, the best of each; the ratio is judged.
+way ``env`` prints it), 10,000 of them; the same environment as get-env really formats it (JSON text);
+and dumps of which no two are alike (one value changes each time: what redaction remembers of a text
+cannot help). The session's config holds secrets, as a share or a default export would redact. Timed:
+the whole ``exports.jsonl_lines`` read, raw and redacted, alternately, the best of each; the ratio is
+judged.
 
 It runs in its own process (``python -m bench.redaction``: prints one JSON object), with its own
 temporary data folder and SQLite database, so Django never loads in the benchmarking process.
@@ -21,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-# Redacted ≤ this × raw: 4× faster than the 13.6× (21.7 s against 1.6 s) measured before redaction's fast paths.
+# Redacted ≤ this × raw: 4× better than the 13.6× (21.7 s against 1.6 s) measured before the fast paths.
 RATIO_TARGET = 3.4
 CONFIG = {
     "transport": "stdio",
@@ -29,7 +31,7 @@ CONFIG = {
     "args": ["everything.js", "--token=ARGSECRET11"],
     "env": {"API_KEY": "ENVSECRET456", "DATABASE_URL": "postgres://app:DBPASS789@db.internal/app"},
 }
-NAMES = (
+ENV_NAMES = (
     "PATH HOME USER LOGNAME SHELL TERM LANG LC_ALL LC_CTYPE PWD OLDPWD HOSTNAME SHLVL TMPDIR EDITOR PAGER "
     "XDG_RUNTIME_DIR XDG_DATA_DIRS XDG_CONFIG_DIRS XDG_SESSION_ID XDG_SESSION_TYPE DBUS_SESSION_BUS_ADDRESS "
     "DISPLAY SSH_AUTH_SOCK SSH_CONNECTION SSH_CLIENT SSH_TTY MAIL NODE_ENV NODE_OPTIONS NODE_PATH NVM_DIR "
@@ -43,7 +45,7 @@ NAMES = (
     "PROGRESS_TOKEN_DIR AUTHOR_NAME GPG_TTY GNUPGHOME DOCKER_HOST KUBECONFIG HTTP_PROXY HTTPS_PROXY "
     "NO_PROXY CI BUILD_ID BUILD_NUMBER MCP_SERVER_NAME MCP_LOG_LEVEL PORT HOST WORKERS TIMEOUT DEBUG "
     "LOG_FORMAT TZ QT_QPA_PLATFORM WAYLAND_DISPLAY"
-).split()
+)
 SPECIAL = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/root/.nvm/versions/node/v22/bin",
     "API_KEY": "ENVSECRET456",
@@ -54,13 +56,24 @@ SPECIAL = {
 }
 
 
+FORMS = {
+    "lines": "NAME=value lines",
+    "json": "JSON (get-env)",
+    "changing": "lines, each different",
+}
+
+
 def environment() -> dict[str, str]:
-    return {name: SPECIAL.get(name, f"/opt/{name.lower()}/value-{n}") for n, name in enumerate(NAMES)}
+    return {
+        name: SPECIAL.get(name, f"/opt/{name.lower()}/value-{n}") for n, name in enumerate(ENV_NAMES.split())
+    }
 
 
-def env_text(form: str) -> str:
+def env_text(form: str, seq: int) -> str:
     env = environment()
-    return "\n".join(f"{k}={v}" for k, v in env.items()) if form == "lines" else json.dumps(env, indent=2)
+    if form == "changing":  # one value differs from frame to frame: no dump is seen twice
+        env["SHLVL"] = str(seq)
+    return json.dumps(env, indent=2) if form == "json" else "\n".join(f"{k}={v}" for k, v in env.items())
 
 
 async def measure(frames: int, rounds: int) -> dict[str, Any]:
@@ -77,10 +90,10 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
     def make(form: str) -> McpSession:
         user, _ = User.objects.get_or_create(username="bench")
         session = McpSession.objects.create(owner=user, team=personal_team(user), name=form, config=CONFIG)
-        text = env_text(form)
         for first in range(0, frames, 1000):
             rows = []
             for seq in range(first + 1, min(first + 1000, frames) + 1):
+                text = env_text(form, seq)
                 body = {"jsonrpc": "2.0", "id": seq, "result": {"content": [{"type": "text", "text": text}]}}
                 frame = Frame("message", "in", json.dumps(body).encode(), seq=seq, wall=1000.0 + seq)
                 frame.rpc_kind, frame.rpc_id, frame.method = "result", seq, "tools/call"
@@ -101,7 +114,7 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
         return time.perf_counter() - started, size, head
 
     results: dict[str, Any] = {}
-    for form in ("lines", "json"):
+    for form in FORMS:
         session = await sync_to_async(make)(form)
         best = {False: float("inf"), True: float("inf")}
         sizes = {}
@@ -160,7 +173,7 @@ def print_table(results: dict[str, Any]) -> None:
     print(f"\n7. redacted JSON Lines export of {frames:,} env-dump frames (target: ≤ {RATIO_TARGET}× raw)")
     print(f"   {'env dump as':<24}{'MB':>7}{'raw s':>9}{'redacted s':>12}{'×raw':>7}  verdict")
     for form, row in results.items():
-        label = "NAME=value lines" if form == "lines" else "JSON (get-env)"
+        label = FORMS[form]
         verdict = "PASS" if row["pass"] else "FAIL"
         print(
             f"     {label:<22}{row['raw_mb']:>7.1f}{row['raw_s']:>9.2f}{row['redacted_s']:>12.2f}"

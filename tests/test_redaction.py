@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from sessions.frames import deeper_than
 from sessions.timeline.redaction import (
     LARGE_PREVIEW,
     MASK,
@@ -486,3 +487,36 @@ def test_json_values_are_masked_exactly_as_before_whatever_came_first() -> None:
         for value in values:  # one Redactor for all, as an export uses it: what it remembers is shared
             assert r.value(value) == slow_value(r, value)
             assert r.text('"max_tokens": "5"') == '"max_tokens": "5"'
+
+
+def slow_raw(r: Redactor, raw: bytes) -> bytes:
+    """``Redactor.raw`` as it was, on ``slow_value`` and ``slow_text``."""
+    try:
+        parsed = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        parsed = None
+        shallow = False
+    else:
+        shallow = not (isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH))
+    if not shallow:
+        text = raw.decode("utf-8", errors="surrogateescape")
+        redacted_text = slow_text(r, text)
+        return raw if redacted_text == text else redacted_text.encode("utf-8", errors="surrogateescape")
+    redacted = slow_value(r, parsed)
+    return (
+        raw
+        if redacted == parsed
+        else json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()
+    )
+
+
+def test_frames_bytes_are_redacted_exactly_as_before_however_deep() -> None:
+    frames = [json.dumps({"id": 1, "result": {"text": text}}).encode() for text in tricky_texts(200, seed=3)]
+    for depth in (1, 150, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, MAX_DEPTH + 50):
+        for opener, closer in (("[", "]"), ('{"token": "x", "a": ', "}")):
+            frames.append((opener * depth + '"API_KEY=ENVSECRET456"' + closer * depth).encode())
+    frames.append(b'{"a": "[[[[' + b"[" * 300 + b'", "token": "t"}')  # brackets in a string: not deep
+    frames += [b"\xff token=abc \xfe", b"not json: Authorization: Bearer x", b"", b"[]", b'"BEARERSECRET"']
+    for r in redactors():
+        for raw in frames:
+            assert r.raw(raw) == slow_raw(r, raw), raw[:80]

@@ -261,11 +261,11 @@ class Redactor:
         if lines == []:
             return text
         if "=" in text:
-            text, lines = _by_line(text, lines, self._name_equals)
+            text, lines = _by_line(text, lines, self._name_equals, track=True)
         if '"' in text and ":" in text:
             text, lines = self._quoted_pairs(text, lines)
         if ":" in text:
-            text, lines = _by_line(text, lines, self._header_lines)
+            text, _ = _by_line(text, lines, self._header_lines)
         return text
 
     def _word_lines(self, text: str) -> list[tuple[int, int]] | None:
@@ -390,7 +390,9 @@ class Redactor:
             parsed = json.loads(text)
         except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
             return self._raw_text(raw)
-        if isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
+        # Each level opens a bracket: bytes with few brackets cannot nest deeper, no need to walk them.
+        shallow = raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
+        if not shallow and isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
             return self._raw_text(raw)
         redacted = self.value(parsed)
         if redacted == parsed:
@@ -483,7 +485,7 @@ def _scheme_lines(text: str) -> list[tuple[int, int]]:
 
 
 def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where ``lines`` are once the text changed length at ``cuts`` (none of which takes a newline)."""
+    """Where ``lines`` are once the text changed length at ``cuts`` (none adds or takes a newline)."""
     moved = []
     shift = cut = 0
     for start, end in lines:
@@ -499,9 +501,10 @@ def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[
 
 
 def _by_line(
-    text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str]
+    text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str], *, track: bool = False
 ) -> tuple[str, list[tuple[int, int]] | None]:
-    """``text`` with ``redact`` applied to these lines only (None: to all of it), and where they are now.
+    """``text`` with ``redact`` applied to these lines only (None: to all of it); with ``track``, where
+    the lines are now too (else the same ``lines``).
 
     Exact for a rule whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
     ``URL_PASSWORD``): the rule, applied to the whole text, changes these lines and nothing else.
@@ -509,20 +512,20 @@ def _by_line(
     if lines is None:
         return redact(text), None
     pieces = []
-    done = shift = 0
-    moved = []
+    cuts = []
+    done = 0
     for start, end in lines:
         line = text[start:end]
         redacted = redact(line)
         if redacted != line:
             pieces += [text[done:start], redacted]
             done = end
-        moved.append((start + shift, end + shift + len(redacted) - len(line)))
-        shift += len(redacted) - len(line)
+            if track:
+                cuts.append((start, len(redacted) - len(line)))
     if not pieces:
         return text, lines
     pieces.append(text[done:])
-    return "".join(pieces), moved
+    return "".join(pieces), _shifted(lines, cuts) if track else lines
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
