@@ -398,6 +398,17 @@ def test_the_fast_paths_mask_exactly_what_every_rule_over_the_whole_text_masks()
             assert r.text(text) == slow_text(r, text), (r.rules, text)
 
 
+@pytest.mark.parametrize("remembering", [True, False])
+def test_lines_remembered_or_not_are_masked_exactly_as_the_rules_say(remembering: bool) -> None:
+    texts = tricky_texts(1500, seed=21)
+    texts += [text + "\nAPI_KEY=x\n\n" for text in texts[:300]]  # the same lines again, in new texts
+    for r in redactors():
+        r._remembering = lambda text: remembering  # type: ignore[method-assign]
+        for text in texts:
+            assert r._text(text) == slow_text(r, text), (r.rules, text)
+        assert (r.line_hits > 0) is remembering
+
+
 def test_long_texts_and_env_dumps_are_masked_exactly_as_the_rules_say_cached_or_not() -> None:
     env = {f"VAR_{n}": f"/opt/value-{n}" for n in range(100)}
     env |= {"API_KEY": "ENVSECRET456", "GITHUB_TOKEN": "ghp_x", "MAX_TOKENS": "5", "SSH_AUTH_SOCK": "/tmp/a"}

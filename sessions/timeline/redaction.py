@@ -80,6 +80,11 @@ TEXT_CACHE_CHARS = 32 * 1024
 VERDICTS = 10_000
 # Shorter texts skip the cache: they are quick to redact and would only push the long ones out.
 TEXT_CACHE_MIN = 256
+# Lines remembered per Redactor with what the line rules make of them, for texts of at least LINES_MIN.
+LINES_REMEMBERED = 20_000
+LINES_MIN = 4
+# Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
+FEW_SECRETS = 8
 # The characters of a name the rules above can see, and a value already masked (by a session secret).
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 _MASKS = (MASK, f'"{MASK}"')
@@ -213,6 +218,11 @@ class Redactor:
         self.verdicts: dict[str, bool] = {}  # name → masked or not
         self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
         self.remembered = functools.lru_cache(maxsize=TEXT_CACHE)(self._text)
+        # Line → the line through the line rules: all three, those before QUOTED_PAIR, the one after.
+        self.seen_all: dict[str, str] = {}
+        self.seen_before: dict[str, str] = {}
+        self.seen_after: dict[str, str] = {}
+        self.line_texts = self.line_hits = self.line_misses = 0
 
     @classmethod
     def for_session(cls, config: Any, rules: Rules | None = None) -> Redactor:
@@ -232,41 +242,152 @@ class Redactor:
         return self._text(text)
 
     def _text(self, text: str) -> str:
-        """``text`` without the cache: each rule in turn, skipped where it cannot match.
+        """``text`` without the cache: the rules in turn, each skipped where it cannot match.
 
-        Each skip is exact: it leaves out a rule only on text where that rule would change nothing (the
-        tests hold this against the rules applied everywhere, on a corpus of tricky texts).
+        Every shortcut is exact: it leaves out only work that would change nothing. The tests hold the
+        result to the rules applied one after the other to the whole text, on a corpus of tricky texts.
+        The three name rules and URL_PASSWORD never match across a newline, so they can go line by line,
+        and only the lines holding a name word (or a ``://``) can change; QUOTED_PAIR, whose values may
+        span lines, goes over the whole text, between NAME_EQUALS and HEADER_LINE.
         """
         if len(self.verdicts) + len(self.head_verdicts) > VERDICTS:
             self.verdicts.clear()
             self.head_verdicts.clear()
-        if self.secrets is not None and len(text) >= MIN_SECRET and self._holds_a_secret(text):
-            text = self.secrets.sub(MASK, text)
-        if "://" in text:
-            text, _ = _by_line(text, _scheme_lines(text), _url_passwords)
-        if "=" in text or ":" in text:
-            text = self._names(text)
+        if self.secrets is not None and len(text) >= MIN_SECRET:
+            text = self._session_secrets(text)
+        if ":" not in text and "=" not in text:
+            pass
+        elif self._remembering(text):
+            if '"' in text and ":" in text:
+                text = self._line_by_line(text, self._urls_and_pairs, self.seen_before)
+                if self._holds_a_name_word(text):
+                    text, _ = self._quoted_pairs(text)
+                    text = self._line_by_line(text, self._headers, self.seen_after)
+            else:  # no quoted pair: the three line rules at once
+                text = self._line_by_line(text, self._line_rules, self.seen_all)
+        else:
+            text = self._names_at_once(text)
         for pattern in self.patterns:
             text = pattern.sub(MASK, text)
         return text
 
-    def _holds_a_secret(self, text: str) -> bool:
-        if len(text) < 512:  # one search: quicker than a loop over the forms on short text
-            return self.secrets is not None and self.secrets.search(text) is not None
-        return any(form in text for form in self.secret_forms)
-
-    def _names(self, text: str) -> str:
-        """The three name rules in turn, each on the lines that hold a name word (only they can change)."""
-        lines = self._word_lines(text)
-        if lines == []:
+    def _names_at_once(self, text: str) -> str:
+        """URL_PASSWORD and the name rules, on the lines that can change, found once and followed."""
+        words = self._word_lines(text)
+        lines = (
+            words if words is None or "://" not in text else sorted({*words, *_lines_holding(text, "://")})
+        )
+        if not ('"' in text and ":" in text):
+            return _on_lines(text, lines, self._line_through_all)
+        cuts: list[tuple[int, int]] = []
+        text = _on_lines(text, lines, self._line_through_both, cuts)
+        if words == []:  # no name word: no quoted pair to mask, no header either
             return text
-        if "=" in text:
-            text, lines = _by_line(text, lines, self._name_equals, track=True)
-        if '"' in text and ":" in text:
-            text, lines = self._quoted_pairs(text, lines)
-        if ":" in text:
-            text, _ = _by_line(text, lines, self._header_lines)
-        return text
+        lines = None if lines is None else _shifted(lines, cuts)
+        text, cuts_or_none = self._quoted_pairs(text)
+        if cuts_or_none is None:  # a value across lines went: find the lines again
+            lines = self._word_lines(text)
+        elif lines is not None:
+            lines = _shifted(lines, cuts_or_none)
+        return _on_lines(text, lines, self._header_line) if ":" in text else text
+
+    def _session_secrets(self, text: str) -> str:
+        """Every form of the session's secrets masked, as ``self.secrets`` masks them.
+
+        A few secrets are found quicker one by one; where no two of them overlap, what the regular
+        expression would mask is exactly each one found.
+        """
+        if self.secrets is None:
+            return text
+        if len(self.secret_forms) > FEW_SECRETS or len(text) < TEXT_CACHE_MIN:
+            return self.secrets.sub(MASK, text)
+        found = []
+        for form in self.secret_forms:
+            at = text.find(form)
+            while at >= 0:
+                found.append((at, at + len(form)))
+                at = text.find(form, at + len(form))
+        if not found:
+            return text
+        found.sort()
+        pieces = []
+        done = 0
+        for start, end in found:
+            if start < done:  # two that overlap: the regular expression decides which one goes
+                return self.secrets.sub(MASK, text)
+            pieces += [text[done:start], MASK]
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
+
+    def _remembering(self, text: str) -> bool:
+        """Whether to take ``text`` line by line, remembering lines (``_line_by_line``).
+
+        Env dumps, headers and JSON a server sends again come back with most of their lines the same.
+        Where lines seldom come back (logs), remembering them costs more than it saves: then only one
+        text in 16 is remembered, to notice when they start to.
+        """
+        if text.count("\n") < LINES_MIN or len(text) > TEXT_CACHE_CHARS:
+            return False
+        self.line_texts += 1
+        return self.line_misses <= 4 * self.line_hits + LINES_MIN * 100 or self.line_texts % 16 == 0
+
+    def _line_by_line(self, text: str, rules: Callable[[str], str], seen: dict[str, str]) -> str:
+        """``rules`` (line by line in effect) over ``text``, each line's result remembered in ``seen``.
+
+        Only the lines not seen before go through the rules, all at once, joined.
+        """
+        if len(seen) > LINES_REMEMBERED:
+            seen.clear()
+        lines = text.split("\n")
+        done = [seen.get(line) for line in lines]
+        unseen = done.count(None)
+        self.line_hits += len(lines) - unseen
+        self.line_misses += unseen
+        if self.line_misses > LINES_REMEMBERED:  # the recent past counts most
+            self.line_misses //= 2
+            self.line_hits //= 2
+        if unseen:
+            missing = list(dict.fromkeys(line for line, got in zip(lines, done, strict=True) if got is None))
+            for line, line_done in zip(missing, rules("\n".join(missing)).split("\n"), strict=True):
+                seen[line] = line_done
+            done = [seen[line] for line in lines]
+        return "\n".join(done)  # type: ignore[arg-type]  # every line is there now
+
+    def _line_rules(self, text: str) -> str:
+        """URL_PASSWORD, NAME_EQUALS and HEADER_LINE, each line through all three in turn."""
+        return _on_lines(text, self._lines_to_see(text), self._line_through_all)
+
+    def _urls_and_pairs(self, text: str) -> str:
+        """URL_PASSWORD and NAME_EQUALS, each line through both."""
+        return _on_lines(text, self._lines_to_see(text), self._line_through_both)
+
+    def _headers(self, text: str) -> str:
+        return _on_lines(text, self._word_lines(text), self._header_line) if ":" in text else text
+
+    def _lines_to_see(self, text: str) -> list[tuple[int, int]] | None:
+        """The lines that hold a name word or a ``://``: the only ones the line rules can change (they
+        add no name word)."""
+        lines = self._word_lines(text)
+        if lines is None or "://" not in text:
+            return lines
+        return sorted({*lines, *_lines_holding(text, "://")})
+
+    def _line_through_all(self, line: str) -> str:
+        return self._header_line(self._name_equals(_url_passwords(line)))
+
+    def _line_through_both(self, line: str) -> str:
+        return self._name_equals(_url_passwords(line))
+
+    def _name_equals(self, line: str) -> str:
+        return NAME_EQUALS.sub(self._pair, line) if "=" in line else line
+
+    def _header_line(self, line: str) -> str:
+        return HEADER_LINE.sub(self._pair, line) if ":" in line else line
+
+    def _holds_a_name_word(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.name_words)
 
     def _word_lines(self, text: str) -> list[tuple[int, int]] | None:
         """The lines (start, end) of ``text`` that hold a name word; None: maybe any of them."""
@@ -283,12 +404,6 @@ class Redactor:
                 at = lowered.find(word, end)
         return sorted(lines.items())
 
-    def _name_equals(self, line: str) -> str:
-        return NAME_EQUALS.sub(self._pair, line) if "=" in line else line
-
-    def _header_lines(self, line: str) -> str:
-        return HEADER_LINE.sub(self._pair, line) if ":" in line else line
-
     def _masked(self, name: str) -> bool:
         masked = self.verdicts.get(name)
         if masked is None:
@@ -301,17 +416,16 @@ class Redactor:
             return match.group(0)
         return f"{name}{match.group(2)}{MASK}"
 
-    def _quoted_pairs(
-        self, text: str, lines: list[tuple[int, int]] | None
-    ) -> tuple[str, list[tuple[int, int]] | None]:
-        """``QUOTED_PAIR`` over the whole text (a value may span lines), and where ``lines`` are now.
+    def _quoted_pairs(self, text: str) -> tuple[str, list[tuple[int, int]] | None]:
+        """``QUOTED_PAIR`` over the whole text; and where the text changed length (``_shifted``), or
+        None when a value that went held a newline (the lines moved).
 
         A loop over the matches rather than ``sub`` with a callback: most names are not secret, and
         for those this only looks the name up.
         """
         verdicts = self.head_verdicts
         pieces: list[str] = []
-        cuts: list[tuple[int, int]] = []  # (where, how many characters longer) for each value masked
+        cuts: list[tuple[int, int]] | None = []
         done = 0
         for match in QUOTED_PAIR.finditer(text):
             head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
@@ -322,16 +436,12 @@ class Redactor:
                 start, end = match.span(2)
                 pieces += [text[done:start], MASK]
                 done = end
-                cuts.append((start, len(MASK) - (end - start)))
-                if lines is not None and "\n" in match.group(2):
-                    lines = None  # a value across lines went: find the lines again
+                if cuts is not None:
+                    cuts = None if "\n" in match.group(2) else [*cuts, (start, len(MASK) - (end - start))]
         if not pieces:
-            return text, lines
+            return text, []
         pieces.append(text[done:])
-        quoted = "".join(pieces)
-        if lines is None:
-            return quoted, self._word_lines(quoted)
-        return quoted, _shifted(lines, cuts)
+        return "".join(pieces), cuts
 
     # --- JSON ------------------------------------------------------------------------------
 
@@ -469,19 +579,53 @@ class Redactor:
 
 
 def _url_passwords(line: str) -> str:
-    return URL_PASSWORD.sub(lambda m: m["head"] + MASK, line)
+    return URL_PASSWORD.sub(_masked_password, line) if "://" in line else line
 
 
-def _scheme_lines(text: str) -> list[tuple[int, int]]:
-    """The lines (start, end) of ``text`` that hold a ``://``."""
+def _masked_password(match: re.Match[str]) -> str:
+    return match["head"] + MASK
+
+
+def _lines_holding(text: str, needle: str) -> list[tuple[int, int]]:
+    """The lines (start, end) of ``text`` that hold ``needle``."""
     lines = []
-    at = text.find("://")
+    at = text.find(needle)
     while at >= 0:
         end = text.find("\n", at)
         end = len(text) if end < 0 else end
         lines.append((text.rfind("\n", 0, at) + 1, end))
-        at = text.find("://", end)
+        at = text.find(needle, end)
     return lines
+
+
+def _on_lines(
+    text: str,
+    lines: list[tuple[int, int]] | None,
+    redact: Callable[[str], str],
+    cuts: list[tuple[int, int]] | None = None,
+) -> str:
+    """``text`` with ``redact`` applied to these lines only (None: to all of it); each line that changed
+    length is added to ``cuts`` (for ``_shifted``).
+
+    Exact for rules whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
+    ``URL_PASSWORD``) when the other lines are ones they cannot change.
+    """
+    if lines is None:
+        return redact(text)
+    pieces = []
+    done = 0
+    for start, end in lines:
+        line = text[start:end]
+        redacted = redact(line)
+        if redacted != line:
+            pieces += [text[done:start], redacted]
+            done = end
+            if cuts is not None:
+                cuts.append((start, len(redacted) - len(line)))
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -498,34 +642,6 @@ def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[
             cut += 1
         moved.append((moved_start, end + shift))
     return moved
-
-
-def _by_line(
-    text: str, lines: list[tuple[int, int]] | None, redact: Callable[[str], str], *, track: bool = False
-) -> tuple[str, list[tuple[int, int]] | None]:
-    """``text`` with ``redact`` applied to these lines only (None: to all of it); with ``track``, where
-    the lines are now too (else the same ``lines``).
-
-    Exact for a rule whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
-    ``URL_PASSWORD``): the rule, applied to the whole text, changes these lines and nothing else.
-    """
-    if lines is None:
-        return redact(text), None
-    pieces = []
-    cuts = []
-    done = 0
-    for start, end in lines:
-        line = text[start:end]
-        redacted = redact(line)
-        if redacted != line:
-            pieces += [text[done:start], redacted]
-            done = end
-            if track:
-                cuts.append((start, len(redacted) - len(line)))
-    if not pieces:
-        return text, lines
-    pieces.append(text[done:])
-    return "".join(pieces), _shifted(lines, cuts) if track else lines
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
