@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import clients, servers
+from bench import clients, redaction, servers
 from sessions.engine import ClientOptions, Frame, HttpTarget, StdioTarget, connect
 
 LATENCY_TARGET = 1.5  # engine median latency / raw client median latency, at most
@@ -271,6 +271,8 @@ def print_table(results: dict[str, Any]) -> None:
         from bench import browser
 
         browser.print_table(results["browser"])
+    if "redaction" in results:
+        redaction.print_table(results["redaction"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -313,16 +315,22 @@ def main() -> None:
     parser.add_argument("--no-browser", action="store_true", help="skip bench/browser.py")
     parser.add_argument("--browser-only", action="store_true", help="run only the browser section")
     parser.add_argument("--clicks", type=int, default=30, help="timed clicks per form in the browser section")
+    parser.add_argument("--frames", type=int, default=10_000, help="env-dump frames in the redacted export")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.warmup, args.repeat, args.notifications, args.sessions = 50, 5, 1, 5_000, 3
-        args.clicks = 10
+        args.clicks, args.frames = 10, 1_000
     started = time.perf_counter()
     results: dict[str, Any] = {"latency": {}, "notifications": {}, "memory": {}}
     ok = True
     if not args.browser_only:
         results = asyncio.run(run(args))
         ok = judge(results)
+        print(
+            f"  … redacted JSON Lines export of {args.frames:,} env-dump frames", file=sys.stderr, flush=True
+        )
+        results["redaction"] = redaction.run(args.frames)
+        ok &= redaction.judge(results["redaction"])
     if not args.no_browser:
         from bench import browser
 
