@@ -55,6 +55,12 @@ NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80}+)(?P<sep>=)(?P
 QUOTED_PAIR = re.compile(
     r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}+"\s*+:\s*+)"(?P<value>[^"\\]*+(?:\\.[^"\\]*+)*+)"'
 )
+# Where a quoted pair might span lines (a newline around its ":" or in its value). Without one, every
+# QUOTED_PAIR match of the text lies within a line and the text can go line by line.
+QUOTED_ACROSS = re.compile(
+    r'"[A-Za-z_][A-Za-z0-9_.-]{0,80}+"'
+    r'(?:[^\S\n]*+\n\s*+:|\s*+:(?:[^\S\n]*+\n\s*+"|\s*+"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+\n))'
+)
 # Authorization: Bearer xyz / name: value lines.
 HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[ \t]*+)(?P<value>\S.*+)$")
 # What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
@@ -218,10 +224,12 @@ class Redactor:
         self.verdicts: dict[str, bool] = {}  # name → masked or not
         self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
         self.remembered = functools.lru_cache(maxsize=TEXT_CACHE)(self._text)
-        # Line → the line through the line rules: all three, those before QUOTED_PAIR, the one after.
+        # Line → the line through the line rules: all three; those before QUOTED_PAIR; QUOTED_PAIR and
+        # HEADER_LINE when no pair spans lines; HEADER_LINE alone after QUOTED_PAIR over the whole text.
         self.seen_all: dict[str, str] = {}
         self.seen_before: dict[str, str] = {}
         self.seen_after: dict[str, str] = {}
+        self.seen_after_across: dict[str, str] = {}
         self.line_texts = self.line_hits = self.line_misses = 0
 
     @classmethod
@@ -260,9 +268,13 @@ class Redactor:
         elif self._remembering(text):
             if '"' in text and ":" in text:
                 text = self._line_by_line(text, self._urls_and_pairs, self.seen_before)
-                if self._holds_a_name_word(text):
+                if not self._holds_a_name_word(text):
+                    pass
+                elif QUOTED_ACROSS.search(text) is None:  # every quoted pair within a line
+                    text = self._line_by_line(text, self._quoted_and_headers, self.seen_after)
+                else:
                     text, _ = self._quoted_pairs(text)
-                    text = self._line_by_line(text, self._headers, self.seen_after)
+                    text = self._line_by_line(text, self._headers, self.seen_after_across)
             else:  # no quoted pair: the three line rules at once
                 text = self._line_by_line(text, self._line_rules, self.seen_all)
         else:
@@ -361,6 +373,16 @@ class Redactor:
     def _urls_and_pairs(self, text: str) -> str:
         """URL_PASSWORD and NAME_EQUALS, each line through both."""
         return _on_lines(text, self._lines_to_see(text), self._line_through_both)
+
+    def _quoted_and_headers(self, text: str) -> str:
+        """QUOTED_PAIR and HEADER_LINE, each line through both (QUOTED_PAIR line by line: the lines
+        joined here were not neighbours, a pair must not span them)."""
+        return _on_lines(text, self._word_lines(text), self._line_quoted_and_header)
+
+    def _line_quoted_and_header(self, line: str) -> str:
+        if '"' in line and ":" in line:
+            line, _ = self._quoted_pairs(line)
+        return self._header_line(line)
 
     def _headers(self, text: str) -> str:
         return _on_lines(text, self._word_lines(text), self._header_line) if ":" in text else text
