@@ -66,34 +66,25 @@ HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[
 # What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
 # without any of these words has no name the three rules above would mask.
 NAME_WORDS = (
-    "token",
-    "secret",
-    "passw",
-    "pwd",
-    "key",
-    "auth",
-    "credential",
-    "signature",
-    "cookie",
-    "session",
-    "bearer",
-    "dsn",
-)
-# Texts remembered per Redactor (the same env dump comes back in every frame), and the longest remembered.
-TEXT_CACHE = 128
-TEXT_CACHE_CHARS = 32 * 1024
-# Names remembered per Redactor with whether they are masked (a name is at most 81 characters).
-VERDICTS = 10_000
-# Shorter texts skip the cache: they are quick to redact and would only push the long ones out.
-TEXT_CACHE_MIN = 256
-# Lines remembered per Redactor with what the line rules make of them, for texts of at least LINES_MIN.
-LINES_REMEMBERED = 20_000
-LINES_MIN = 4
-# Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
-FEW_SECRETS = 8
+    "token", "secret", "passw", "pwd", "key", "auth", "credential", "signature", "cookie", "session",
+    "bearer", "dsn",
+)  # fmt: skip
 # The characters of a name the rules above can see, and a value already masked (by a session secret).
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 _MASKS = (MASK, f'"{MASK}"')
+# What a Redactor remembers (an export or a share uses one for all its frames):
+# - texts and what they became (the same env dump comes back in every frame), those of TEXT_CACHE_MIN
+#   to TEXT_CACHE_CHARS characters: shorter ones are quick to redact and would push the long ones out;
+TEXT_CACHE = 128
+TEXT_CACHE_MIN = 256
+TEXT_CACHE_CHARS = 32 * 1024
+# - lines and what the line rules made of them, for texts of at least LINES_MIN lines;
+LINES_REMEMBERED = 20_000
+LINES_MIN = 4
+# - names and whether they are masked.
+VERDICTS = 10_000
+# Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
+FEW_SECRETS = 8
 MAX_DEPTH = 200
 MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
@@ -223,7 +214,7 @@ class Redactor:
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
         self.verdicts: dict[str, bool] = {}  # name → masked or not
         self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
-        self.remembered = functools.lru_cache(maxsize=TEXT_CACHE)(self._text)
+        self.texts: dict[str, str] = {}  # text → redacted, least recently used first
         # Line → the line through the line rules: all three; those before QUOTED_PAIR; QUOTED_PAIR and
         # HEADER_LINE when no pair spans lines; HEADER_LINE alone after QUOTED_PAIR over the whole text.
         self.seen_all: dict[str, str] = {}
@@ -245,9 +236,16 @@ class Redactor:
         """Text with every secret the rules find replaced by ``MASK``."""
         if not text:
             return text
-        if TEXT_CACHE_MIN <= len(text) <= TEXT_CACHE_CHARS:
-            return self.remembered(text)
-        return self._text(text)
+        if not TEXT_CACHE_MIN <= len(text) <= TEXT_CACHE_CHARS:
+            return self._text(text)
+        texts = self.texts
+        redacted = texts.pop(text, None)  # put back last: the least recently used go first
+        if redacted is None:
+            redacted = self._text(text)
+            if len(texts) >= TEXT_CACHE:
+                del texts[next(iter(texts))]
+        texts[text] = redacted
+        return redacted
 
     def _text(self, text: str) -> str:
         """``text`` without the cache: the rules in turn, each skipped where it cannot match.
