@@ -243,7 +243,7 @@ class Redactor:
         if redacted is None:
             redacted = self._text(text)
             if len(texts) >= TEXT_CACHE:
-                del texts[next(iter(texts))]
+                texts.pop(next(iter(texts), ""), None)
         texts[text] = redacted
         return redacted
 
@@ -359,9 +359,9 @@ class Redactor:
             self.line_hits //= 2
         if unseen:
             missing = list(dict.fromkeys(line for line, got in zip(lines, done, strict=True) if got is None))
-            for line, line_done in zip(missing, rules("\n".join(missing)).split("\n"), strict=True):
-                seen[line] = line_done
-            done = [seen[line] for line in lines]
+            fresh = dict(zip(missing, rules("\n".join(missing)).split("\n"), strict=True))
+            seen.update(fresh)
+            done = [fresh[line] if got is None else got for line, got in zip(lines, done, strict=True)]
         return "\n".join(done)  # type: ignore[arg-type]  # every line is there now
 
     def _line_rules(self, text: str) -> str:
