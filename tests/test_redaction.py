@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sessions.frames import deeper_than
+from sessions.timeline import redaction
 from sessions.timeline.redaction import (
     LARGE_PREVIEW,
     MASK,
@@ -535,3 +536,15 @@ def test_frames_bytes_are_redacted_exactly_as_before_however_deep() -> None:
     for r in redactors():
         for raw in frames:
             assert r.raw(raw) == slow_raw(r, raw), raw[:80]
+
+
+def test_what_a_redactor_remembers_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redaction, "LINES_REMEMBERED_CHARS", 200_000)
+    r = Redactor.for_session(CONFIG)
+    r._remembering = lambda text: True  # type: ignore[method-assign]
+    for n in range(300):
+        text = "\n".join(f"LINE_{n}_{k}=" + "v" * 2000 for k in range(6)) + "\napi_key=abc"
+        assert r.text(text).endswith(f"api_key={MASK}")
+        assert r.seen_chars <= 200_000 + 2 * len(text)
+    assert len(r.texts) <= redaction.TEXT_CACHE
+    assert sum(map(len, r.seen_all)) <= 200_000 + len(text)

@@ -80,6 +80,7 @@ TEXT_CACHE_MIN = 256
 TEXT_CACHE_CHARS = 32 * 1024
 # - lines and what the line rules made of them, for texts of at least LINES_MIN lines;
 LINES_REMEMBERED = 20_000
+LINES_REMEMBERED_CHARS = 8 * 1024 * 1024
 LINES_MIN = 4
 # - names and whether they are masked.
 VERDICTS = 10_000
@@ -221,7 +222,7 @@ class Redactor:
         self.seen_before: dict[str, str] = {}
         self.seen_after: dict[str, str] = {}
         self.seen_after_across: dict[str, str] = {}
-        self.line_texts = self.line_hits = self.line_misses = 0
+        self.line_texts = self.line_hits = self.line_misses = self.seen_chars = 0
 
     @classmethod
     def for_session(cls, config: Any, rules: Rules | None = None) -> Redactor:
@@ -261,25 +262,23 @@ class Redactor:
             self.head_verdicts.clear()
         if self.secrets is not None and len(text) >= MIN_SECRET:
             text = self._session_secrets(text)
-        if ":" not in text and "=" not in text:
-            pass
-        elif self._remembering(text):
-            if '"' in text and ":" in text:
-                text = self._line_by_line(text, self._urls_and_pairs, self.seen_before)
-                if not self._holds_a_name_word(text):
-                    pass
-                elif QUOTED_ACROSS.search(text) is None:  # every quoted pair within a line
-                    text = self._line_by_line(text, self._quoted_and_headers, self.seen_after)
-                else:
-                    text, _ = self._quoted_pairs(text)
-                    text = self._line_by_line(text, self._headers, self.seen_after_across)
-            else:  # no quoted pair: the three line rules at once
-                text = self._line_by_line(text, self._line_rules, self.seen_all)
-        else:
-            text = self._names_at_once(text)
+        if ":" in text or "=" in text:
+            text = self._names_by_line(text) if self._remembering(text) else self._names_at_once(text)
         for pattern in self.patterns:
             text = pattern.sub(MASK, text)
         return text
+
+    def _names_by_line(self, text: str) -> str:
+        """URL_PASSWORD and the name rules, line by line, remembering lines."""
+        if not ('"' in text and ":" in text):  # no quoted pair: the three line rules at once
+            return self._line_by_line(text, self._line_rules, self.seen_all)
+        text = self._line_by_line(text, self._urls_and_pairs, self.seen_before)
+        if not self._holds_a_name_word(text):
+            return text
+        if QUOTED_ACROSS.search(text) is None:  # every quoted pair within a line
+            return self._line_by_line(text, self._quoted_and_headers, self.seen_after)
+        text, _ = self._quoted_pairs(text)
+        return self._line_by_line(text, self._headers, self.seen_after_across)
 
     def _names_at_once(self, text: str) -> str:
         """URL_PASSWORD and the name rules, on the lines that can change, found once and followed."""
@@ -347,8 +346,10 @@ class Redactor:
 
         Only the lines not seen before go through the rules, all at once, joined.
         """
-        if len(seen) > LINES_REMEMBERED:
-            seen.clear()
+        if len(seen) > LINES_REMEMBERED or self.seen_chars > LINES_REMEMBERED_CHARS:
+            for remembered in (self.seen_all, self.seen_before, self.seen_after, self.seen_after_across):
+                remembered.clear()
+            self.seen_chars = 0
         lines = text.split("\n")
         done = [seen.get(line) for line in lines]
         unseen = done.count(None)
@@ -361,6 +362,7 @@ class Redactor:
             missing = list(dict.fromkeys(line for line, got in zip(lines, done, strict=True) if got is None))
             fresh = dict(zip(missing, rules("\n".join(missing)).split("\n"), strict=True))
             seen.update(fresh)
+            self.seen_chars += sum(map(len, missing)) * 2
             done = [fresh[line] if got is None else got for line, got in zip(lines, done, strict=True)]
         return "\n".join(done)  # type: ignore[arg-type]  # every line is there now
 
@@ -445,7 +447,8 @@ class Redactor:
         """
         verdicts = self.head_verdicts
         pieces: list[str] = []
-        cuts: list[tuple[int, int]] | None = []
+        cuts: list[tuple[int, int]] = []
+        across = False
         done = 0
         for match in QUOTED_PAIR.finditer(text):
             head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
@@ -456,12 +459,12 @@ class Redactor:
                 start, end = match.span(2)
                 pieces += [text[done:start], MASK]
                 done = end
-                if cuts is not None:
-                    cuts = None if "\n" in match.group(2) else [*cuts, (start, len(MASK) - (end - start))]
+                cuts.append((start, len(MASK) - (end - start)))
+                across = across or "\n" in match.group(2)
         if not pieces:
             return text, []
         pieces.append(text[done:])
-        return "".join(pieces), cuts
+        return "".join(pieces), None if across else cuts
 
     # --- JSON ------------------------------------------------------------------------------
 
