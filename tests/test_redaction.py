@@ -434,8 +434,13 @@ def test_long_texts_and_env_dumps_are_masked_exactly_as_the_rules_say_cached_or_
 def test_the_same_env_dump_in_many_frames_is_redacted_once() -> None:
     dump = json.dumps({f"VAR_{n}": f"value-{n}" for n in range(100)} | {"API_KEY": "ENVSECRET456"}, indent=2)
     r = Redactor.for_session(CONFIG)
-    redacted = []
-    r._text = lambda text: redacted.append(text) or Redactor._text(r, text)  # type: ignore[method-assign]
+    redacted: list[str] = []
+
+    def counted(text: str) -> str:
+        redacted.append(text)
+        return Redactor._text(r, text)
+
+    r._text = counted  # type: ignore[method-assign]
     for seq in range(50):
         message = {"jsonrpc": "2.0", "id": seq, "result": {"content": [{"type": "text", "text": dump}]}}
         assert b"ENVSECRET456" not in r.raw(json.dumps(message).encode())
