@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import clients, servers
+from bench import clients, redaction, servers
 from sessions.engine import ClientOptions, Frame, HttpTarget, StdioTarget, connect
 
 LATENCY_TARGET = 1.5  # engine median latency / raw client median latency, at most
@@ -275,6 +275,8 @@ def print_table(results: dict[str, Any]) -> None:
         from bench import apps
 
         apps.print_table(results["app"])
+    if "redaction" in results:
+        redaction.print_table(results["redaction"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -323,10 +325,11 @@ def main() -> None:
     parser.add_argument("--stop-sessions", type=int, default=1000, help="live sessions when stopping")
     parser.add_argument("--browser-only", action="store_true", help="run only the browser section")
     parser.add_argument("--clicks", type=int, default=30, help="timed clicks per form in the browser section")
+    parser.add_argument("--frames", type=int, default=10_000, help="env-dump frames in the redacted export")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.warmup, args.repeat, args.notifications, args.sessions = 50, 5, 1, 5_000, 3
-        args.clicks, args.app_calls, args.stop_sessions = 10, 30, 50
+        args.clicks, args.app_calls, args.stop_sessions, args.frames = 10, 30, 50, 1_000
     if args.app_only:
         args.browser_only, args.no_browser = True, True
     started = time.perf_counter()
@@ -335,6 +338,11 @@ def main() -> None:
     if not args.browser_only:
         results = asyncio.run(run(args))
         ok = judge(results)
+        print(
+            f"  … redacted JSON Lines export of {args.frames:,} env-dump frames", file=sys.stderr, flush=True
+        )
+        results["redaction"] = redaction.run(args.frames)
+        ok &= redaction.judge(results["redaction"])
     if not args.no_app and (args.app_only or not args.browser_only):
         from bench import apps
 

@@ -11,6 +11,11 @@ Built-in rules:
 
 A sharer adds rules (``Rules``): more names, JSON paths (``params.arguments.password``,
 ``result.content[*].text``) and regular expressions.
+
+An export or a share redacts every frame with one ``Redactor``, which skips the work that cannot change
+anything (a rule on text without its characters, lines without a name word) and remembers texts, lines
+and names it has seen: an env dump in 10,000 frames is redacted once. What it masks is exactly what the
+rules applied one after the other to the whole text mask (tests/test_redaction.py holds it to that).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import copy
 import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -47,11 +53,44 @@ URL_PASSWORD = re.compile(
     r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/:@\"']*:)(?P<password>[^\s@/\"']+)(?=@)", re.I
 )
 # name=value in text (query strings, env dumps, argument lists): the name ends where the value starts.
-NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80})(?P<sep>=)(?P<value>[^\s&;,\"'<>]+)")
-# "name": "value" inside text (JSON a server put in a string).
-QUOTED_PAIR = re.compile(r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}"\s*:\s*)"(?P<value>(?:[^"\\]|\\.)*)"')
+# The quantifiers are possessive where giving back could never help (a name holds no "=", ":" or quote),
+# so a long word without "=" costs one pass instead of one per length.
+NAME_EQUALS = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_.-]{0,80}+)(?P<sep>=)(?P<value>[^\s&;,\"'<>]++)")
+# "name": "value" inside text (JSON a server put in a string); the value unrolled: plain runs, escapes.
+QUOTED_PAIR = re.compile(
+    r'(?P<name>"[A-Za-z_][A-Za-z0-9_.-]{0,80}+"\s*+:\s*+)"(?P<value>[^"\\]*+(?:\\.[^"\\]*+)*+)"'
+)
+# Where a quoted pair might span lines (a newline around its ":" or in its value). Without one, every
+# QUOTED_PAIR match of the text lies within a line and the text can go line by line.
+QUOTED_ACROSS = re.compile(
+    r'"[A-Za-z_][A-Za-z0-9_.-]{0,80}+"'
+    r'(?:[^\S\n]*+\n\s*+:|\s*+:(?:[^\S\n]*+\n\s*+"|\s*+"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+\n))'
+)
 # Authorization: Bearer xyz / name: value lines.
-HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80})(?P<sep>:[ \t]*)(?P<value>\S.*)$")
+HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[ \t]*+)(?P<value>\S.*+)$")
+# What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
+# without any of these words has no name the three rules above would mask.
+NAME_WORDS = (
+    "token", "secret", "passw", "pwd", "key", "auth", "credential", "signature", "cookie", "session",
+    "bearer", "dsn",
+)  # fmt: skip
+# The characters of a name the rules above can see, and a value already masked (by a session secret).
+_NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
+_MASKS = (MASK, f'"{MASK}"')
+# What a Redactor remembers (an export or a share uses one for all its frames):
+# - texts and what they became (the same env dump comes back in every frame), those of TEXT_CACHE_MIN
+#   to TEXT_CACHE_CHARS characters: shorter ones are quick to redact and would push the long ones out;
+TEXT_CACHE = 128
+TEXT_CACHE_MIN = 256
+TEXT_CACHE_CHARS = 32 * 1024
+# - lines and what the line rules made of them, for texts of at least LINES_MIN lines;
+LINES_REMEMBERED = 20_000
+LINES_REMEMBERED_CHARS = 8 * 1024 * 1024
+LINES_MIN = 4
+# - names and whether they are masked.
+VERDICTS = 10_000
+# Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
+FEW_SECRETS = 8
 MAX_DEPTH = 200
 MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
@@ -175,6 +214,20 @@ class Redactor:
             forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
         self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
+        self.secret_forms = ordered
+        # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
+        # name can be: a name is ASCII letters, digits and _.-).
+        self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
+        self.verdicts: dict[str, bool] = {}  # name → masked or not
+        self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
+        self.texts: dict[str, str] = {}  # text → redacted, least recently used first
+        # Line → the line through the line rules: all three; those before QUOTED_PAIR; QUOTED_PAIR and
+        # HEADER_LINE when no pair spans lines; HEADER_LINE alone after QUOTED_PAIR over the whole text.
+        self.seen_all: dict[str, str] = {}
+        self.seen_before: dict[str, str] = {}
+        self.seen_after: dict[str, str] = {}
+        self.seen_after_across: dict[str, str] = {}
+        self.line_texts = self.line_hits = self.line_misses = self.seen_chars = 0
 
     @classmethod
     def for_session(cls, config: Any, rules: Rules | None = None) -> Redactor:
@@ -189,31 +242,258 @@ class Redactor:
         """Text with every secret the rules find replaced by ``MASK``."""
         if not text:
             return text
-        if self.secrets is not None:
-            text = self.secrets.sub(MASK, text)
-        text = URL_PASSWORD.sub(lambda m: m["head"] + MASK, text)
-        text = NAME_EQUALS.sub(self._pair, text)
-        text = QUOTED_PAIR.sub(self._quoted_pair, text)
-        text = HEADER_LINE.sub(self._pair, text)
+        if not TEXT_CACHE_MIN <= len(text) <= TEXT_CACHE_CHARS:
+            return self._text(text)
+        texts = self.texts
+        redacted = texts.pop(text, None)  # put back last: the least recently used go first
+        if redacted is None:
+            redacted = self._text(text)
+            if len(texts) >= TEXT_CACHE:
+                texts.pop(next(iter(texts), ""), None)
+        texts[text] = redacted
+        return redacted
+
+    def _text(self, text: str) -> str:
+        """``text`` without the cache: the rules in turn, each skipped where it cannot match.
+
+        Every shortcut is exact: it leaves out only work that would change nothing. The tests hold the
+        result to the rules applied one after the other to the whole text, on a corpus of tricky texts.
+        The three name rules and URL_PASSWORD never match across a newline, so they can go line by line,
+        and only the lines holding a name word (or a ``://``) can change; QUOTED_PAIR, whose values may
+        span lines, goes over the whole text, between NAME_EQUALS and HEADER_LINE.
+        """
+        if len(self.verdicts) + len(self.head_verdicts) > VERDICTS:
+            self.verdicts.clear()
+            self.head_verdicts.clear()
+        if self.secrets is not None and len(text) >= MIN_SECRET:
+            text = self._session_secrets(text)
+        if ":" in text or "=" in text:
+            text = self._names_by_line(text) if self._remembering(text) else self._names_at_once(text)
         for pattern in self.patterns:
             text = pattern.sub(MASK, text)
         return text
 
-    def _pair(self, match: re.Match[str]) -> str:
-        if not self.secret_name(match["name"]) or match["value"] in (MASK, f'"{MASK}"'):
-            return match.group(0)
-        return f"{match['name']}{match['sep']}{MASK}"
+    def _names_by_line(self, text: str) -> str:
+        """URL_PASSWORD and the name rules, line by line, remembering lines."""
+        if not ('"' in text and ":" in text):  # no quoted pair: the three line rules at once
+            return self._line_by_line(text, self._line_rules, self.seen_all)
+        text = self._line_by_line(text, self._urls_and_pairs, self.seen_before)
+        if not self._holds_a_name_word(text):
+            return text
+        if QUOTED_ACROSS.search(text) is None:  # every quoted pair within a line
+            return self._line_by_line(text, self._quoted_and_headers, self.seen_after)
+        text, _ = self._quoted_pairs(text)
+        return self._line_by_line(text, self._headers, self.seen_after_across)
 
-    def _quoted_pair(self, match: re.Match[str]) -> str:
-        if not self.secret_name(match["name"].split('"')[1]):
+    def _names_at_once(self, text: str) -> str:
+        """URL_PASSWORD and the name rules, on the lines that can change, found once and followed."""
+        words = self._word_lines(text)
+        lines = (
+            words if words is None or "://" not in text else sorted({*words, *_lines_holding(text, "://")})
+        )
+        if not ('"' in text and ":" in text):
+            return _on_lines(text, lines, self._line_through_all)
+        cuts: list[tuple[int, int]] = []
+        text = _on_lines(text, lines, self._line_through_both, cuts)
+        if words == []:  # no name word: no quoted pair to mask, no header either
+            return text
+        lines = None if lines is None else _shifted(lines, cuts)
+        text, cuts_or_none = self._quoted_pairs(text)
+        if cuts_or_none is None:  # a value across lines went: find the lines again
+            lines = self._word_lines(text)
+        elif lines is not None:
+            lines = _shifted(lines, cuts_or_none)
+        return _on_lines(text, lines, self._header_line) if ":" in text else text
+
+    def _session_secrets(self, text: str) -> str:
+        """Every form of the session's secrets masked, as ``self.secrets`` masks them.
+
+        A few secrets are found quicker one by one; where no two of them overlap, what the regular
+        expression would mask is exactly each one found.
+        """
+        if self.secrets is None:
+            return text
+        if len(self.secret_forms) > FEW_SECRETS or len(text) < TEXT_CACHE_MIN:
+            return self.secrets.sub(MASK, text)
+        found = []
+        for form in self.secret_forms:
+            at = text.find(form)
+            while at >= 0:
+                found.append((at, at + len(form)))
+                at = text.find(form, at + len(form))
+        if not found:
+            return text
+        found.sort()
+        pieces = []
+        done = 0
+        for start, end in found:
+            if start < done:  # two that overlap: the regular expression decides which one goes
+                return self.secrets.sub(MASK, text)
+            pieces += [text[done:start], MASK]
+            done = end
+        pieces.append(text[done:])
+        return "".join(pieces)
+
+    def _remembering(self, text: str) -> bool:
+        """Whether to take ``text`` line by line, remembering lines (``_line_by_line``).
+
+        Env dumps, headers and JSON a server sends again come back with most of their lines the same.
+        Where lines seldom come back (logs), remembering them costs more than it saves: then only one
+        text in 16 is remembered, to notice when they start to.
+        """
+        if text.count("\n") < LINES_MIN or len(text) > TEXT_CACHE_CHARS:
+            return False
+        self.line_texts += 1
+        return self.line_misses <= 4 * self.line_hits + LINES_MIN * 100 or self.line_texts % 16 == 0
+
+    def _line_by_line(self, text: str, rules: Callable[[str], str], seen: dict[str, str]) -> str:
+        """``rules`` (line by line in effect) over ``text``, each line's result remembered in ``seen``.
+
+        Only the lines not seen before go through the rules, all at once, joined.
+        """
+        if len(seen) > LINES_REMEMBERED or self.seen_chars > LINES_REMEMBERED_CHARS:
+            for remembered in (self.seen_all, self.seen_before, self.seen_after, self.seen_after_across):
+                remembered.clear()
+            self.seen_chars = 0
+        lines = text.split("\n")
+        done = [seen.get(line) for line in lines]
+        unseen = done.count(None)
+        self.line_hits += len(lines) - unseen
+        self.line_misses += unseen
+        if self.line_misses > LINES_REMEMBERED:  # the recent past counts most
+            self.line_misses //= 2
+            self.line_hits //= 2
+        if unseen:
+            missing = list(dict.fromkeys(line for line, got in zip(lines, done, strict=True) if got is None))
+            fresh = dict(zip(missing, rules("\n".join(missing)).split("\n"), strict=True))
+            seen.update(fresh)
+            self.seen_chars += sum(map(len, missing)) * 2
+            done = [fresh[line] if got is None else got for line, got in zip(lines, done, strict=True)]
+        return "\n".join(done)  # type: ignore[arg-type]  # every line is there now
+
+    def _line_rules(self, text: str) -> str:
+        """URL_PASSWORD, NAME_EQUALS and HEADER_LINE, each line through all three in turn."""
+        return _on_lines(text, self._lines_to_see(text), self._line_through_all)
+
+    def _urls_and_pairs(self, text: str) -> str:
+        """URL_PASSWORD and NAME_EQUALS, each line through both."""
+        return _on_lines(text, self._lines_to_see(text), self._line_through_both)
+
+    def _quoted_and_headers(self, text: str) -> str:
+        """QUOTED_PAIR and HEADER_LINE, each line through both (QUOTED_PAIR line by line: the lines
+        joined here were not neighbours, a pair must not span them)."""
+        return _on_lines(text, self._word_lines(text), self._line_quoted_and_header)
+
+    def _line_quoted_and_header(self, line: str) -> str:
+        if '"' in line and ":" in line:
+            line, _ = self._quoted_pairs(line)
+        return self._header_line(line)
+
+    def _headers(self, text: str) -> str:
+        return _on_lines(text, self._word_lines(text), self._header_line) if ":" in text else text
+
+    def _lines_to_see(self, text: str) -> list[tuple[int, int]] | None:
+        """The lines that hold a name word or a ``://``: the only ones the line rules can change (they
+        add no name word)."""
+        lines = self._word_lines(text)
+        if lines is None or "://" not in text:
+            return lines
+        return sorted({*lines, *_lines_holding(text, "://")})
+
+    def _line_through_all(self, line: str) -> str:
+        return self._header_line(self._name_equals(_url_passwords(line)))
+
+    def _line_through_both(self, line: str) -> str:
+        return self._name_equals(_url_passwords(line))
+
+    def _name_equals(self, line: str) -> str:
+        return NAME_EQUALS.sub(self._pair, line) if "=" in line else line
+
+    def _header_line(self, line: str) -> str:
+        return HEADER_LINE.sub(self._pair, line) if ":" in line else line
+
+    def _holds_a_name_word(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(word in lowered for word in self.name_words)
+
+    def _word_lines(self, text: str) -> list[tuple[int, int]] | None:
+        """The lines (start, end) of ``text`` that hold a name word; None: maybe any of them."""
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a character that lower-cases to two: positions no longer agree
+            return None if any(word in lowered for word in self.name_words) else []
+        lines: dict[int, int] = {}
+        for word in self.name_words:
+            at = lowered.find(word)
+            while at >= 0:
+                end = lowered.find("\n", at)
+                end = len(text) if end < 0 else end
+                lines[lowered.rfind("\n", 0, at) + 1] = end
+                at = lowered.find(word, end)
+        return sorted(lines.items())
+
+    def _masked(self, name: str) -> bool:
+        masked = self.verdicts.get(name)
+        if masked is None:
+            masked = self.verdicts[name] = self.secret_name(name)
+        return masked
+
+    def _pair(self, match: re.Match[str]) -> str:
+        name = match.group(1)
+        if not self._masked(name) or match.group(3) in _MASKS:
             return match.group(0)
-        return f'{match["name"]}"{MASK}"'
+        return f"{name}{match.group(2)}{MASK}"
+
+    def _quoted_pairs(self, text: str) -> tuple[str, list[tuple[int, int]] | None]:
+        """``QUOTED_PAIR`` over the whole text; and where the text changed length (``_shifted``), or
+        None when a value that went held a newline (the lines moved).
+
+        A loop over the matches rather than ``sub`` with a callback: most names are not secret, and
+        for those this only looks the name up.
+        """
+        verdicts = self.head_verdicts
+        pieces: list[str] = []
+        cuts: list[tuple[int, int]] = []
+        across = False
+        done = 0
+        for match in QUOTED_PAIR.finditer(text):
+            head = match.group(1)  # '"name": ', remembered whole: no need to cut the name out each time
+            masked = verdicts.get(head)
+            if masked is None:
+                masked = verdicts[head] = self.secret_name(head.split('"')[1])
+            if masked:
+                start, end = match.span(2)
+                pieces += [text[done:start], MASK]
+                done = end
+                cuts.append((start, len(MASK) - (end - start)))
+                across = across or "\n" in match.group(2)
+        if not pieces:
+            return text, []
+        pieces.append(text[done:])
+        return "".join(pieces), None if across else cuts
 
     # --- JSON ------------------------------------------------------------------------------
 
     def value(self, value: Any) -> Any:
         """A JSON value redacted: secret-named fields, the sharer's paths, and every string's text."""
-        return self._walk(value, [], 0)
+        return self._walk(value, [], 0) if self.paths else self._walk_pathless(value, 0)
+
+    def _walk_pathless(self, value: Any, depth: int) -> Any:
+        """``_walk`` when the sharer gave no JSON paths: no path to carry from node to node."""
+        if depth > MAX_DEPTH:
+            return MASK
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            out = {}
+            for key, item in value.items():
+                if isinstance(item, str | int | float) and item != "" and self._masked(str(key)):
+                    out[key] = MASK
+                else:
+                    out[key] = self._walk_pathless(item, depth + 1)
+            return out
+        if isinstance(value, list):
+            return [self._walk_pathless(item, depth + 1) for item in value]
+        return value
 
     def _walk(self, value: Any, path: list[str], depth: int) -> Any:
         if depth > MAX_DEPTH:
@@ -248,7 +528,9 @@ class Redactor:
             parsed = json.loads(text)
         except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
             return self._raw_text(raw)
-        if isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
+        # Each level opens a bracket: bytes with few brackets cannot nest deeper, no need to walk them.
+        shallow = raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
+        if not shallow and isinstance(parsed, dict | list) and deeper_than(parsed, MAX_DEPTH):
             return self._raw_text(raw)
         redacted = self.value(parsed)
         if redacted == parsed:
@@ -322,6 +604,72 @@ class Redactor:
     def changes(self, raw: bytes) -> bool:
         """Whether redaction changes these bytes (for the preview of what a share shows)."""
         return self.raw(raw) != raw
+
+
+def _url_passwords(line: str) -> str:
+    return URL_PASSWORD.sub(_masked_password, line) if "://" in line else line
+
+
+def _masked_password(match: re.Match[str]) -> str:
+    return match["head"] + MASK
+
+
+def _lines_holding(text: str, needle: str) -> list[tuple[int, int]]:
+    """The lines (start, end) of ``text`` that hold ``needle``."""
+    lines = []
+    at = text.find(needle)
+    while at >= 0:
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        lines.append((text.rfind("\n", 0, at) + 1, end))
+        at = text.find(needle, end)
+    return lines
+
+
+def _on_lines(
+    text: str,
+    lines: list[tuple[int, int]] | None,
+    redact: Callable[[str], str],
+    cuts: list[tuple[int, int]] | None = None,
+) -> str:
+    """``text`` with ``redact`` applied to these lines only (None: to all of it); each line that changed
+    length is added to ``cuts`` (for ``_shifted``).
+
+    Exact for rules whose matches never hold a newline (``NAME_EQUALS``, ``HEADER_LINE``,
+    ``URL_PASSWORD``) when the other lines are ones they cannot change.
+    """
+    if lines is None:
+        return redact(text)
+    pieces = []
+    done = 0
+    for start, end in lines:
+        line = text[start:end]
+        redacted = redact(line)
+        if redacted != line:
+            pieces += [text[done:start], redacted]
+            done = end
+            if cuts is not None:
+                cuts.append((start, len(redacted) - len(line)))
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _shifted(lines: list[tuple[int, int]], cuts: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where ``lines`` are once the text changed length at ``cuts`` (none adds or takes a newline)."""
+    moved = []
+    shift = cut = 0
+    for start, end in lines:
+        while cut < len(cuts) and cuts[cut][0] < start:  # between the lines before and this one
+            shift += cuts[cut][1]
+            cut += 1
+        moved_start = start + shift
+        while cut < len(cuts) and cuts[cut][0] < end:  # in this line
+            shift += cuts[cut][1]
+            cut += 1
+        moved.append((moved_start, end + shift))
+    return moved
 
 
 def _never_saved(*args: Any, **kwargs: Any) -> None:
