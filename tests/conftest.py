@@ -18,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.browser import (  # noqa: F401 - fixtures for the browser tests
+    app_context,
+    browser,
+    home,  # noqa: F401
+    live_app,
+)
 from support.processes import HttpsServer, free_port, modes_of, start_http_server
 
 # Keep the tests' settings (secret key, SQLite file) out of the user's own data directory.
@@ -184,8 +190,17 @@ def short_close_grace() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-async def no_runtime_outlives_its_test() -> AsyncIterator[None]:
-    """Each test starts with an empty in-memory channel layer and no embedded runtime left running."""
+def no_runtime_outlives_its_test(request: pytest.FixtureRequest) -> None:
+    """Each test starts with an empty in-memory channel layer and no embedded runtime left running.
+
+    Not browser tests: their app runs in its own process, and Playwright's sync API cannot share the
+    thread with a running asyncio loop (an async fixture would start one)."""
+    if request.node.get_closest_marker("browser") is None:
+        request.getfixturevalue("stop_the_embedded_runtime")
+
+
+@pytest.fixture
+async def stop_the_embedded_runtime() -> AsyncIterator[None]:
     yield
     from channels.layers import get_channel_layer
 

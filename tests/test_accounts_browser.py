@@ -38,13 +38,6 @@ BOB_PASSWORD = "quartz-lantern-82"
 browser = browser_support.browser
 
 
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process, and Playwright's sync API
-    cannot share the thread with a running asyncio loop."""
-    yield
-
-
 @pytest.fixture(scope="module")
 def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
     """`mcp-inspector` in the hosted mode on a fresh data directory, alice admin of Alpha and Beta."""

@@ -10,12 +10,10 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
     SHORT,
     LiveApp,
@@ -42,24 +40,6 @@ expect = playwright.expect
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # The module-scoped fixtures: a live app, Chromium, a logged-in context.
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here, and Playwright's sync API
-    cannot share the thread with a running asyncio loop."""
-    yield
-
-
-@pytest.fixture
-def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
-    """A fresh page on "/", closed after the test."""
-    page = open_page(app_context, live_app.url("/"))
-    yield page
-    page.close()
 
 
 def test_connecting_over_stdio_shows_ready_the_version_server_info_capabilities_and_initialize(

@@ -9,35 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.app_shell import TEAM, app_shell
-from support.browser import SHORT, LiveApp, assert_clean, call_card, connect, open_page, send_raw, status
+from support.browser import SHORT, LiveApp, assert_clean, call_card, connect, send_raw, status
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here."""
-    yield
-
-
-@pytest.fixture
-def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
-    page = open_page(app_context, live_app.url("/"))
-    yield page
-    page.close()
 
 
 # The user info before "@" is what a phishing link shows; the host after it is where it goes.

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
     SHORT,
     LiveApp,
@@ -26,16 +24,7 @@ expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
 SHOTS = os.environ.get("INSPECTOR_SCREENSHOTS", "/tmp")
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here."""
-    yield
 
 
 def _flow_row(page: Any, shape: str, method: str) -> Any:

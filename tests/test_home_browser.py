@@ -7,35 +7,16 @@ are made in the app's own database (support.app_shell), as many as the pages nee
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.app_shell import TEAM, app_shell
-from support.browser import LiveApp, assert_clean, open_page
+from support.browser import LiveApp, assert_clean
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here."""
-    yield
-
-
-@pytest.fixture
-def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
-    page = open_page(app_context, live_app.url("/"))
-    yield page
-    page.close()
 
 
 def test_a_saved_server_is_edited_and_its_secrets_are_kept_without_being_shown(

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
     LiveApp,
     assert_clean,
@@ -28,16 +26,6 @@ playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """The app runs in its own process here (overrides the async conftest fixture)."""
-    yield
 
 
 def _shoot(page: Any, name: str) -> None:

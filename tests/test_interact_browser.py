@@ -6,11 +6,9 @@ A real `mcp-inspector`, Debian's Chromium and server-everything over stdio, as i
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
     SHORT,
     LiveApp,
@@ -29,24 +27,8 @@ expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
 
 LONG_TOOL = "trigger-long-running-operation"
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here."""
-    yield
-
-
-@pytest.fixture
-def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
-    page = open_page(app_context, live_app.url("/"))
-    yield page
-    page.close()
 
 
 def _start_long_call(page: Any, duration: int, steps: int) -> Any:

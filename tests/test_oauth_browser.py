@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
     LONG,
     LiveApp,
@@ -33,17 +32,8 @@ expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
 
 PROTECTED = Path(__file__).parent / "servers" / "protected_web.py"
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """The app runs in its own process here (see tests/test_browser.py)."""
-    yield
 
 
 @pytest.fixture(scope="module")

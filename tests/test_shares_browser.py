@@ -3,27 +3,15 @@ through the link; alice revokes it and the visitor's page says so at once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import LONG, LiveApp, assert_clean, connect, open_page, send_raw, timeline_rows
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here."""
-    yield
 
 
 def test_a_visitor_watches_a_shared_session_live_until_it_is_revoked(

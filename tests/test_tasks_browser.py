@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import (
-    LiveApp,
     assert_clean,
     call_card,
     connect,
     list_tools,
-    open_page,
     open_tab,
     open_tool,
 )
@@ -23,23 +19,6 @@ playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """The app runs in its own process here (see tests/test_browser.py)."""
-    yield
-
-
-@pytest.fixture
-def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
-    page = open_page(app_context, live_app.url("/"))
-    yield page
-    page.close()
 
 
 def test_a_tool_run_as_a_task_is_followed_live_and_its_result_fetched(

@@ -11,12 +11,10 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import browser as browser_support
 from support.browser import SHORT, assert_clean, call_tool_raw, connect, list_tools, open_page, timeline_rows
 
 from sessions.teams.models import Role
@@ -27,16 +25,6 @@ expect = playwright.expect
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # The module-scoped fixtures: a live app, Chromium, the local person's logged-in context.
-live_app = browser_support.live_app
-browser = browser_support.browser
-app_context = browser_support.app_context
-
-
-@pytest.fixture(autouse=True)
-def no_runtime_outlives_its_test() -> Iterator[None]:
-    """Overrides the async conftest fixture: the app runs in its own process here, and Playwright's sync API
-    cannot share the thread with a running asyncio loop."""
-    yield
 
 
 # Run in a process of its own against the live app's data directory: add a person to the local

@@ -167,6 +167,14 @@ _PROBLEMS: dict[int, list[str]] = {}
 _IGNORED: list[str] = []
 
 
+@pytest.fixture
+def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
+    """A fresh page on "/", closed after the test."""
+    page = open_page(app_context, live_app.url("/"))
+    yield page
+    page.close()
+
+
 def open_page(context: Any, path: str = "/", base_url: str = "") -> Any:
     """A new page in `context` that records console errors, page errors and CSP violations."""
     page = context.new_page()
