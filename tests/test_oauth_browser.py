@@ -8,9 +8,7 @@ authorization server approves at once and redirects back to the inspector's call
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +23,7 @@ from support.browser import (
     open_tab,
     status,
 )
-from support.processes import free_port, start_http_server
+from support.oauth import protected_web
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -33,14 +31,10 @@ expect = playwright.expect
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-PROTECTED = Path(__file__).parent / "servers" / "protected_web.py"
-
-
 @pytest.fixture(scope="module")
 def protected_url() -> Iterator[str]:
-    port = free_port()
-    with start_http_server([sys.executable, str(PROTECTED), "--port", str(port)], port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with protected_web() as url:
+        yield url
 
 
 def _authorize(page: Any, host: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import re
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from support.processes import free_port, start_http_server
+from support.oauth import protected_web
 from test_hosted import (
     Watcher,
     engine_worker,
@@ -29,15 +28,13 @@ from test_hosted import (
 
 pytestmark = pytest.mark.slow
 
-PROTECTED = Path(__file__).parent / "servers" / "protected_web.py"
 AUTHORIZE_LINK = re.compile(r'<a class="button primary" href="([^"]+)"[^>]*>Authorize at')
 
 
 @pytest.fixture(scope="module")
 def protected_url() -> Iterator[str]:
-    port = free_port()
-    with start_http_server([sys.executable, str(PROTECTED), "--port", str(port)], port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with protected_web() as url:
+        yield url
 
 
 def _authorization_url(client: httpx.Client, path: str, timeout: float = 30) -> str:

@@ -3,9 +3,7 @@ server config carries to the engine, tokens kept encrypted per team and forgotte
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -14,7 +12,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import AsyncClient
-from support.processes import free_port, start_http_server
+from support.oauth import protected_web
 from support.teams import ateam_of, team_of
 from support.web import live_runtime, logged_in_client, make_user, wait_until
 
@@ -36,14 +34,11 @@ from sessions.web.forms import ConnectForm, ServerForm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PROTECTED = Path(__file__).parent / "servers" / "protected_web.py"
-
 
 @pytest.fixture(scope="module")
 def protected_url() -> Iterator[str]:
-    port = free_port()
-    with start_http_server([sys.executable, str(PROTECTED), "--port", str(port)], port):
-        yield f"http://127.0.0.1:{port}/mcp"
+    with protected_web() as url:
+        yield url
 
 
 def _http_config(url: str) -> dict:

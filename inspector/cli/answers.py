@@ -20,7 +20,6 @@ embedded in a 2026-07-28 ``input_required`` result (the engine retries with them
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -79,13 +78,9 @@ def read_policy(text: str, option: str, names: tuple[str, ...]) -> Policy:
             raise PolicyError(f"{option} must be one of {', '.join(names)} or @FILE, not {text!r}")
         return Policy(text)
     path = text[1:]
-    try:
-        with open(path, encoding="utf-8") as fh:
-            reply = json.load(fh)
-    except OSError as exc:
-        raise ReplyFileError(f"cannot read {option} file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ReplyFileError(f"invalid JSON in {option} file {path}: {exc}") from None
+    from inspector.cli.files import read_json
+
+    reply = read_json(path, f"{option} file", ReplyFileError)
     if not isinstance(reply, dict):
         raise ReplyFileError(f"{option} file {path} must hold a JSON object (the reply)")
     if option == "--elicitation":

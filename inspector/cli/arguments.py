@@ -494,13 +494,9 @@ def _target_from_config(
     transport: str | None,
     timeout: float,
 ) -> Target:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise CliError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CliError(f"invalid JSON in config file {path}: {exc}") from None
+    from inspector.cli.files import read_json
+
+    data = read_json(path, "config file", CliError)
     from sessions.config_files import ConfigError, is_server_json, parse_entry, parse_server_json
 
     servers = None

@@ -51,13 +51,9 @@ class Step:
 
 
 def load(path: str) -> list[Step]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise CollectionError(f"cannot read collection {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise CollectionError(f"invalid JSON in collection {path}: {exc}") from None
+    from inspector.cli.files import read_json
+
+    data = read_json(path, "collection", CollectionError)
     raw = data.get("steps") if isinstance(data, dict) else data
     if not isinstance(raw, list) or not raw:
         raise CollectionError(f'collection {path} needs a non-empty "steps" list')

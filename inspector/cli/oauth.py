@@ -95,12 +95,9 @@ class OAuthOptionError(Exception):
 
 
 def _read_config(path: str) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise OAuthOptionError(f"cannot read --oauth-config {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise OAuthOptionError(f"invalid JSON in --oauth-config {path}: {exc}") from None
+    from inspector.cli.files import read_json
+
+    data = read_json(path, "--oauth-config", OAuthOptionError)
     if not isinstance(data, dict):
         raise OAuthOptionError(f"--oauth-config {path} must hold a JSON object")
     unknown = sorted(set(data) - CONFIG_KEYS)

@@ -438,6 +438,9 @@ class StreamableHttpTransport(_HttpBase):
             generation = self.auth.generation if self.auth is not None else 0
             try:
                 headers = await self._authorized(headers, "POST", self.target.url)
+                if attempts:  # the message's frame has the first try's headers: record the retry's
+                    note = f"send message #{seq} again, authorized"
+                    self._record_request("POST", self.target.url, headers, note)
                 request = self.client.build_request("POST", self.target.url, content=raw, headers=headers)
                 response = await self.client.send(request, stream=True)
             except _SEND_FAILED as exc:
@@ -451,8 +454,6 @@ class StreamableHttpTransport(_HttpBase):
                 self.sink.requests_failed(ids, HttpStatusError(response.status_code, body))
                 return
             attempts += 1
-            headers = await self._authorized(headers, "POST", self.target.url)
-            self._record_request("POST", self.target.url, headers, f"send message #{seq} again, authorized")
         try:
             await self._handle(response, ids, seq, initialize=initialize)
         except httpx.HTTPError as exc:
@@ -661,9 +662,9 @@ class LegacySseTransport(_HttpBase):
             generation = self.auth.generation if self.auth is not None else 0
             headers = self._base_headers("GET")
             headers["Accept"] = _SSE
-            out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
             try:
                 headers = await self._authorized(headers, "GET", self.target.url)
+                out = self._record_request("GET", self.target.url, headers, "open the SSE stream")
                 response = await self.client.send(
                     self.client.build_request("GET", self.target.url, headers=headers), stream=True
                 )

@@ -18,7 +18,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlencode
 
 import httpx
@@ -119,6 +119,11 @@ class OAuthFlow:
         if fatal:
             raise OAuthFailed(f"{step}: {fatal[0].message}")
 
+    def _fail(self, step: str, note: str, code: str, message: str) -> NoReturn:
+        """Record the step as failed with one fatal verdict, and stop the flow."""
+        self._state_frame(step, note, [Problem(code, "error", message, fatal=True)])
+        raise OAuthFailed(f"{step}: {message}")  # _state_frame raised already; this tells the type checker
+
     async def _exchange(
         self,
         step: str,
@@ -209,17 +214,11 @@ class OAuthFlow:
                 )
                 return
             if pointed:
-                self._state_frame(
+                self._fail(
                     "resource-metadata",
                     f"the challenge's resource_metadata {url} answered {response.status_code}",
-                    [
-                        Problem(
-                            "oauth-prm",
-                            "error",
-                            f"resource_metadata {url} answered {response.status_code}",
-                            True,
-                        )
-                    ],
+                    "oauth-prm",
+                    f"resource_metadata {url} answered {response.status_code}",
                 )
         # No metadata anywhere: the 2025-03-26 way, the server's origin is the authorization base URL.
         self.state["prm"] = None
@@ -244,10 +243,11 @@ class OAuthFlow:
         issuer = self.state["issuer"]
         legacy = bool(self.state.get("legacy"))
         if not rules.is_secure_url(issuer):
-            self._state_frame(
+            self._fail(
                 "authorization-server",
                 f"authorization server {issuer} is not HTTPS",
-                [Problem("oauth-insecure", "error", f"the authorization server {issuer} is not HTTPS", True)],
+                "oauth-insecure",
+                f"the authorization server {issuer} is not HTTPS",
             )
         for url in rules.as_metadata_urls(issuer):
             response, document = await self._exchange(
@@ -276,17 +276,11 @@ class OAuthFlow:
                 issuer=issuer,
             )
             return
-        self._state_frame(
+        self._fail(
             "authorization-server",
             f"no authorization server metadata for {issuer}",
-            [
-                Problem(
-                    "oauth-as-metadata",
-                    "error",
-                    f"no metadata found for the authorization server {issuer}",
-                    True,
-                )
-            ],
+            "oauth-as-metadata",
+            f"no metadata found for the authorization server {issuer}",
         )
 
     async def _client(self) -> None:
@@ -322,20 +316,13 @@ class OAuthFlow:
             client = await self._register(meta["registration_endpoint"], methods)
             note = f"registered as {client['client_id']} ({client['auth_method']})"
         else:
-            self._state_frame(
+            self._fail(
                 "client",
                 "no way to identify this client",
-                [
-                    Problem(
-                        "oauth-no-client",
-                        "error",
-                        "the authorization server offers no dynamic registration and no client id "
-                        "metadata documents: give a pre-registered client id",
-                        True,
-                    )
-                ],
+                "oauth-no-client",
+                "the authorization server offers no dynamic registration and no client id "
+                "metadata documents: give a pre-registered client id",
             )
-            return
         client["issuer"] = issuer
         if client["how"] != "pre-registered":
             clients[issuer] = client
@@ -362,17 +349,11 @@ class OAuthFlow:
             or not isinstance(document, dict)
             or not document.get("client_id")
         ):
-            self._state_frame(
+            self._fail(
                 "client",
                 f"registration answered {response.status_code}",
-                [
-                    Problem(
-                        "oauth-registration",
-                        "error",
-                        f"dynamic registration failed (HTTP {response.status_code})",
-                        True,
-                    )
-                ],
+                "oauth-registration",
+                f"dynamic registration failed (HTTP {response.status_code})",
             )
         secret = document.get("client_secret")
         method = document.get("token_endpoint_auth_method")
@@ -410,14 +391,11 @@ class OAuthFlow:
             params["scope"] = scope
         endpoint = meta.get("authorization_endpoint")
         if not isinstance(endpoint, str):
-            self._state_frame(
+            self._fail(
                 "authorization",
                 "no authorization endpoint",
-                [
-                    Problem(
-                        "oauth-as-metadata", "error", "the metadata names no `authorization_endpoint`", True
-                    )
-                ],
+                "oauth-as-metadata",
+                "the metadata names no `authorization_endpoint`",
             )
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(params)}"
         self.state.update(
@@ -510,17 +488,11 @@ class OAuthFlow:
                 if isinstance(document, dict)
                 else None
             )
-            self._state_frame(
+            self._fail(
                 step,
                 f"the token endpoint answered {response.status_code}",
-                [
-                    Problem(
-                        "oauth-token",
-                        "error",
-                        f"no token (HTTP {response.status_code}): {error or 'no access_token'}",
-                        True,
-                    )
-                ],
+                "oauth-token",
+                f"no token (HTTP {response.status_code}): {error or 'no access_token'}",
             )
         self._keep_token(document, step)
 
@@ -630,17 +602,11 @@ class OAuthFlow:
             "token", "token exchange at the identity provider", "POST", config.idp_token_endpoint, form=form
         )
         if response.status_code != 200 or not isinstance(document, dict) or not document.get("access_token"):
-            self._state_frame(
+            self._fail(
                 "token",
                 f"the identity provider answered {response.status_code}",
-                [
-                    Problem(
-                        "oauth-token",
-                        "error",
-                        f"the token exchange failed (HTTP {response.status_code})",
-                        True,
-                    )
-                ],
+                "oauth-token",
+                f"the token exchange failed (HTTP {response.status_code})",
             )
         issued = document.get("issued_token_type")
         problems = (

@@ -43,28 +43,29 @@ def duration_ms(value: Any) -> str:
     return f"{hours} h {minutes} min"
 
 
+def _utc(wall: Any) -> datetime | None:
+    """Wall-clock seconds as a UTC datetime; None for what is not a time."""
+    seconds = _number(wall)
+    if seconds is None:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
 @register.filter
 def clock(wall: Any) -> str:
     """Wall-clock seconds as the time of day to the millisecond (UTC, as every page shows times)."""
-    seconds = _number(wall)
-    if seconds is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(seconds, tz=UTC).strftime("%H:%M:%S.%f")[:12]
-    except (OverflowError, OSError, ValueError):
-        return ""
+    moment = _utc(wall)
+    return moment.strftime("%H:%M:%S.%f")[:12] if moment is not None else ""
 
 
 @register.filter
 def iso_time(wall: Any) -> str:
     """Wall-clock seconds as an ISO 8601 date and time (a <time> element's datetime)."""
-    seconds = _number(wall)
-    if seconds is None:
-        return ""
-    try:
-        return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return ""
+    moment = _utc(wall)
+    return moment.isoformat(timespec="milliseconds") if moment is not None else ""
 
 
 @register.filter

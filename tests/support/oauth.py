@@ -70,6 +70,17 @@ def oauth_sdk_server(*flags: str) -> Iterator[ProtectedServer]:
 
 
 @contextlib.contextmanager
+def protected_web() -> Iterator[str]:
+    """tests/servers/protected_web.py (authorization server and resource in one process, one origin,
+    unlike oauth_sdk_server's two) on a free port; yields the MCP URL."""
+    port = free_port()
+    with start_http_server(
+        [sys.executable, str(SERVERS_DIR / "protected_web.py"), "--port", str(port)], port
+    ):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@contextlib.contextmanager
 def ts_example_server() -> Iterator[str]:
     """The TypeScript SDK's example server with ``--oauth --oauth-strict`` (its demo authorization
     server approves every request at once); yields its URL, on ``localhost`` as it names itself."""
