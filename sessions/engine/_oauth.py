@@ -59,14 +59,11 @@ class OAuthSession:
         server_url: str,
         http: httpx.AsyncClient,
         record: Callable[[Frame], Frame],
-        *,
-        now: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self.server_url = server_url
         self.http = http
         self.record = record
-        self.now = now or config.now
         self.key = config.store_key or canonical_resource(server_url)
         stored = config.store.load(self.key) if config.store is not None else None
         self.state: dict[str, Any] = dict(stored or {})
@@ -99,7 +96,7 @@ class OAuthSession:
         """Refresh a token about to expire before it is sent (when there is a refresh token)."""
         token = self.token
         expires = token.get("expires_at") if token else None
-        if token is None or expires is None or expires - _REFRESH_MARGIN > self.now():
+        if token is None or expires is None or expires - _REFRESH_MARGIN > self.config.now():
             return
         async with self._lock:
             if self.token is token:
@@ -138,16 +135,9 @@ class OAuthSession:
                 return False
             return True
 
-    async def authorize_now(self) -> None:
-        """Authorize before the first request (client credentials and the like need no challenge)."""
-        async with self._lock:
-            if self.token is None:
-                await self._authorize(None)
-
-    async def _authorize(self, refusal: Refusal | None) -> None:
-        why = refusal.describe() if refusal is not None else "authorizing before the first request"
-        step_up = refusal is not None and refusal.status == 403
-        self._note(f"{'step-up authorization' if step_up else 'authorization'} started: {why}")
+    async def _authorize(self, refusal: Refusal) -> None:
+        step_up = refusal.status == 403
+        self._note(f"{'step-up authorization' if step_up else 'authorization'} started: {refusal.describe()}")
         state = self._fresh_state(step_up)
         flow = OAuthFlow(
             self.config,
@@ -155,9 +145,8 @@ class OAuthSession:
             self.http,
             self.record,
             state=state,
-            challenge=refusal.challenge if refusal is not None else None,
+            challenge=refusal.challenge,
             dpop=self.dpop,
-            now=self.now,
         )
         await flow.step()  # resource metadata
         await flow.step()  # authorization server metadata
@@ -212,7 +201,6 @@ class OAuthSession:
             self.record,
             state=self.state,
             dpop=self.dpop,
-            now=self.now,
         )
         if await flow.refresh():
             self.generation += 1

@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlencode
@@ -58,7 +57,6 @@ class OAuthFlow:
         state: dict[str, Any] | None = None,
         challenge: Challenge | None = None,
         dpop: DpopKey | None = None,
-        now: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.server_url = server_url
@@ -69,7 +67,6 @@ class OAuthFlow:
         if challenge is not None:
             self.state["challenge"] = {"scheme": challenge.scheme, "params": challenge.params}
         self.dpop = dpop
-        self.now = now
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -508,7 +505,9 @@ class OAuthFlow:
             "token_type": "DPoP" if token_type.lower() == "dpop" else "Bearer",
             "refresh_token": document.get("refresh_token") or previous.get("refresh_token"),
             "scope": document.get("scope") or self.state.get("requested_scope"),
-            "expires_at": self.now() + float(expires_in) if isinstance(expires_in, int | float) else None,
+            "expires_at": self.config.now() + float(expires_in)
+            if isinstance(expires_in, int | float)
+            else None,
         }
         audience = _jwt_audience(token["access_token"])
         resource = self.state.get("resource")
