@@ -29,13 +29,12 @@ _REFRESH_MARGIN = 30.0
 
 
 class Refusal:
-    """What a 401/403 said: its challenges, the DPoP nonce it gave, and the token it refused."""
+    """What a 401/403 said: its status, its challenges, and the DPoP nonce it gave."""
 
-    def __init__(self, response: httpx.Response, generation: int) -> None:
+    def __init__(self, response: httpx.Response) -> None:
         self.status = response.status_code
         self.challenges = parse_challenges(response.headers.get_list("www-authenticate"))
         self.nonce = response.headers.get("dpop-nonce")
-        self.generation = generation
 
     @property
     def challenge(self) -> Challenge | None:
@@ -104,7 +103,7 @@ class OAuthSession:
 
     async def challenged(self, response: httpx.Response, attempts: int, generation: int) -> bool:
         """Answer a 401/403: return True when the request should be sent again (with new headers)."""
-        refusal = Refusal(response, generation)
+        refusal = Refusal(response)
         challenge = refusal.challenge
         nonce = challenge is not None and challenge.error == "use_dpop_nonce"
         if nonce and self.dpop is not None and self.dpop.take_nonce(self.server_url, refusal.nonce):

@@ -197,7 +197,6 @@ class OAuthFlow:
             if response.status_code == 200 and document is not None:
                 problems = rules.check_prm(document, self.server_url, url)
                 self.state["prm"] = document
-                self.state["prm_url"] = url
                 self.state["resource"] = document.get("resource")
                 issuer = document["authorization_servers"][0] if not any(p.fatal for p in problems) else None
                 self.state["issuer"] = issuer
@@ -395,9 +394,7 @@ class OAuthFlow:
                 "the metadata names no `authorization_endpoint`",
             )
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(params)}"
-        self.state.update(
-            verifier=verifier, oauth_state=state, requested_scope=scope, redirect_uri=params["redirect_uri"]
-        )
+        self.state.update(verifier=verifier, requested_scope=scope, redirect_uri=params["redirect_uri"])
         self._state_frame(
             "authorization",
             f"authorization request: scope {scope or '(none)'}, resource {params['resource']}",
