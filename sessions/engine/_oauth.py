@@ -18,7 +18,7 @@ import httpx
 from ._frames import Frame
 from ._oauth_config import OAuthConfig, OAuthFailed
 from ._oauth_flow import OAuthFlow
-from ._oauth_rules import Challenge, canonical_resource, parse_challenges
+from ._oauth_rules import Challenge, canonical_resource, describe_challenge, parse_challenges, pick_challenge
 
 if TYPE_CHECKING:
     from ._dpop import DpopKey
@@ -38,17 +38,10 @@ class Refusal:
 
     @property
     def challenge(self) -> Challenge | None:
-        for challenge in self.challenges:
-            if challenge.resource_metadata or challenge.error:
-                return challenge
-        return self.challenges[0] if self.challenges else None
+        return pick_challenge(self.challenges)
 
     def describe(self) -> str:
-        challenge = self.challenge
-        if challenge is None:
-            return f"HTTP {self.status} with no WWW-Authenticate challenge"
-        params = ", ".join(f"{k}={v}" for k, v in challenge.params.items())
-        return f"HTTP {self.status}: {challenge.scheme} {params}".rstrip()
+        return describe_challenge(self.status, self.challenge)
 
 
 class OAuthSession:

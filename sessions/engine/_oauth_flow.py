@@ -103,6 +103,25 @@ class OAuthFlow:
             pass
         return dict(self.state["token"])
 
+    async def discover(self, message: dict[str, Any], headers: dict[str, str]) -> None:
+        """A request without a token, as a client's first (``message``, usually ``initialize``): the
+        401 and its challenge, judged and kept for the resource metadata step."""
+        response, _ = await self._exchange(
+            "discovery",
+            "discovery: a request without a token",
+            "POST",
+            self.server_url,
+            body=message,
+            headers={"Accept": "application/json, text/event-stream", **headers},
+        )
+        challenge = rules.pick_challenge(
+            rules.parse_challenges(response.headers.get_list("www-authenticate"))
+        )
+        note, problems = rules.judge_unauthenticated(response.status_code, challenge)
+        if challenge is not None:
+            self.state["challenge"] = {"scheme": challenge.scheme, "params": challenge.params}
+        self._state_frame("discovery", note, problems)
+
     # -- recording -------------------------------------------------------------------------------
 
     def _state_frame(self, step: str, note: str, problems: Sequence[Problem] = (), **facts: Any) -> None:

@@ -29,7 +29,10 @@ __all__ = [
     "mask_form",
     "mask_json_secrets",
     "origin_of",
+    "describe_challenge",
+    "judge_unauthenticated",
     "parse_challenges",
+    "pick_challenge",
     "prm_urls",
     "resource_covers",
     "select_scopes",
@@ -117,6 +120,40 @@ def parse_challenges(values: list[str]) -> list[Challenge]:
             if rest and _PARAM.match(rest) is None and _SCHEME.match(rest) is None:
                 break
     return found
+
+
+def pick_challenge(challenges: list[Challenge]) -> Challenge | None:
+    """The challenge that speaks to OAuth: one naming its metadata or an error, else the first."""
+    for challenge in challenges:
+        if challenge.resource_metadata or challenge.error:
+            return challenge
+    return challenges[0] if challenges else None
+
+
+def describe_challenge(status: int, challenge: Challenge | None) -> str:
+    """A refusal in a line: its status and challenge."""
+    if challenge is None:
+        return f"HTTP {status} with no WWW-Authenticate challenge"
+    params = ", ".join(f"{k}={v}" for k, v in challenge.params.items())
+    return f"HTTP {status}: {challenge.scheme} {params}".rstrip()
+
+
+def judge_unauthenticated(status: int, challenge: Challenge | None) -> tuple[str, list[Problem]]:
+    """What a request without a token drew: a note, and what is wrong with it (RFC 9728 §5.1)."""
+    if status != 401:
+        note = f"the server answered {status} without a token: it may not need one"
+        return note, [Problem("oauth-challenge", "info", note)]
+    if challenge is None:
+        message = "a 401 MUST carry a WWW-Authenticate challenge (RFC 6750 §3, RFC 9728 §5.1)"
+        return "401 with no WWW-Authenticate challenge", [Problem("oauth-challenge", "error", message)]
+    note = describe_challenge(status, challenge).replace(f"HTTP {status}", str(status), 1)
+    if challenge.resource_metadata is None:
+        message = (
+            "the challenge names no resource_metadata: the client falls back to the well-known "
+            "locations (RFC 9728 §5.1)"
+        )
+        return note, [Problem("oauth-challenge", "warning", message)]
+    return note, []
 
 
 def origin_of(url: str) -> str:

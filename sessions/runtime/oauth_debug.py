@@ -15,7 +15,6 @@ same egress rules as the session, never the web process's own.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -28,9 +27,7 @@ from sessions.engine import (
     HttpTarget,
     OAuthFailed,
     OAuthFlow,
-    mask_headers,
     oauth_client,
-    parse_challenges,
 )
 from sessions.runtime import messages as m
 from sessions.runtime import store
@@ -131,87 +128,17 @@ class OAuthDebugger:
 
     async def _discover(self) -> None:
         """An unauthenticated initialize, as a client's first request: the 401 and its challenge."""
-        body = json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": self.owner.config.get("protocol_version") or DEFAULT_PROTOCOL_VERSION,
-                    "capabilities": {},
-                    "clientInfo": CLIENT_INFO,
-                },
-            }
-        ).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            **self.target.headers,
+        message = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": self.owner.config.get("protocol_version") or DEFAULT_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": CLIENT_INFO,
+            },
         }
-        url = self.target.url
-        out = self.record(
-            Frame(
-                "http",
-                "out",
-                body,
-                transport={
-                    "http": {
-                        "method": "POST",
-                        "url": url,
-                        "headers": mask_headers(headers),
-                        "oauth": "discovery",
-                    }
-                },
-                note="OAuth discovery: a request without a token",
-            )
-        )
-        try:
-            response = await self.http.post(url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise OAuthFailed(f"the server cannot be reached: {exc or type(exc).__name__}") from exc
-        self.record(
-            Frame(
-                "http",
-                "in",
-                response.content[:65536],
-                transport={
-                    "http": {
-                        "status": response.status_code,
-                        "reason": response.reason_phrase,
-                        "headers": mask_headers(dict(response.headers)),
-                        "request_seq": out.seq,
-                        "oauth": "discovery",
-                    }
-                },
-            )
-        )
-        challenges = parse_challenges(response.headers.get_list("www-authenticate"))
-        pointed = next((c for c in challenges if c.resource_metadata), None)
-        challenge = pointed or (challenges[0] if challenges else None)
-        frame = Frame("state", "local", transport={"state": "oauth", "oauth": {"step": "discovery"}})
-        if response.status_code != 401:
-            frame.note = f"the server answered {response.status_code} without a token: it may not need one"
-            frame.flag("oauth-challenge", "info", frame.note)
-        elif challenge is None:
-            frame.note = "401 with no WWW-Authenticate challenge"
-            frame.flag(
-                "oauth-challenge",
-                "error",
-                "a 401 MUST carry a WWW-Authenticate challenge (RFC 6750 §3, RFC 9728 §5.1)",
-            )
-        else:
-            params = ", ".join(f"{k}={v}" for k, v in challenge.params.items())
-            frame.note = f"401: {challenge.scheme} {params}".rstrip()
-            if pointed is None:
-                frame.flag(
-                    "oauth-challenge",
-                    "warning",
-                    "the challenge names no resource_metadata: the client falls back to the well-known "
-                    "locations (RFC 9728 §5.1)",
-                )
-        if challenge is not None:
-            self.flow.state["challenge"] = {"scheme": challenge.scheme, "params": challenge.params}
-        self.record(frame)
+        await self.flow.discover(message, dict(self.target.headers))
 
     async def _request(self) -> None:
         """Keep the token as a session's would be kept, then connect with it: the first request."""
