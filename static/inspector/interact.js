@@ -57,7 +57,9 @@
   function rove(list) {
     var tabs = tabsOf(list);
     var selected = tabs.filter(function (tab) { return tab.getAttribute("aria-selected") === "true"; })[0] || tabs[0];
-    tabs.forEach(function (tab) { tab.tabIndex = tab === selected ? 0 : -1; });
+    // The Tab stop stays on the tab the keyboard is on (any socket message re-runs this), else the selected one.
+    var stop = tabs.indexOf(document.activeElement) >= 0 ? document.activeElement : selected;
+    tabs.forEach(function (tab) { tab.tabIndex = tab === stop ? 0 : -1; });
     var panel = selected && document.getElementById(selected.getAttribute("aria-controls"));
     if (panel && selected.id) {
       panel.setAttribute("aria-labelledby", selected.id);
