@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 # Nothing here imports Django (nor webbrowser, logging, ipaddress) at module level: the --cli path
 # must start fast.
@@ -25,6 +25,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return cli.main(args)
     return serve(args)
+
+
+def run() -> NoReturn:
+    """The ``mcp-inspector`` command (and ``python -m inspector``): ``main()``, then the process ends.
+
+    A CLI call ends its process without the interpreter's teardown (``inspector.cli.end_process``).
+    """
+    code = main()
+    if "--cli" in sys.argv[1:]:
+        from inspector.cli import end_process
+
+        end_process(code)
+    sys.exit(code)
 
 
 class _WithoutHttpxCli:
@@ -189,4 +202,4 @@ def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
