@@ -110,10 +110,24 @@ def test_a_missing_sniffio_is_looked_for_once_not_on_every_lock_httpcore_sets_up
         "import importlib.util, json, sys\n"
         "installed = importlib.util.find_spec('sniffio') is not None\n"
         "import sessions.engine._http\n"
-        "print(json.dumps({'installed': installed, 'remembered': sys.modules.get('sniffio', 'absent') is None}))\n"
+        "remembered = sys.modules.get('sniffio', 'absent') is None\n"
+        "print(json.dumps({'installed': installed, 'remembered': remembered}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30)
     found = json.loads(proc.stdout)
     if found["installed"]:
         pytest.skip("sniffio is installed here: httpcore finds it")
     assert found["remembered"]
+
+
+def test_the_cli_process_collects_garbage_rarely_and_still_runs_atexit_handlers() -> None:
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print(gc.get_threshold()[0]))\n"
+        "sys.argv = ['mcp-inspector', '--cli', 'python', 'server.py', '--method', 'no/such']\n"
+        "from inspector.__main__ import run\n"
+        "run()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout) == (2, "100000\n"), proc.stderr
+    assert proc.stderr.startswith("error: ")
