@@ -127,6 +127,32 @@ def test_live_fragments_mark_updated_resources_and_append_log_lines_escaped() ->
     assert "lvl-4" in logs and "&lt;script&gt;alert(1)" in logs and "<script>" not in logs
 
 
+def _log_row(seq: int) -> dict[str, Any]:
+    params = {"level": "info", "data": f"line {seq}"}
+    return row(
+        seq, "notifications/message", {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+    )
+
+
+def test_log_lines_go_only_to_a_tab_showing_the_logging_panel_and_a_flood_sends_the_newest() -> None:
+    from sessions.web.logs import LOG_LINES
+
+    update = row(
+        1,
+        "notifications/resources/updated",
+        {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "demo://x"}},
+    )
+    rows = [update] + [_log_row(seq) for seq in range(2, 2 + LOG_LINES + 50)]
+    # A tab on another panel: no log lines rendered, the timeline's markers still are.
+    (markers,) = live.fragments(McpSession(), rows, "tools")
+    assert "log-line" not in markers and marker_id("demo://x") in markers
+    # A tab showing the log, or one that has not said what it shows: the newest LOG_LINES lines.
+    for panel in ("logging", None):
+        _, logs = live.fragments(McpSession(), rows, panel)
+        assert logs.count('class="log-line') == LOG_LINES
+        assert f"line {LOG_LINES + 51}<" in logs and "line 51<" not in logs and "line 52<" in logs
+
+
 def test_live_fragments_ignore_other_rows() -> None:
     assert (
         live.fragments(McpSession(), [row(1, "tools/list", {"jsonrpc": "2.0", "id": 1, "result": {}})]) == []

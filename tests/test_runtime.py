@@ -269,3 +269,40 @@ async def test_the_consumer_survives_hostile_query_strings_and_messages(everythi
             while 'id="f-4"' not in seen:  # the filtered rows: the consumer is still there
                 seen += await communicator.receive_from(timeout=10)
         await communicator.disconnect()
+
+
+def _frame_count(last: int) -> str:
+    return f'id="frame-count" class="muted" hx-swap-oob="true">{last}<'
+
+
+async def _receive_until(communicator: Any, text: str) -> str:
+    seen = ""
+    async with asyncio.timeout(15):
+        while text not in seen:
+            seen += await communicator.receive_from(timeout=15)
+    return seen
+
+
+async def test_log_lines_reach_a_tab_only_while_it_shows_the_logging_panel_which_is_redrawn_on_opening(
+    bad_stdio: Any,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("flood")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+        assert (await communicator.connect(timeout=10))[0]
+        await communicator.send_to(json.dumps({"action": "panel", "name": "tools"}))
+        await request(session, "tools/call", {"name": "t", "arguments": {"count": 30}})
+        last = (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq
+        seen = await _receive_until(communicator, _frame_count(last))  # every batch was sent
+        assert "log-line" not in seen
+        message = {"action": "panel", "name": "logging", "min_level": "debug"}
+        await communicator.send_to(json.dumps(message))
+        redrawn = await _receive_until(communicator, 'hx-swap-oob="innerHTML"')
+        assert redrawn.count('class="log-line') == 30 and '"i": 29' in redrawn.replace("&quot;", '"')
+        await request(session, "tools/call", {"name": "t", "arguments": {"count": 3}})
+        last = (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq
+        live = await _receive_until(communicator, _frame_count(last))
+        assert "beforeend:#log-lines" in live and live.count('class="log-line') == 3
+        await communicator.disconnect()

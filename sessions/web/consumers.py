@@ -1,7 +1,8 @@
 """The live view of one session: frames after N from the database, then whatever the owner publishes.
 
 The browser speaks htmx's websocket extension: we send HTML fragments that swap out of band; it
-sends JSON (form values) for filters and paging, and the ids of the running call cards it shows.
+sends JSON (form values) for filters and paging, the ids of the running call cards it shows, and which
+panel it shows.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from django.template.loader import render_to_string
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.servers import LOG_LEVELS
 from sessions.teams import access
 from sessions.timeline.calls import call_context
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import flow, live, oauth, tasks, together
+from sessions.web import flow, live, logs, oauth, tasks, together
 
 # How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
 JUMP_INTERVAL = 0.25
@@ -159,6 +161,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         self.view = "flow" if query.get("view", [""])[0] == "flow" else "table"
         self.flow = FlowState()
         self.browsing = False
+        self.panel: str | None = None  # the panel the tab shows, once it says
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
         self.reviews_shown: set[int] = set()
@@ -223,6 +226,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self._replace_rows(await _rows(self.session, self.filter), live=True)
         elif action == "calls":
             await self._watch_calls(_call_ids(data.get("ids")))
+        elif action == "panel" and isinstance(data.get("name"), str) and len(data["name"]) <= 40:
+            before, self.panel = self.panel, data["name"]  # which live fragments it shows (live.fragments)
+            if self.panel == "logging" and before not in (None, "logging"):
+                # Lines stored between the panel's read and this message were not sent: redraw.
+                await self._send_log(data.get("min_level"))
 
     # --- what the owner publishes (group messages) -----------------------------------------
 
@@ -307,7 +315,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
                     await self._send(
                         "sessions/_timeline_append.html", {"rows": shown, "session": self.session}
                     )
-        for fragment in live.fragments(self.session, rows):
+        for fragment in live.fragments(self.session, rows, self.panel):
             await self.send(text_data=fragment)
         if tasks.touches(rows):
             await self.send(text_data=await database_sync_to_async(tasks.render_list)(self.session))
@@ -388,6 +396,11 @@ class SessionConsumer(AsyncWebsocketConsumer):
         waiting = await database_sync_to_async(oauth.waiting_authorizations)(self.session)
         context = {"authorizations": waiting, "session": self.session, "oob": True}
         await self._send("sessions/oauth/_authorizations.html", context)
+
+    async def _send_log(self, min_level: Any) -> None:
+        level = min_level if min_level in LOG_LEVELS else "debug"
+        lines = await database_sync_to_async(logs.log_lines)(self.session, level)
+        await self._send("sessions/resources/_log_redraw.html", {"log_lines": lines})
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         await self.send(text_data=render_to_string(template, context))

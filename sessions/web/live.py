@@ -13,7 +13,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from sessions.models import McpSession, wall_time
-from sessions.web.logs import log_line
+from sessions.web.logs import LOG_LINES, log_line
 from sessions.web.resources import marker_id
 
 __all__ = ["fragments"]
@@ -57,15 +57,26 @@ def _cut_params(preview: str) -> dict[str, Any]:
     return params
 
 
-def fragments(session: McpSession, rows: list[dict[str, Any]]) -> list[str]:
-    """Return HTML fragments (hx-swap-oob) to send after these rows; no database access here."""
+def fragments(session: McpSession, rows: list[dict[str, Any]], panel: str | None = None) -> list[str]:
+    """Return HTML fragments (hx-swap-oob) to send after these rows; no database access here.
+
+    ``panel`` is the panel the tab shows (None: it has not said). Log lines go only to a tab showing
+    the Logging panel, which reads the newest ones afresh when opened, and at most the newest
+    ``LOG_LINES`` of a batch (the panel keeps no more): a flood is not rendered to be thrown away.
+    """
     updates: list[dict[str, Any]] = []
     lines: list[dict[str, Any]] = []
+    methods = {"notifications/resources/updated"}
+    if panel in (None, "logging"):
+        methods.add("notifications/message")
+        logged = [r for r in rows if r.get("method") == "notifications/message"]
+        if len(logged) > LOG_LINES:
+            rows = [r for r in rows if r.get("method") != "notifications/message"] + logged[-LOG_LINES:]
     for row in rows:
         if row.get("direction") != "in" or row.get("kind") != "message":
             continue
         method = row.get("method")
-        if method not in ("notifications/resources/updated", "notifications/message"):
+        if method not in methods:
             continue
         preview = str(row.get("preview") or "")
         params = _params(preview)

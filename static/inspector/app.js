@@ -52,6 +52,11 @@
         rows.scrollTop = rows.scrollHeight;
       }
     }
+    var log = document.getElementById("log-lines");
+    var keep = log ? parseInt(log.dataset.limit || "0", 10) : 0;
+    for (var j = log && keep > 0 ? log.children.length - keep : 0; j > 0; j--) {
+      log.removeChild(log.firstElementChild);
+    }
     var reviews = document.getElementById("reviews");
     var session = document.querySelector("[data-session-name]");
     if (reviews && session) {

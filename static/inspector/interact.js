@@ -27,9 +27,27 @@
     }
   }
 
+  // Which panel the tab shows: the socket sends a panel's live lines (the log) only to tabs showing it.
+  var panelTold = null;
+
+  function tellPanel(always) {
+    var tab = document.querySelector('#tabs [role="tab"][aria-selected="true"]');
+    var name = tab ? tab.id.replace(/^tab-/, "") : "";
+    if (socket && (always || name !== panelTold)) {
+      var level = document.getElementById("log-min-level");
+      socket.send(JSON.stringify({ action: "panel", name: name, min_level: level ? level.value : "" }));
+      panelTold = name;
+    }
+  }
+
   document.addEventListener("htmx:wsOpen", function (event) {
     socket = event.detail.socketWrapper;
+    tellPanel(true);
     askAbout(runningIds(document));
+  });
+
+  document.addEventListener("htmx:afterSettle", function () {
+    tellPanel(false);
   });
 
   document.addEventListener("htmx:load", function (event) {
