@@ -235,7 +235,8 @@ class EngineWorker(models.Model):
 class TimelineFrame(models.Model):
     """One frame of a session's timeline, as the engine recorded it; ``seq`` orders them."""
 
-    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="frames")
+    # Not indexed alone: every index below starts with the session (unique_frame_seq too).
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="frames", db_index=False)
     seq = models.BigIntegerField()
     kind = models.CharField(max_length=10)
     direction = models.CharField(max_length=5)
@@ -266,11 +267,27 @@ class TimelineFrame(models.Model):
     class Meta:
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="unique_frame_seq")]
+        # A session's page reads its 100,000th frame as fast as its 100th: each query it makes finds its
+        # frames through one of these, never by reading every row (tests/test_big_session_queries.py).
         indexes = [
-            models.Index(fields=["session", "method"], name="frame_method"),
+            # A method's frames; and with the rest, the capability table's count of each method's use
+            # (capabilities.usage_counts) read from the index alone.
+            models.Index(
+                fields=["session", "method", "direction", "kind", "rpc_kind"], name="frame_method_use"
+            ),
             models.Index(fields=["session", "rpc_id"], name="frame_rpc_id"),
             # The lifecycle bar reads a session's state frames: a few among thousands of messages.
             models.Index(fields=["session", "seq"], condition=models.Q(kind="state"), name="frame_state"),
+            # Frames per second (plots): counted from the index alone.
+            models.Index(fields=["session", "wall"], name="frame_wall"),
+            # The Conformance report's verdicts: the flagged frames, few among many.
+            models.Index(fields=["session", "seq"], condition=~models.Q(worst=""), name="frame_flagged"),
+            # Answers with their latency (the report's latency table, the plots), by method and latency.
+            models.Index(
+                fields=["session", "method", "latency_ms", "wall", "is_error", "seq", "direction"],
+                condition=models.Q(direction="in", latency_ms__isnull=False),
+                name="frame_answer",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -351,7 +351,9 @@ def test_a_100000_frame_sessions_overview_and_conformance_take_a_bounded_number_
     client = Client()
     client.force_login(alice)
     timings = {}
-    for tab, most in (("overview", 9), ("conformance", 10)):
+    # The Conformance tab's counts each read an index (tests/test_big_session_queries.py): a few
+    # more queries than one grouped pass over every row, none of them a row a frame.
+    for tab, most in (("overview", 9), ("conformance", 12)):
         with django_assert_max_num_queries(most):
             page = client.get(f"/s/{session.public_id}/panel/{tab}")
         started = time.perf_counter()  # again, warm: templates compiled, the database's pages cached

@@ -10,6 +10,9 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from django.db.models import Count, F, Max, Q, Value, Window
+from django.db.models.functions import Coalesce, NullIf, RowNumber
+
 from sessions.frames import SEVERITY_ORDER
 from sessions.models import McpSession, TimelineFrame
 
@@ -89,14 +92,56 @@ def summarize_latency(answers: list[tuple[str, float | None, bool]]) -> list[dic
 
 
 def latency_rows(session: McpSession, frames: Frames | None = None) -> tuple[list[dict[str, Any]], bool]:
-    """Per method answered by the server: calls, errors, p50, p95 and max latency in ms."""
-    answers = list(
-        _frames(session, frames)
-        .filter(direction="in", latency_ms__isnull=False)
-        .order_by("-seq")
-        .values_list("method", "latency_ms", "is_error")[:SCAN]
+    """Per method answered by the server: calls, errors, p50, p95 and max latency in ms, over the
+    newest ``SCAN`` answers; and whether there were that many.
+
+    What ``summarize_latency`` makes of those answers, worked out by the database from the
+    ``frame_answer`` index: a row per method, then the answers at each method's p50 and p95 rank;
+    never a row per answer.
+    """
+    answers = _frames(session, frames).filter(direction="in", latency_ms__isnull=False).order_by()
+    key: Any = F("method")
+    methods = _per_method(answers, key)
+    total = sum(row["calls"] for row in methods)
+    if total > SCAN:
+        oldest = answers.order_by("-seq").values_list("seq", flat=True)[SCAN - 1]
+        answers = answers.filter(seq__gte=oldest)
+        methods = _per_method(answers, key)
+    if {"", "?"} <= {row["method"] for row in methods}:
+        key = Coalesce(NullIf(F("method"), Value("")), Value("?"))  # one method, as summarize_latency has it
+        methods = _per_method(answers, key)
+    ranks = {
+        row["method"]: (max(1, math.ceil(0.5 * row["calls"])), max(1, math.ceil(0.95 * row["calls"])))
+        for row in methods
+    }
+    ranked = answers.annotate(
+        key=key, rank=Window(RowNumber(), partition_by=[key], order_by=[F("latency_ms").asc()])
+    ).filter(rank__in=sorted({rank for pair in ranks.values() for rank in pair}))
+    at = {(m, rank): ms for m, rank, ms in ranked.values_list("key", "rank", "latency_ms")} if ranks else {}
+    rows = [
+        {
+            "method": row["method"] or "?",
+            "calls": row["calls"],
+            "errors": row["errors"],
+            "p50": at[row["method"], ranks[row["method"]][0]],
+            "p95": at[row["method"], ranks[row["method"]][1]],
+            "max": row["max"],
+        }
+        for row in methods
+    ]
+    rows.sort(key=lambda r: (-r["calls"], r["method"]))
+    return rows, total >= SCAN
+
+
+def _per_method(answers: Frames, key: Any) -> list[dict[str, Any]]:
+    """Answers, errors and the longest latency per method (one grouped query)."""
+    grouped = (
+        answers.annotate(key=key)
+        .values("key")
+        .annotate(calls=Count("pk"), errors=Count("pk", filter=Q(is_error=True)), longest=Max("latency_ms"))
+        .values_list("key", "calls", "errors", "longest")
     )
-    return summarize_latency(answers), len(answers) == SCAN
+    return [{"method": m, "calls": n, "errors": e, "max": top} for m, n, e, top in grouped]
 
 
 def report(session: McpSession, frames: Frames | None = None) -> dict[str, Any]:

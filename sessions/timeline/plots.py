@@ -1,10 +1,12 @@
 """The Conformance tab's plots, bucketed for server-rendered SVG: latency by method, latency over time,
 frames per second.
 
-The database does the counting: frames by second, latency bucket and (answers) method, in one
-grouped query (a latency's bucket a ``CASE`` over the edges), so a
-100,000-frame session sends Python a few hundred rows, never a row a frame. The rest is pure: it
-folds those counts into histograms, a heatmap and rates.
+The database does the counting, from indexes: answers by method and latency bucket (a latency's bucket
+a ``CASE`` over the edges), then by time column and bucket; frames by bar of seconds. So a
+100,000-frame session sends Python a few hundred rows, never a row a frame, and no query reads the
+frames' rows themselves. The rest is pure: it folds those counts into histograms, a heatmap and rates
+(``latency_over_time`` and ``frames_per_second`` from counts per second, ``heatmap`` and ``fps_bars``
+from counts per column the database has binned).
 """
 
 from __future__ import annotations
@@ -15,7 +17,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import BigIntegerField, Case, Count, F, IntegerField, Q, Value, When
+from django.db import connections
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    IntegerField,
+    Max,
+    Min,
+    Q,
+    Value,
+    When,
+)
 from django.db.models.functions import Cast
 
 from sessions.models import McpSession, TimelineFrame
@@ -26,8 +40,11 @@ __all__ = [
     "FpsBar",
     "HeatCell",
     "MethodLatency",
+    "bin_width",
     "bucket_of",
+    "fps_bars",
     "frames_per_second",
+    "heatmap",
     "latency_by_method",
     "latency_over_time",
     "plots",
@@ -176,20 +193,35 @@ def latency_over_time(counts: Iterable[tuple[int, int, int]], bins: int = TIME_B
         return None
     first = min(second for second, _, _ in found)
     last = max(second for second, _, _ in found)
-    seconds = last - first + 1
-    width = max(1, math.ceil(seconds / bins))
+    width = bin_width(first, last, bins)
+    return heatmap((((second - first) // width, bucket, n) for second, bucket, n in found), first, last, bins)
+
+
+def bin_width(first: int, last: int, bins: int) -> int:
+    """How many whole seconds a column (or bar) spans, for at most ``bins`` of them from first to last."""
+    return max(1, math.ceil((last - first + 1) / bins))
+
+
+def heatmap(columns: Iterable[tuple[int, int, int]], first: int, last: int, bins: int) -> Heatmap | None:
+    """From (column, bucket, answers), the columns ``bin_width(first, last, bins)`` seconds wide from
+    ``first``: the heatmap ``latency_over_time`` draws (the database can count by column itself)."""
     cells: dict[tuple[int, int], int] = {}
-    for second, bucket, n in found:
-        key = ((second - first) // width, min(bucket, BUCKETS - 1))
+    for x, bucket, n in columns:
+        if bucket is None or bucket < 0:
+            continue
+        key = (int(x), min(int(bucket), BUCKETS - 1))
         cells[key] = cells.get(key, 0) + n
+    if not cells:
+        return None
+    width = bin_width(first, last, bins)
     most = max(cells.values())
     drawn = [
         # Opacity on a log scale: one answer still shows next to a thousand.
         HeatCell(x, BUCKETS - 1 - b, n, 0.2 + 0.8 * math.log1p(n) / math.log1p(most))
         for (x, b), n in sorted(cells.items())
     ]
-    columns = math.ceil(seconds / width)
-    return Heatmap(drawn, float(first), float(first + columns * width), columns, most)
+    columns_shown = math.ceil((last - first + 1) / width)
+    return Heatmap(drawn, float(first), float(first + columns_shown * width), columns_shown, most)
 
 
 @dataclass
@@ -220,12 +252,19 @@ def frames_per_second(per_second: Iterable[tuple[int, int]], bins: int = FPS_BIN
     if not counts:
         return None
     first, last = counts[0][0], counts[-1][0]
+    width = bin_width(first, last, bins)
+    return fps_bars((((second - first) // width, n) for second, n in counts), first, last, bins)
+
+
+def fps_bars(per_bar: Iterable[tuple[int, int]], first: int, last: int, bins: int) -> FpsPlot:
+    """From (bar, frames), the bars ``bin_width(first, last, bins)`` seconds wide from ``first``: what
+    ``frames_per_second`` draws (the database can count by bar itself)."""
     seconds = last - first + 1
-    bin_seconds = max(1, math.ceil(seconds / bins))
+    bin_seconds = bin_width(first, last, bins)
     shown = math.ceil(seconds / bin_seconds)
     totals = [0] * shown
-    for second, n in counts:
-        totals[(second - first) // bin_seconds] += n
+    for x, n in per_bar:
+        totals[int(x)] += int(n)
     rates = [n / bin_seconds for n in totals]
     peak = max(rates)
     bars = [FpsBar(i, rate, 100 * rate / peak) for i, rate in enumerate(rates) if rate]
@@ -244,32 +283,82 @@ def _bucket() -> Case:
 
 
 def plots(session: McpSession, frames: Any = None) -> dict[str, Any]:
-    """Everything the Conformance tab plots, from one grouped query: the database counts each
-    second's frames by latency bucket and, for answers, by method (a few hundred rows, not a row a
-    frame). On PostgreSQL the cast rounds rather than truncates: a frame may count in the next
-    second, which these plots do not mind."""
+    """Everything the Conformance tab plots, counted by the database from its indexes, a few hundred
+    rows back and never a row a frame.
+
+    The answers (``frame_answer``): their first and last second, then one count by time column,
+    latency bucket and method. Every frame (``frame_wall``): a count of each bar's span of wall time,
+    one range of the index each, so the count needs no sorting. A second is a whole second of wall
+    time; on PostgreSQL the answers' cast rounds rather than truncates: an answer may count in the
+    next second, which these plots do not mind.
+    """
     found = (TimelineFrame.objects.filter(session=session) if frames is None else frames).order_by()
-    grouped = (
-        found.annotate(
-            second=Cast("wall", BigIntegerField()),
-            bucket=_bucket(),
-            answered=Case(When(ANSWER, then=F("method")), default=Value("")),
-        )
-        .values_list("second", "bucket", "answered")
-        .annotate(n=Count("pk"))
-    )
-    per_method: dict[tuple[str, int], int] = {}
-    per_bucket: dict[tuple[int, int], int] = {}
-    per_second: dict[int, int] = {}
-    for second, bucket, method, n in grouped:
-        per_second[second] = per_second.get(second, 0) + n
-        if bucket >= 0:
-            per_bucket[second, bucket] = per_bucket.get((second, bucket), 0) + n
-            per_method[method, bucket] = per_method.get((method, bucket), 0) + n
     return {
-        "latency_methods": latency_by_method((m, b, n) for (m, b), n in per_method.items()),
-        "latency_heatmap": latency_over_time((s, b, n) for (s, b), n in per_bucket.items()),
-        "fps": frames_per_second(per_second.items()),
+        **_latency_plots(found.filter(ANSWER)),
+        "fps": _fps(found),
         "latency_axis": AXIS,
         "latency_buckets": BUCKETS,
     }
+
+
+def _latency_plots(answers: Any) -> dict[str, Any]:
+    """The latency histograms by method and the heatmap over time, from one grouped count."""
+    second = Cast("wall", BigIntegerField())
+    span = answers.aggregate(first=Min(second), last=Max(second))
+    if span["first"] is None:
+        return {"latency_methods": latency_by_method(()), "latency_heatmap": None}
+    first, last = int(span["first"]), int(span["last"])
+    width = bin_width(first, last, TIME_BINS)
+    column = ExpressionWrapper((second - Value(first)) / Value(width), output_field=BigIntegerField())
+    counts = list(
+        answers.annotate(x=column, bucket=_bucket())
+        .values_list("x", "bucket", "method")
+        .annotate(n=Count("pk"))
+    )
+    per_method: dict[tuple[str, int], int] = {}
+    per_cell: dict[tuple[int, int], int] = {}
+    for x, bucket, method, n in counts:
+        per_method[method, bucket] = per_method.get((method, bucket), 0) + n
+        per_cell[x, bucket] = per_cell.get((x, bucket), 0) + n
+    return {
+        "latency_methods": latency_by_method((m, b, n) for (m, b), n in per_method.items()),
+        "latency_heatmap": heatmap(((x, b, n) for (x, b), n in per_cell.items()), first, last, TIME_BINS),
+    }
+
+
+def _fps(found: Any) -> FpsPlot | None:
+    """Frames per second: each bar's frames counted over its own range of the ``frame_wall`` index,
+    all the bars in one statement (``UNION ALL``), so nothing is sorted or grouped row by row."""
+    walls = found.values_list("wall", flat=True)
+    earliest = walls.order_by("wall").first()
+    if earliest is None:
+        return None
+    first, last = math.floor(earliest), math.floor(walls.order_by("-wall")[0])
+    width = bin_width(first, last, FPS_BINS)
+    # One bar's count, compiled once: its bounds and number are stand-ins, replaced bar by bar.
+    bar = (
+        found.filter(wall__gte=_LOW, wall__lt=_HIGH)
+        .annotate(x=Value(_BAR))
+        .values("x")
+        .annotate(n=Count("pk"))
+        .values_list("x", "n")
+    )
+    sql, params = bar.query.sql_with_params()
+    slots = {stand_in: [i for i, p in enumerate(params) if p == stand_in] for stand_in in (_LOW, _HIGH, _BAR)}
+    if any(len(found_at) != 1 for found_at in slots.values()):
+        raise RuntimeError(f"the frames-per-second count did not compile as expected: {sql}")
+    statements, values = [], []
+    for x in range(math.ceil((last - first + 1) / width)):
+        own = list(params)
+        own[slots[_LOW][0]], own[slots[_HIGH][0]] = first + x * width, first + (x + 1) * width
+        own[slots[_BAR][0]] = x
+        statements.append(sql)
+        values += own
+    with connections[found.db].cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(statements), values)
+        counts = cursor.fetchall()
+    return fps_bars(counts, first, last, FPS_BINS)
+
+
+# Stand-ins for a bar's bounds and number in its compiled count (no frame has such a wall).
+_LOW, _HIGH, _BAR = -1.2345678901e300, -1.2345678902e300, -1234567890
