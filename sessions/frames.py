@@ -11,6 +11,7 @@ Pure Python: the runtime, the read side and the tests all use it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any, cast
@@ -138,19 +139,48 @@ def storable(value: Any) -> Any:
 
 
 def _has_nul(value: Any) -> bool:
+    # Loops, not any() over generators: this runs on every column of every frame a flood brings.
     if isinstance(value, str):
         return NUL in value
     if isinstance(value, dict):
-        return any(NUL in str(k) or _has_nul(v) for k, v in value.items())
+        for key, item in value.items():
+            if NUL in (key if isinstance(key, str) else str(key)):
+                return True
+            if isinstance(item, str):
+                if NUL in item:
+                    return True
+            elif isinstance(item, dict | list) and item and _has_nul(item):
+                return True
+        return False
     if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+        for item in value:
+            if _has_nul(item):
+                return True
     return False
+
+
+class StoredVerdicts(list[dict[str, str]]):
+    """A frame's verdicts as stored (dicts, NUL shown as ␀), with their JSON text made once."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(items)
+        self.json = json.dumps(self) if self else "[]"
+
+
+@functools.lru_cache(maxsize=1024)
+def _verdict_columns(verdicts: tuple[Verdict, ...]) -> tuple[StoredVerdicts, str]:
+    """The verdicts column and the worst severity. A flood repeats the same verdicts on every frame:
+    they are built and encoded once (the row's list is shared, so nothing may change it)."""
+    stored = StoredVerdicts(storable([v.to_dict() for v in verdicts]))
+    worst = min((v["severity"] for v in stored), key=SEVERITY_ORDER.__getitem__, default="")
+    return stored, worst
 
 
 def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     """Flatten an engine frame into the stored columns, numbered within the session from ``base``."""
-    verdicts = [v.to_dict() for v in frame.verdicts]
-    worst = min((v["severity"] for v in verdicts), key=SEVERITY_ORDER.__getitem__, default="")
+    verdicts, worst = _verdict_columns(tuple(frame.verdicts)) if frame.verdicts else ([], "")
     preview = frame.raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
     if not preview and frame.note:
         preview = frame.note[:PREVIEW_CHARS]
@@ -172,7 +202,7 @@ def frame_row(frame: Frame, base: int) -> dict[str, Any]:
         "preview": _text(preview),
         "parse_error": _text(frame.parse_error or ""),
         "transport": storable(frame.transport),
-        "verdicts": storable(verdicts),
+        "verdicts": verdicts,
         "worst": worst,
         "note": _text(frame.note or ""),
         "is_error": is_error,
