@@ -520,11 +520,18 @@ def describe_outgoing(frame: Frame) -> None:
         frame.rpc_kind = "request"
 
 
-def _schema() -> Any:
-    """The schema checks, imported on first use: mcp-types takes about 0.35 s to import."""
-    from . import _schema as schema
+_schema_checks: Any = None
 
-    return schema
+
+def _schema() -> Any:
+    """The schema checks, imported on first use: mcp-types takes about 0.35 s to import. Kept once
+    imported: an import statement costs a lookup through the import system on every frame."""
+    global _schema_checks
+    if _schema_checks is None:
+        from . import _schema as schema
+
+        _schema_checks = schema
+    return _schema_checks
 
 
 def warm_up() -> None:
