@@ -29,8 +29,10 @@ from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
 from sessions.web import flow, live, logs, oauth, tasks, together
 
-# How often, at most, a flood redraws the newest page of a viewer's timeline (seconds).
+# How often, at most, a flood redraws the newest rows of a viewer's timeline (seconds), and how many
+# it draws: a screenful, not a page (older rows are a click away), so the tab stays quick to answer.
 JUMP_INTERVAL = 0.25
+JUMP_ROWS = 50
 # How many of the review cards a tab showed stay once ended, saying how and who answered.
 ENDED_SHOWN = 3
 # How many running call cards one tab may ask the socket to finish for it (see ``_watch_calls``).
@@ -333,7 +335,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         await asyncio.sleep(JUMP_INTERVAL)  # coalesce a flood's batches into one redraw
         self._jump_pending = False
         if not self.browsing:
-            await self._replace_rows(await _rows(self.session, self.filter), live=True)
+            await self._replace_rows(await _rows(self.session, self.filter, limit=JUMP_ROWS), live=True)
 
     async def _state_changed(self) -> None:
         self.session = await _refresh(self.session)
