@@ -19,6 +19,7 @@ from sessions.engine import Frame, Verdict
 
 __all__ = [
     "JSON_FIELDS",
+    "RECORD_FIELDS",
     "ROW_FIELDS",
     "SEVERITY_ORDER",
     "SUMMARY_FIELDS",
@@ -31,6 +32,10 @@ __all__ = [
     "params_of",
     "pretty_json",
     "record_line",
+    "record_text",
+    "rpc_id_json",
+    "transport_json",
+    "verdicts_json",
     "storable",
     "summary",
 ]
@@ -220,6 +225,105 @@ def frame_of(row: Any) -> Frame:
 def record_line(row: Any) -> str:
     """A stored row as one JSON Lines record (the same shape as ``--record`` writes)."""
     return json.dumps(frame_of(row).to_dict(), ensure_ascii=False) + "\n"
+
+
+# --- the same record, written from a row's values (what an export reads) --------------------------------
+# ``record_text`` writes byte for byte what ``record_line`` writes, without a model instance, a Frame or
+# a dict: json.dumps's own string encoder for each text, numbers as json writes them, and the JSON
+# columns copied as stored where the stored text is already what json.dumps(..., ensure_ascii=False)
+# would write of its value.
+
+RECORD_FIELDS = (
+    "seq", "kind", "direction", "wall", "mono", "raw", "transport", "parse_error", "rpc_kind", "method",
+    "rpc_id", "verdicts", "pair_seq", "latency_ms", "note",
+)  # fmt: skip
+_string = json.encoder.encode_basestring  # type: ignore[attr-defined]  # a str, as ensure_ascii=False writes it
+_encode = json.JSONEncoder(ensure_ascii=False).encode  # what json.dumps(value, ensure_ascii=False) writes
+
+
+def _json_number(value: Any) -> str:
+    """A number (or None) as json.dumps writes it."""
+    if type(value) is int:
+        return int.__repr__(value)
+    if type(value) is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    return "null" if value is None else _encode(value)
+
+
+def _json_text(value: str | None) -> str:
+    """An optional text field (``row.x or None``) as json.dumps writes it."""
+    return _string(value) if value else "null"
+
+
+def transport_json(stored: str | None, verbatim: bool) -> str:
+    """A frame's stored ``transport`` (JSON text) as its record writes it: the object, or ``{}``.
+
+    ``verbatim``: the stored text is what ``json.dumps(value)`` wrote (SQLite keeps it so); without a
+    ``\\u`` escape (non-ASCII written as ASCII) it is then what ``ensure_ascii=False`` writes too.
+    """
+    if not stored or stored[0] != "{":
+        return "{}"
+    if verbatim and "\\u" not in stored:
+        return stored
+    value = json.loads(stored)
+    return _encode(value) if isinstance(value, dict) else "{}"
+
+
+def verdicts_json(value: Any) -> str:
+    """Stored verdicts (a JSON value, decoded) as a record writes them."""
+    return _encode([v.to_dict() for v in _verdicts(value)]) if value else "[]"
+
+
+def rpc_id_json(stored: str) -> str:
+    """A stored ``rpc_id`` (the id as JSON text) as a record writes it: ``json.loads`` and back, quickly
+    where that is the stored text itself (a whole number, or a string with no escape)."""
+    if not stored:
+        return "null"
+    if stored.isascii():
+        if stored.isdigit() and (stored[0] != "0" or stored == "0"):
+            return stored
+        if stored[0] == '"' == stored[-1] and stored.count('"') == 2 and "\\" not in stored:
+            return stored
+    return _encode(json.loads(stored))
+
+
+def record_text(
+    seq: int,
+    kind: str,
+    direction: str,
+    wall: float,
+    mono: float,
+    raw: bytes,
+    transport: str,
+    parse_error: str,
+    rpc_kind: str,
+    method: str,
+    rpc_id: str,
+    verdicts: str,
+    pair_seq: int | None,
+    latency_ms: float | None,
+    note: str,
+) -> str:
+    """One JSON Lines record, as ``record_line`` writes it, from a row's values: ``transport``,
+    ``rpc_id`` and ``verdicts`` already as the record writes them (``transport_json``, ``rpc_id_json``,
+    ``verdicts_json``)."""
+    try:
+        text, encoding = raw.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = raw.decode("latin-1"), "latin-1"
+    return (
+        f'{{"seq": {_json_number(seq)}, "kind": {_string(kind)}, "direction": {_string(direction)}, '
+        f'"wall": {_json_number(wall)}, "mono": {_json_number(mono)}, "size": {len(raw)}, '
+        f'"raw": {_string(text)}, "raw_encoding": "{encoding}", "transport": {transport}, '
+        f'"parse_error": {_json_text(parse_error)}, "rpc_kind": {_json_text(rpc_kind)}, '
+        f'"method": {_json_text(method)}, "rpc_id": {rpc_id}, "verdicts": {verdicts}, '
+        f'"pair_seq": {_json_number(pair_seq)}, "latency_ms": {_json_number(latency_ms)}, '
+        f'"note": {_json_text(note)}}}\n'
+    )
 
 
 def _number(record: dict[str, Any], name: str, line: int, low: float, high: float) -> float | None:

@@ -215,6 +215,10 @@ class Redactor:
         ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
         self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
         self.secret_forms = ordered
+        # Each form as it is and as it stands inside a JSON string (``plain`` looks for them in JSON text).
+        self.written_forms = sorted({*ordered, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in ordered)})
+        # Rules of the sharer's own: ``plain`` cannot tell what they mask.
+        self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
         # name can be: a name is ASCII letters, digits and _.-).
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
@@ -525,6 +529,8 @@ class Redactor:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
         try:
             text = raw.decode("utf-8")
+            if self.plain(text):
+                return raw
             parsed = json.loads(text)
         except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
             return self._raw_text(raw)
@@ -536,6 +542,36 @@ class Redactor:
         if redacted == parsed:
             return raw
         return json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def plain(self, text: str) -> bool:
+        """Whether no rule can change ``text``, read as JSON (every key and string in it) or as text.
+
+        A quick look, without parsing: True only when redacting would give ``text`` back (most frames
+        of a session: requests, notifications, results without a name word), False when it might not.
+        What it proves, with no rule of the sharer's own:
+        - no form of a session secret, as it is or written inside a JSON string, and no ``://`` (no
+          URL password). Escapes that could spell them otherwise (``\\u``, ``\\/``) make it say False;
+        - every name word (``NAME_WORDS``, lower-cased: none of the four characters that match ASCII
+          letters when case is ignored, İ ı ſ K, may be there) lies in a run of name characters that no
+          name rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
+          and the JSON string around it, if a key, not a secret name (``looks_secret``).
+        """
+        if self.own_rules or "://" in text or "\\u" in text or "\\/" in text:
+            return False
+        if any(form in text for form in self.written_forms):
+            return False
+        if text.count("[") + text.count("{") > MAX_DEPTH:  # it might nest deeper than ``value`` goes
+            return False
+        lowered = text.lower()
+        if not text.isascii() and (any(c in text for c in _CASELESS) or len(lowered) != len(text)):
+            return False
+        for word in NAME_WORDS:
+            at = lowered.find(word)
+            while at >= 0:
+                if not _plain_name(text, at, at + len(word)):
+                    return False
+                at = lowered.find(word, at + 1)
+        return True
 
     def _raw_text(self, raw: bytes) -> bytes:
         """Bytes that are not JSON, redacted as text; bytes that are not UTF-8 pass through as they are."""
@@ -604,6 +640,37 @@ class Redactor:
     def changes(self, raw: bytes) -> bool:
         """Whether redaction changes these bytes (for the preview of what a share shows)."""
         return self.raw(raw) != raw
+
+
+# Characters that match an ASCII letter of a name when case is ignored, though they lower-case to none.
+_CASELESS = "\u0130\u0131\u017f\u212a"
+_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+
+
+def _plain_name(text: str, start: int, end: int) -> bool:
+    """Whether the name word at ``text[start:end]`` is in no name a rule masks (``Redactor.plain``).
+
+    As text: the rules take a name from a run of name characters (``_RUN``) that a ``=`` or ``:``
+    follows, or that stands between quotes; the run around the word must be neither followed by
+    ``=``, ``:`` or an escape, nor start after one (an escape's letter would join the run), nor be a
+    quoted secret name. As JSON: the string around the word, without escapes, is no secret name (as a
+    key; as a value, the run's check holds for the text rules).
+    """
+    first, last = start, end
+    while first > 0 and text[first - 1] in _RUN:
+        first -= 1
+    while last < len(text) and text[last] in _RUN:
+        last += 1
+    before, after = text[first - 1 : first], text[last : last + 1]
+    if after in ("=", ":", "\\") or before == "\\":
+        return False
+    opening, closing = text.rfind('"', 0, first), text.find('"', last)
+    if opening < 0 or closing < 0:  # in no JSON string (then the text is no JSON), between no quotes
+        return True
+    string = text[opening + 1 : closing]
+    if "\\" in string or text[opening - 1 : opening] == "\\":
+        return False
+    return not looks_secret(string) and not looks_secret(text[first:last])
 
 
 def _url_passwords(line: str) -> str:
