@@ -591,13 +591,17 @@ def test_a_frame_no_rule_can_change_is_seen_at_a_glance_and_only_then() -> None:
         '["\\nkey", 1]',
         '{"\\nkey": 1}',
         '{"x\\"progressToken": 1}',
+        '{"\\u017fecret": 1}',
+        '{"\\u212aey": "v", "b": "\\u00e9"}',
+        '{"a": "\\u0073ecret: x"}',
+        '{"a": "\\u00C9-ACME-991"}',  # a secret beyond ASCII, escaped otherwise than json.dumps escapes it
         '{"a": "b\\"c", "x progressToken": 1}',
         "token",
         '"token"',
         "the token=x",
     ]
     said_plain = 0
-    for r in [*redactors(), Redactor(["ENVSECRET456", 'quo"te\\back'])]:
+    for r in [*redactors(), Redactor(["ENVSECRET456", 'quo"te\\back']), Redactor(["\u00c9-ACME-991"])]:
         for text in texts:
             raw = text.encode()
             assert r.raw(raw) == slow_raw(r, raw), text

@@ -215,8 +215,10 @@ class Redactor:
         ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
         self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
         self.secret_forms = ordered
-        # Each form as it is and as it stands inside a JSON string (``plain`` looks for them in JSON text).
+        # Each form as it is and as it stands inside a JSON string (``plain`` looks for them in JSON text),
+        # and whether they are all ASCII (then a character escaped as ``\\uXXXX`` beyond ASCII is none).
         self.written_forms = sorted({*ordered, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in ordered)})
+        self.ascii_forms = all(form.isascii() for form in self.written_forms)
         # Rules of the sharer's own: ``plain`` cannot tell what they mask.
         self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
@@ -550,27 +552,32 @@ class Redactor:
         of a session: requests, notifications, results without a name word), False when it might not.
         What it proves, with no rule of the sharer's own:
         - no form of a session secret, as it is or written inside a JSON string, and no ``://`` (no
-          URL password). Escapes that could spell them otherwise (``\\u``, ``\\/``) make it say False;
+          URL password). Escapes that could spell them otherwise make it say False: ``\\/``, and
+          ``\\uXXXX`` unless it is a character beyond ASCII (none of İ ı ſ K) and every secret is ASCII;
         - every name word (``NAME_WORDS``, lower-cased: none of the four characters that match ASCII
           letters when case is ignored, İ ı ſ K, may be there) lies in a run of name characters that no
           name rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
-          and the JSON string around it, if a key, not a secret name (``looks_secret``).
+          and the JSON string around it, if a key, not a secret name (``looks_secret``). A run is
+          looked at once, whichever of its words is found first.
         """
-        if self.own_rules or "://" in text or "\\u" in text or "\\/" in text:
+        if self.own_rules or "://" in text or "\\/" in text:
             return False
-        if any(form in text for form in self.written_forms):
+        if "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
             return False
+        for form in self.written_forms:
+            if form in text:
+                return False
         if text.count("[") + text.count("{") > MAX_DEPTH:  # it might nest deeper than ``value`` goes
             return False
         lowered = text.lower()
         if not text.isascii() and (any(c in text for c in _CASELESS) or len(lowered) != len(text)):
             return False
-        for word in NAME_WORDS:
-            at = lowered.find(word)
-            while at >= 0:
-                if not _plain_name(text, at, at + len(word)):
+        done = 0  # where the last run looked at ends
+        for found in _NAME_WORD.finditer(lowered):
+            if found.start() >= done:
+                done = _plain_name(text, found.start(), found.end())
+                if done < 0:
                     return False
-                at = lowered.find(word, at + 1)
         return True
 
     def _raw_text(self, raw: bytes) -> bytes:
@@ -644,11 +651,15 @@ class Redactor:
 
 # Characters that match an ASCII letter of a name when case is ignored, though they lower-case to none.
 _CASELESS = "\u0130\u0131\u017f\u212a"
+# A JSON escape that may spell a name or a secret: an ASCII character, one of those four, or no escape.
+_SPELLING_ESCAPE = re.compile(r"\\u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4}))")
+_NAME_WORD = re.compile("|".join(NAME_WORDS))
 _RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
-def _plain_name(text: str, start: int, end: int) -> bool:
-    """Whether the name word at ``text[start:end]`` is in no name a rule masks (``Redactor.plain``).
+def _plain_name(text: str, start: int, end: int) -> int:
+    """Where the run of the name word at ``text[start:end]`` ends, if the word is in no name a rule
+    masks (``Redactor.plain``); -1 if it might be.
 
     As text: the rules take a name from a run of name characters (``_RUN``) that a ``=`` or ``:``
     follows, or that stands between quotes; the run around the word must be neither followed by
@@ -663,14 +674,14 @@ def _plain_name(text: str, start: int, end: int) -> bool:
         last += 1
     before, after = text[first - 1 : first], text[last : last + 1]
     if after in ("=", ":", "\\") or before == "\\":
-        return False
+        return -1
     opening, closing = text.rfind('"', 0, first), text.find('"', last)
     if opening < 0 or closing < 0:  # in no JSON string (then the text is no JSON), between no quotes
-        return True
+        return last
     string = text[opening + 1 : closing]
     if "\\" in string or text[opening - 1 : opening] == "\\":
-        return False
-    return not looks_secret(string) and not looks_secret(text[first:last])
+        return -1
+    return -1 if looks_secret(string) or looks_secret(text[first:last]) else last
 
 
 def _url_passwords(line: str) -> str:
