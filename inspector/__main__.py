@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 # Nothing here imports Django (nor webbrowser, logging, ipaddress) at module level: the --cli path
 # must start fast.
@@ -25,6 +26,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return cli.main(args)
     return serve(args)
+
+
+def run() -> NoReturn:
+    """The ``mcp-inspector`` command (and ``python -m inspector``): ``main()``, then the process ends.
+
+    A CLI call is a short process, and what it allocates mostly lives as long as it does (modules,
+    classes, functions): its garbage collector looks at new objects every 100,000 allocations instead
+    of every 700 (70 collections a call found next to nothing, ~10 ms), and it ends without the
+    interpreter's teardown (``inspector.cli.end_process``).
+    """
+    cli = "--cli" in sys.argv[1:]
+    if cli:
+        gc.set_threshold(100_000)
+    code = main()
+    if cli:
+        from inspector.cli import end_process
+
+        end_process(code)
+    sys.exit(code)
 
 
 class _WithoutHttpxCli:
@@ -189,4 +209,4 @@ def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

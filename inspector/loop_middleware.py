@@ -14,6 +14,7 @@ from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _LoginRequired
 from django.contrib.messages.middleware import MessageMiddleware as _Messages
@@ -115,12 +116,13 @@ class AuthenticationMiddleware(_OnTheLoop, _Authentication):
 
 
 class LoginRequiredMiddleware(_OnTheLoop, _LoginRequired):
-    """Who is signed in, found with Django's async API; the sync ``request.user`` then reuses it."""
+    """Who is signed in, found in one trip to the request's thread (Django's async API takes two: the
+    session, then the user); ``request.user`` and ``request.auser()`` then reuse it."""
 
     async def _process_view_async(self, request: HttpRequest, *args: Any) -> HttpResponseBase | None:
         view = args[0]
-        user = await request.auser()
-        request._cached_user = user  # type: ignore[attr-defined]  # what request.user resolves to
+        user = await sync_to_async(get_user, thread_sensitive=True)(request)
+        request._cached_user = request._acached_user = user  # type: ignore[attr-defined]  # what both resolve to
         if user.is_authenticated or not getattr(view, "login_required", True):
             return None
         return self.handle_no_permission(request, view)  # type: ignore[no-any-return]

@@ -139,6 +139,9 @@ if DB == "sqlite":
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
             },
+            # Kept open: each request thread (inspector/request_threads.py) and the runtime's
+            # database thread reuse theirs; opening one costs more than the queries of a call.
+            "CONN_MAX_AGE": None,
             # A file, not pytest's shared in-memory database (which locks whole tables across
             # threads); one per test process, so concurrent runs never share it.
             "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"mcp-inspector-test-{os.getpid()}.sqlite3")},

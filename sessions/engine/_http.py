@@ -36,6 +36,7 @@ _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _MAX_RECONNECT_DELAY = 30.0
+_ANSWERED_REPLY_GRACE = 0.1  # seconds closing waits for answered reply streams to end
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # What sending a request may raise: a URL httpx cannot parse (``0177.0.0.1``) is no HTTPError, and
@@ -328,6 +329,7 @@ class StreamableHttpTransport(_HttpBase):
         self.stateless = False
         # Stateless mode: each request's POST, so a cancellation can close its reply stream.
         self._posts: dict[int | str, asyncio.Task[None]] = {}
+        self._replies: set[asyncio.Task[None]] = set()  # every POST still reading its reply
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
@@ -422,6 +424,8 @@ class StreamableHttpTransport(_HttpBase):
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        self._replies.add(task)
+        task.add_done_callback(self._replies.discard)
         for request_id in request_ids_in(message):
             self._posts[request_id] = task
             task.add_done_callback(functools.partial(self._forget_post, request_id))
@@ -624,6 +628,12 @@ class StreamableHttpTransport(_HttpBase):
         if self._closing:
             return
         self._closing = True
+        # A POST whose requests are all answered usually ends at once (a server closes the reply
+        # stream after the response; a 202 is all there is): let it end, briefly, rather than cut it,
+        # so what it still carries is recorded and its connection goes back to the pool for the DELETE.
+        waiting = {task for request_id, task in self._posts.items() if self.sink.is_pending(request_id)}
+        if answered := self._replies - waiting:
+            await asyncio.wait(answered, timeout=_ANSWERED_REPLY_GRACE)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,11 +1,22 @@
-"""TLS contexts for HTTP clients, built once per CA file, and the OAuth flow's own client."""
+"""TLS contexts for HTTP clients, built once per CA file, and the OAuth flow's own client.
+
+Every HTTP client of the engine comes through here, so this is also where httpcore's one costly habit
+is undone: it tries to import sniffio (optional; anyio 4 no longer brings it) for every lock it sets
+up, several per request, and a failed import is not remembered, so each try searched ``sys.path``
+again (a few ms of a CLI call). ``None`` in ``sys.modules`` remembers the answer: the import fails at once.
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import ssl
+import sys
 
 import httpx
+
+if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+    sys.modules["sniffio"] = None  # type: ignore[assignment]
 
 from ._errors import TransportError
 from ._targets import HttpTarget

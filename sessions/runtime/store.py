@@ -176,10 +176,17 @@ def record_activity(
     pk: int, user_id: int | None, action: str, detail: str = "", frame_seq: int | None = None
 ) -> int:
     """Note who did what in the session (a request sent, a panel action); the new row's id."""
-    row = Activity.objects.create(
-        session_id=pk, user_id=user_id, action=action, detail=detail[:500], frame_seq=frame_seq
-    )
-    return row.pk
+    # Plain SQL: one a request, and the ORM's insert cost more CPU than the call's frames' write.
+    at = connection.ops.adapt_datetimefield_value(timezone.now())
+    with connection.cursor() as cursor:
+        cursor.execute(_INSERT_ACTIVITY, [pk, user_id, action, detail[:500], frame_seq, at])
+        return int(cursor.fetchone()[0])
+
+
+_INSERT_ACTIVITY = (
+    f"INSERT INTO {Activity._meta.db_table} (session_id, user_id, action, detail, frame_seq, at)"
+    " VALUES (%s, %s, %s, %s, %s, %s) RETURNING id"
+)
 
 
 def mark_orphans_lost() -> int:

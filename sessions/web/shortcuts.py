@@ -39,6 +39,7 @@ __all__ = [
     "person_scope_async",
     "render_call",
     "render_panel",
+    "session_for",
 ]
 
 MAX_INT = 2**63 - 1  # what a BigIntegerField (a frame's seq) holds
@@ -113,11 +114,15 @@ async def owned_session(request: AuthedRequest, public_id: Any, needed: str | No
     whose role is too low: 403 that says so. ``needed`` defaults by method (``needed_role``).
     """
     user = await signed_in_user(request)
-    found = await sync_to_async(access.session_with_role)(user.pk, public_id)
+    return await sync_to_async(session_for)(user.pk, public_id, needed or needed_role(request))
+
+
+def session_for(user_id: int, public_id: Any, needed: str) -> McpSession:
+    """``owned_session``'s lookup, for a view that reads more in the same trip to its thread."""
+    found = access.session_with_role(user_id, public_id)
     if found is None:
         raise Http404("No such session")
     session, role = found
-    needed = needed or needed_role(request)
     if not Role.allows(role, needed):
         raise _refuse(role, needed)
     return session

@@ -11,12 +11,13 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
+from inspector.http import AuthedRequest, signed_in_user
 from sessions.engine import task_augmentable
 from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
-from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel
+from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel, session_for
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -167,9 +168,14 @@ async def tool_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
 @require_POST
 async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Call a tool with the form's arguments (or the raw JSON ones) and render the call card."""
-    session = await owned_session(request, public_id)
     name = request.POST.get("name", "")
-    tool = await sync_to_async(find_tool)(session, name)
+    user = await signed_in_user(request)
+
+    def lookup() -> tuple[McpSession, dict[str, Any] | None]:  # one trip to the thread for both
+        session = session_for(user.pk, public_id, Role.OPERATOR)
+        return session, find_tool(session, name)
+
+    session, tool = await sync_to_async(lookup)()
     if tool is None:
         raise Http404("No such tool in the newest listing")
     mode = request.POST.get("mode", "form")

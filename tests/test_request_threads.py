@@ -1,0 +1,70 @@
+"""Requests run their synchronous code on kept threads, each with its database connection (issue 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+from django.core.signals import request_finished
+from django.db import connection
+
+from inspector.request_threads import PooledThreadsHandler, ThreadPool
+
+
+def test_a_returned_executor_serves_the_next_borrower_and_extras_end() -> None:
+    pool = ThreadPool(keep=1)
+    first, second = pool.borrow(), pool.borrow()
+    assert first is not second  # two requests in flight: two threads
+    threads = [e.submit(threading.current_thread).result(5) for e in (first, second)]
+    assert threads[0] is not threads[1]
+    pool.give_back(first)
+    pool.give_back(second)  # one more than it keeps: closed, its thread ends
+    threads[1].join(5)
+    assert not threads[1].is_alive() and threads[0].is_alive()
+    assert pool.borrow() is first and pool.idle == 0
+
+
+async def _get(app: Any, path: str) -> int:
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "scheme": "http",
+        "server": ("127.0.0.1", 80),
+        "client": ("127.0.0.1", 5000),
+    }
+    talk = ApplicationCommunicator(app, scope)
+    await talk.send_input({"type": "http.request", "body": b""})
+    start = await talk.receive_output(10)
+    await talk.receive_output(10)  # the body
+    await talk.wait(10)
+    return int(start["status"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_one_after_another_share_a_thread_and_its_database_connection() -> None:
+    seen: list[tuple[str, int]] = []
+
+    def record(**kwargs: Any) -> None:  # runs on the request's thread as the request ends
+        connection.ensure_connection()
+        seen.append((threading.current_thread().name, id(connection.connection)))
+
+    request_finished.connect(record, dispatch_uid="test_request_threads")
+    try:
+        app = PooledThreadsHandler()
+
+        async def three() -> list[int]:
+            return [await _get(app, "/healthz") for _ in range(3)]
+
+        assert asyncio.run(three()) == [200, 200, 200]
+    finally:
+        request_finished.disconnect(dispatch_uid="test_request_threads")
+    assert len(seen) == 3
+    assert len(set(seen)) == 1, seen  # one thread, one connection, not one each
+    assert seen[0][0].startswith("request-")
