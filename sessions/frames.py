@@ -30,6 +30,7 @@ __all__ = [
     "frame_row",
     "message_of",
     "params_of",
+    "indented_json",
     "pretty_json",
     "record_line",
     "record_text",
@@ -94,9 +95,87 @@ def params_of(raw: bytes | memoryview | str) -> dict[str, Any]:
 def pretty_json(raw: bytes | memoryview) -> str:
     """A frame's bytes as indented JSON, or "" when they are not JSON."""
     try:
-        return json.dumps(json.loads(bytes(raw)), indent=2, ensure_ascii=False)
+        return indented_json(json.loads(bytes(raw)))
     except (ValueError, RecursionError):
         return ""
+
+
+class _Unusual(Exception):
+    """A value ``indented_json`` leaves to json.dumps: nested deep, or not what json.loads makes."""
+
+
+INDENTED_DEPTH = 100  # deeper, json.dumps writes it (and fails as it fails)
+
+
+def indented_json(value: Any) -> str:
+    """``json.dumps(value, indent=2, ensure_ascii=False)`` of a value json.loads made, byte for byte, in
+    a third of the time: json.dumps indents in pure Python, a generator per container."""
+    out: list[str] = []
+    try:
+        _indented(value, out, "\n", 0)
+    except _Unusual:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return "".join(out)
+
+
+def _indented(value: Any, out: list[str], newline: str, depth: int) -> None:
+    """Append ``value`` (a container, or a scalar at the top) indented below ``newline``."""
+    kind = type(value)
+    if kind is dict:
+        items: Any = value.items()
+        if not value:
+            out.append("{}")
+            return
+        opening, closing = "{", "}"
+    elif kind is list:
+        items = value
+        if not value:
+            out.append("[]")
+            return
+        opening, closing = "[", "]"
+    else:
+        out.append(_scalar(value))
+        return
+    if depth >= INDENTED_DEPTH:
+        raise _Unusual
+    inner = newline + "  "
+    between = "," + inner
+    append = out.append
+    append(opening)
+    first = True
+    for entry in items:
+        append(inner if first else between)
+        first = False
+        if kind is dict:
+            key, entry = entry
+            if type(key) is not str:
+                raise _Unusual
+            append(_string(key))
+            append(": ")
+        child = type(entry)
+        if child is str:
+            append(_string(entry))
+        elif child is dict or child is list:
+            _indented(entry, out, inner, depth + 1)
+        else:
+            append(_scalar(entry))
+    append(newline)
+    append(closing)
+
+
+def _scalar(value: Any) -> str:
+    """A JSON scalar as json.dumps writes it."""
+    if type(value) is str:
+        return _string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if type(value) is int or type(value) is float:
+        return _json_number(value)
+    raise _Unusual
 
 
 def _query_columns(frame: Frame) -> tuple[bool, str, str]:

@@ -18,7 +18,7 @@ from django.template.defaultfilters import filesizeformat, floatformat, truncate
 from django.template.loader import render_to_string
 from django.utils.formats import localize
 
-from sessions.frames import pretty_json
+from sessions.frames import indented_json, pretty_json
 from sessions.teams.models import Note
 from sessions.timeline.redaction import Redactor
 
@@ -82,10 +82,15 @@ class FrameHtml:
         value = json.loads(stored) if stored else {}
         if self.redactor is not None and not (isinstance(value, dict) and self.redactor.plain(stored)):
             value = self.redactor.transport(value)
-        return f"<pre>{escape(json.dumps(value, indent=2, ensure_ascii=False))}</pre>" if value else ""
+        return f"<pre>{escape(indented_json(value))}</pre>" if value else ""
 
     def _text(self, text: str) -> str:
         return self.redactor.text(text) if self.redactor is not None else text
+
+    def _redacted(self, text: str) -> str:
+        """A text redacted, at a glance when no rule can change it (a preview: JSON cut anywhere)."""
+        assert self.redactor is not None
+        return text if not text or self.redactor.plain(text) else self.redactor.text(text)
 
     def _preview(self, text: str) -> str:
         """``{{ text|truncatechars:160 }}``: plain ASCII text cut as the filter cuts it, without it."""
@@ -109,8 +114,8 @@ class FrameHtml:
             size = len(raw)
             verdicts = redactor.value(verdicts if isinstance(verdicts, list) else [])
             method = self._memo("text", method, self._text)
-            rpc_id, note, preview = redactor.text(rpc_id), redactor.text(note), redactor.text(preview)
-            parse_error = redactor.text(parse_error)
+            rpc_id, parse_error = redactor.text(rpc_id), redactor.text(parse_error)
+            note, preview = self._redacted(note), self._redacted(preview)
         marks = [v if isinstance(v, dict) else {} for v in verdicts] if isinstance(verdicts, list) else []
         number = self._number
         # Line 1 of the template: the summary.
