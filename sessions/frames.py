@@ -394,14 +394,19 @@ def record_text(
         text, encoding = raw.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         text, encoding = raw.decode("latin-1"), "latin-1"
+    # Inline, the common cases (a finite float, an int, None, "") spare a call each.
     return (
-        f'{{"seq": {_json_number(seq)}, "kind": {_string(kind)}, "direction": {_string(direction)}, '
-        f'"wall": {_json_number(wall)}, "mono": {_json_number(mono)}, "size": {len(raw)}, '
-        f'"raw": {_string(text)}, "raw_encoding": "{encoding}", "transport": {transport}, '
-        f'"parse_error": {_json_text(parse_error)}, "rpc_kind": {_json_text(rpc_kind)}, '
-        f'"method": {_json_text(method)}, "rpc_id": {rpc_id}, "verdicts": {verdicts}, '
-        f'"pair_seq": {_json_number(pair_seq)}, "latency_ms": {_json_number(latency_ms)}, '
-        f'"note": {_json_text(note)}}}\n'
+        f'{{"seq": {seq if type(seq) is int else _json_number(seq)}, "kind": {_string(kind)}, '
+        f'"direction": {_string(direction)}, '
+        f'"wall": {float.__repr__(wall) if type(wall) is float and wall - wall == 0 else _json_number(wall)}, '
+        f'"mono": {float.__repr__(mono) if type(mono) is float and mono - mono == 0 else _json_number(mono)}, '
+        f'"size": {len(raw)}, "raw": {_string(text)}, "raw_encoding": "{encoding}", "transport": {transport}, '
+        f'"parse_error": {_string(parse_error) if parse_error else "null"}, '
+        f'"rpc_kind": {_string(rpc_kind) if rpc_kind else "null"}, '
+        f'"method": {_string(method) if method else "null"}, "rpc_id": {rpc_id}, "verdicts": {verdicts}, '
+        f'"pair_seq": {"null" if pair_seq is None else _json_number(pair_seq)}, '
+        f'"latency_ms": {"null" if latency_ms is None else _json_number(latency_ms)}, '
+        f'"note": {_string(note) if note else "null"}}}\n'
     )
 
 

@@ -101,16 +101,22 @@ class FrameHtml:
             return escape(text[:kept] + mark)
         return _shown(truncatechars(text, PREVIEW))
 
-    def __call__(self, row: tuple[Any, ...], notes: list[Note] | None) -> str:
+    def all(self, rows: list[tuple[Any, ...]], notes: dict[int, list[Note]]) -> str:
+        """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``)."""
+        raws = [bytes(row[9]) for row in rows]
+        if self.redactor is not None:
+            raws = self.redactor.raws(raws)
+        return "".join([self.item(row, raw, notes.get(row[0])) for row, raw in zip(rows, raws, strict=True)])
+
+    def item(self, row: tuple[Any, ...], raw: bytes, notes: list[Note] | None) -> str:
+        """A frame's item, its bytes ``raw`` (redacted already, if they are), the notes on it."""
         (
-            seq, kind, direction, worst, rpc_kind, method, rpc_id, latency, size, raw, verdicts, note,
+            seq, kind, direction, worst, rpc_kind, method, rpc_id, latency, size, _, verdicts, note,
             preview, pair_seq, parse_error, transport,
         ) = row  # fmt: skip
-        raw = bytes(raw)
         verdicts = json.loads(verdicts) if verdicts and verdicts != "[]" else []
         redactor = self.redactor
         if redactor is not None:
-            raw = redactor.raw(raw)
             size = len(raw)
             verdicts = redactor.value(verdicts if isinstance(verdicts, list) else [])
             method = self._memo("text", method, self._text)

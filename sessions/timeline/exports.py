@@ -18,6 +18,7 @@ ASGI message; what its frames become is byte for byte what a frame read as a mod
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -132,37 +133,66 @@ class Records:
         # SQLite keeps a JSON column as json.dumps wrote it: it can be copied (PostgreSQL rewrites it).
         self.verbatim = connection.vendor == "sqlite"
         self.transport = Memo(self._transport)
-        self.text = Memo(redactor.text if redactor is not None else str)
+        self.text = Memo(redactor.text if redactor is not None else str)  # methods, ids: they come back
 
     def _transport(self, stored: str) -> str:
         """The stored transport details, redacted, as the record writes them."""
         redactor = self.redactor
-        if redactor is None or not stored or stored[0] != "{" or redactor.plain(stored):
+        if redactor is None or not stored or stored[0] != "{":
             return transport_json(stored, self.verbatim)
         shown = redactor.transport(json.loads(stored))
         return json.dumps(shown, ensure_ascii=False) if isinstance(shown, dict) else "{}"
 
-    def __call__(self, row: tuple[Any, ...]) -> str:
+    def all(self, rows: list[tuple[Any, ...]]) -> list[str]:
+        """The records of a batch of frames, their bytes and transport details redacted together
+        (``Redactor.raws``, ``Redactor.plains``: most of what they look for is in none)."""
+        if self.redactor is None:
+            return [self.record(row, bytes(row[5]), True) for row in rows]
+        raws = self.redactor.raws([bytes(row[5]) for row in rows])
+        plains = self.redactor.plains([row[6] or "" for row in rows])
+        return [self.record(*shown) for shown in zip(rows, raws, plains, strict=True)]
+
+    def record(self, row: tuple[Any, ...], raw: bytes, plain: bool) -> str:
+        """A frame's record, its bytes ``raw`` (redacted already, if they are); ``plain``: no rule
+        changes its transport details."""
         (
-            seq, kind, direction, wall, mono, raw, transport, parse_error, rpc_kind, method, rpc_id,
+            seq, kind, direction, wall, mono, _, transport, parse_error, rpc_kind, method, rpc_id,
             verdicts, pair_seq, latency_ms, note,
         ) = row  # fmt: skip
-        raw = bytes(raw)
         redactor = self.redactor
+        if redactor is None or plain:
+            transport = transport_json(transport, self.verbatim)
+        elif len(transport) < 4096:
+            transport = self.transport(transport)
+        else:
+            transport = self._transport(transport)
         if redactor is None:
             shown = verdicts_json(_stored_verdicts(verdicts)) if verdicts != "[]" else "[]"
             rpc_id = rpc_id_json(rpc_id)
         else:
-            raw = redactor.raw(raw)
-            value = _stored_verdicts(verdicts)
-            shown = verdicts_json(redactor.value(value if isinstance(value, list) else []))
-            rpc_id = rpc_id_json(redactor.text(rpc_id))
-            method, parse_error, note = self.text(method), redactor.text(parse_error), redactor.text(note)
-        transport = self.transport(transport) if len(transport or "") < 4096 else self._transport(transport)
+            if verdicts == "[]":
+                shown = "[]"
+            else:
+                value = _stored_verdicts(verdicts)
+                shown = verdicts_json(redactor.value(value if isinstance(value, list) else []))
+            rpc_id, method = rpc_id_json(self.text(rpc_id)), self.text(method)
+            parse_error = parse_error and redactor.text(parse_error)
+            note = note and redactor.text(note)
         return record_text(
             seq, kind, direction, wall, mono, raw, transport, parse_error, rpc_kind, method, rpc_id,
             shown, pair_seq, latency_ms, note,
         )  # fmt: skip
+
+
+async def _ahead(make: Callable[[], str]) -> AsyncIterator[str]:
+    """What ``make()`` gives, in a thread, until it gives ""; the next made while this one is sent."""
+    pending = asyncio.ensure_future(sync_to_async(make)())
+    try:
+        while text := await pending:
+            pending = asyncio.ensure_future(sync_to_async(make)())
+            yield text
+    finally:
+        pending.cancel()  # the download ended early: what is being made is not wanted
 
 
 async def jsonl_lines(
@@ -174,9 +204,9 @@ async def jsonl_lines(
     write = Records(redactor)
 
     def lines() -> str:
-        return "".join(map(write, batches.next()))
+        return "".join(write.all(batches.next()))
 
-    while text := await sync_to_async(lines)():
+    async for text in _ahead(lines):
         yield text  # one ASGI message a batch: a message (and a socket write) per frame cost more
 
 
@@ -215,7 +245,7 @@ def _page(session: McpSession, batches: Batches, write: FrameHtml, redactor: Red
         for thread in notes.values():
             for note in thread:
                 note.text = redactor.text(note.text)  # in this file only: a note is never saved here
-    return "".join([write(row, notes.get(row[0])) for row in rows]) + "\n"
+    return write.all(rows, notes) + "\n"
 
 
 async def document(
@@ -225,7 +255,7 @@ async def document(
     yield await sync_to_async(_head)(session, redactor, frames)
     batches = Batches(_frames(session, frames), HTML_FIELDS)
     write = FrameHtml(redactor)
-    while html := await sync_to_async(_page)(session, batches, write, redactor):
+    async for html in _ahead(lambda: _page(session, batches, write, redactor)):
         yield html
     yield "</ol>\n</main>\n</body>\n</html>\n"
 

@@ -192,6 +192,19 @@ def config_secrets(config: Any) -> list[str]:
     return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
 
+@dataclass(frozen=True)
+class _Looks:
+    """What ``Redactor.plain`` looks for in a text (what may be there): ``://``, ``\\/``, ``\\u``, a
+    caseless character, forms of the session's secrets, name words."""
+
+    url: bool
+    slash: bool
+    escape: bool
+    caseless: bool
+    forms: tuple[str, ...]
+    words: tuple[str, ...]
+
+
 class Redactor:
     """Redacts text, JSON values and frames by the built-in rules, the session's secrets and ``rules``."""
 
@@ -221,6 +234,7 @@ class Redactor:
         self.ascii_forms = all(form.isascii() for form in self.written_forms)
         # Rules of the sharer's own: ``plain`` cannot tell what they mask.
         self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
+        self.looks = _Looks(True, True, True, True, tuple(self.written_forms), NAME_WORDS)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
         # name can be: a name is ASCII letters, digits and _.-).
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
@@ -529,9 +543,23 @@ class Redactor:
 
     def raw(self, raw: bytes) -> bytes:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
+        return self._raw(raw, None, self.looks)
+
+    def raws(self, raws: list[bytes]) -> list[bytes]:
+        """``raw`` of each, what ``plain`` looks for looked for once in all of them: most is in none."""
+        texts: list[str | None] = []
+        for raw in raws:
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(None)
+        looks = self._looks_in("\x00".join(text for text in texts if text is not None))
+        return [self._raw(raw, text, looks) for raw, text in zip(raws, texts, strict=True)]
+
+    def _raw(self, raw: bytes, text: str | None, looks: _Looks) -> bytes:
         try:
-            text = raw.decode("utf-8")
-            if self.plain(text):
+            text = raw.decode("utf-8") if text is None else text
+            if self._plain(text, looks):  # nested deeper than MAX_DEPTH, it goes as text: no matter
                 return raw
             parsed = json.loads(text)
         except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
@@ -551,31 +579,64 @@ class Redactor:
         A quick look, without parsing: True only when redacting would give ``text`` back (most frames
         of a session: requests, notifications, results without a name word), False when it might not.
         What it proves, with no rule of the sharer's own:
-        - no form of a session secret, as it is or written inside a JSON string, and no ``://`` (no
-          URL password). Escapes that could spell them otherwise make it say False: ``\\/``, and
+        - no form of a session secret, as it is or written inside a JSON string, and no URL with a
+          password (``URL_PASSWORD``, which finds one escaped in a JSON string too). Escapes that could spell them otherwise make it say False: ``\\/``, and
           ``\\uXXXX`` unless it is a character beyond ASCII (none of İ ı ſ K) and every secret is ASCII;
-        - every name word (``NAME_WORDS``, lower-cased: none of the four characters that match ASCII
-          letters when case is ignored, İ ı ſ K, may be there) lies in a run of name characters that no
-          name rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
+        - none of the four characters that match ASCII letters when case is ignored (İ ı ſ K), and
+          every name word (``NAME_WORDS``, lower-cased) lies in a run of name characters that no name
+          rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
           and the JSON string around it, if a key, not a secret name (``looks_secret``). A run is
           looked at once, whichever of its words is found first.
         """
-        if self.own_rules or "://" in text or "\\/" in text:
+        return text.count("[") + text.count("{") <= MAX_DEPTH and self._plain(text, self.looks)
+
+    def plains(self, texts: list[str]) -> list[bool]:
+        """``plain`` of each, what it looks for looked for once in all of them."""
+        looks = self._looks_in("\x00".join(texts))
+        return [text.count("[") + text.count("{") <= MAX_DEPTH and self._plain(text, looks) for text in texts]
+
+    def _looks_in(self, texts: str) -> _Looks:
+        """What ``plain`` need look for in any of ``texts`` (joined): what is in none is in no one."""
+        lowered = texts.lower()
+        return _Looks(
+            "://" in texts,
+            "\\/" in texts,
+            "\\u" in texts,
+            not texts.isascii() and any(c in texts for c in _CASELESS),
+            tuple(form for form in self.written_forms if form in texts),
+            tuple(word for word in NAME_WORDS if word in lowered),
+        )
+
+    def _plain(self, text: str, looks: _Looks) -> bool:
+        """``plain``, looking only for what ``looks`` says may be there; for text ``value`` does not
+        walk: as text, or as JSON no deeper than MAX_DEPTH."""
+        if self.own_rules or looks.slash and "\\/" in text:
             return False
-        if "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
+        if looks.url and "://" in text and URL_PASSWORD.search(text):  # it spans no escape it may hold
             return False
-        for form in self.written_forms:
+        if looks.escape and "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
+            return False
+        for form in looks.forms:
             if form in text:
                 return False
-        if text.count("[") + text.count("{") > MAX_DEPTH:  # it might nest deeper than ``value`` goes
+        if looks.caseless and any(c in text for c in _CASELESS):
             return False
+        if not looks.words:
+            return True
         lowered = text.lower()
-        if not text.isascii() and (any(c in text for c in _CASELESS) or len(lowered) != len(text)):
+        if len(lowered) != len(text):  # İ, which lower-cases to two characters (and is caseless)
             return False
+        found = []
+        for word in looks.words:  # a search for each is quicker than one regular expression for all
+            if word in lowered:
+                at = lowered.find(word)
+                while at >= 0:
+                    found.append((at, at + len(word)))
+                    at = lowered.find(word, at + 1)
         done = 0  # where the last run looked at ends
-        for found in _NAME_WORD.finditer(lowered):
-            if found.start() >= done:
-                done = _plain_name(text, found.start(), found.end())
+        for start, end in sorted(found):
+            if start >= done:
+                done = _plain_name(text, start, end)
                 if done < 0:
                     return False
         return True
@@ -653,8 +714,9 @@ class Redactor:
 _CASELESS = "\u0130\u0131\u017f\u212a"
 # A JSON escape that may spell a name or a secret: an ASCII character, one of those four, or no escape.
 _SPELLING_ESCAPE = re.compile(r"\\u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4}))")
-_NAME_WORD = re.compile("|".join(NAME_WORDS))
-_RUN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_RUN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_RUN_AHEAD = re.compile(r"[A-Za-z0-9_.-]*")
+_LONGEST_RUN = 200  # name characters before a name word that ``_plain_name`` looks back over
 
 
 def _plain_name(text: str, start: int, end: int) -> int:
@@ -667,11 +729,11 @@ def _plain_name(text: str, start: int, end: int) -> int:
     quoted secret name. As JSON: the string around the word, without escapes, is no secret name (as a
     key; as a value, the run's check holds for the text rules).
     """
-    first, last = start, end
-    while first > 0 and text[first - 1] in _RUN:
-        first -= 1
-    while last < len(text) and text[last] in _RUN:
-        last += 1
+    head = text[max(0, start - _LONGEST_RUN) : start]
+    first = start - (len(head) - len(head.rstrip(_RUN)))
+    if first == start - _LONGEST_RUN:  # a run this long may go on: say it might be
+        return -1
+    last = _RUN_AHEAD.match(text, end).end()  # type: ignore[union-attr]  # it matches "" at least
     before, after = text[first - 1 : first], text[last : last + 1]
     if after in ("=", ":", "\\") or before == "\\":
         return -1
