@@ -42,10 +42,11 @@ CONFIG = {
 }
 EXPORTS = {"jsonl": "export", "html": "export.html"}
 VARIANTS = {"redacted": "", "raw": "?redacted=0"}
-WORDS = (
+SENTENCE = (
     "the server returned a page of results for the query; each entry names a document, its <section> "
     'and a short "excerpt" with & and ünïcödé, a path like /var/lib/app/data and a number'
-).split()
+)
+WORDS = SENTENCE.split(" ")  # noqa: SIM905  # one sentence reads better than a list of its words
 
 
 def texts(i: int) -> str:
@@ -79,7 +80,9 @@ def session_frames(count: int) -> list[Any]:
         seq = len(frames) + 1
         wall = 1_700_000_000.0 + seq * 0.01
 
-        def add(kind: str, direction: str, body: Any, transport: dict[str, Any], **facts: Any) -> Any:
+        def add(
+            kind: str, direction: str, body: Any, transport: dict[str, Any], wall: float = wall, **facts: Any
+        ) -> Any:
             frame = Frame(
                 kind,  # type: ignore[arg-type]
                 direction,  # type: ignore[arg-type]
@@ -95,7 +98,7 @@ def session_frames(count: int) -> list[Any]:
             frames.append(frame)
             return frame
 
-        def sse(n: int) -> dict[str, Any]:
+        def sse(n: int, call: int = call) -> dict[str, Any]:
             return {"http": {"status": 200, "stream": "POST", "event": "message", "event_id": f"{call}-{n}"}}
 
         request = {
@@ -108,7 +111,15 @@ def session_frames(count: int) -> list[Any]:
                 "_meta": {"progressToken": call},
             },
         }
-        add("message", "out", request, {"http": out_http}, rpc_kind="request", method="tools/call", rpc_id=call)
+        add(
+            "message",
+            "out",
+            request,
+            {"http": out_http},
+            rpc_kind="request",
+            method="tools/call",
+            rpc_id=call,
+        )
         progress = {"progressToken": call, "progress": 50, "total": 100, "message": "searching the index"}
         add(
             "message",
@@ -264,7 +275,9 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
                             best[label] = min(best[label], seconds)
                             growth[label] = max(growth[label], grew)
                             row[f"{label}_mb"] = size / 1e6
-                            if variant == "redacted" and (b"URLSECRET123" in head or b"HEADERSECRET456" in head):
+                            if variant == "redacted" and (
+                                b"URLSECRET123" in head or b"HEADERSECRET456" in head
+                            ):
                                 raise SystemExit("bench: the redacted export holds a secret")
                     row["seconds"] = best["big"]
                     row["mb_per_s"] = row["big_mb"] / best["big"]
@@ -316,17 +329,22 @@ def judge(results: dict[str, Any]) -> bool:
 def print_table(results: dict[str, Any]) -> None:
     rows = {name: row for name, row in results.items() if isinstance(row, dict)}
     first = next(iter(rows.values()))
-    print(
-        f"\n11. exports of a {first['frames']:,}-frame session over HTTP (targets: JSON Lines ≥ {JSONL_TARGET:.0f}"
-        f" MB/s, HTML ≥ {HTML_TARGET:.0f} MB/s, redacted; RSS growth < {GROWTH_MB:.0f} MB and"
-        f" < {GROWTH_FACTOR:.0f}× the {first['small_frames']:,}-frame one's + {GROWTH_SLACK:.0f} MB)"
+    flat = (
+        f"RSS growth < {GROWTH_MB:.0f} MB and < {GROWTH_FACTOR:.0f}× the small one's + {GROWTH_SLACK:.0f} MB"
     )
-    print(f"   {'export':<20}{'MB':>8}{'s':>8}{'MB/s':>8}{'small MB/s':>12}{'RSS +MB':>9}{'small +MB':>11}  verdict")
+    print(
+        f"\n11. exports of a {first['frames']:,}-frame session over HTTP, and of {first['small_frames']:,}"
+        f" (small); targets, redacted: JSON Lines ≥ {JSONL_TARGET:.0f} MB/s, HTML ≥ {HTML_TARGET:.0f} MB/s,"
+        f" {flat}"
+    )
+    head = f"{'export':<20}{'MB':>8}{'s':>7}{'MB/s':>7}{'target':>8}{'small':>7}{'RSS +MB':>9}{'small':>7}"
+    print(f"   {head}  verdict")
     for name, row in rows.items():
         verdict = "" if "pass" not in row else "PASS" if row["pass"] else "FAIL"
+        target = f"≥ {row['target']:.0f}" if "target" in row else ""
         print(
-            f"     {name:<18}{row['big_mb']:>8.1f}{row['seconds']:>8.2f}{row['mb_per_s']:>8.1f}"
-            f"{row['small_mb_per_s']:>12.1f}{row['growth_mb']:>9.1f}{row['small_growth_mb']:>11.1f}  {verdict}"
+            f"     {name:<18}{row['big_mb']:>8.1f}{row['seconds']:>7.2f}{row['mb_per_s']:>7.1f}{target:>8}"
+            f"{row['small_mb_per_s']:>7.1f}{row['growth_mb']:>9.1f}{row['small_growth_mb']:>7.1f}  {verdict}"
         )
 
 

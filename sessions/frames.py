@@ -395,12 +395,14 @@ def record_text(
     except UnicodeDecodeError:
         text, encoding = raw.decode("latin-1"), "latin-1"
     # Inline, the common cases (a finite float, an int, None, "") spare a call each.
+    finite = float.__repr__
     return (
         f'{{"seq": {seq if type(seq) is int else _json_number(seq)}, "kind": {_string(kind)}, '
         f'"direction": {_string(direction)}, '
-        f'"wall": {float.__repr__(wall) if type(wall) is float and wall - wall == 0 else _json_number(wall)}, '
-        f'"mono": {float.__repr__(mono) if type(mono) is float and mono - mono == 0 else _json_number(mono)}, '
-        f'"size": {len(raw)}, "raw": {_string(text)}, "raw_encoding": "{encoding}", "transport": {transport}, '
+        f'"wall": {finite(wall) if type(wall) is float and wall - wall == 0 else _json_number(wall)}, '
+        f'"mono": {finite(mono) if type(mono) is float and mono - mono == 0 else _json_number(mono)}, '
+        f'"size": {len(raw)}, "raw": {_string(text)}, "raw_encoding": "{encoding}", '
+        f'"transport": {transport}, '
         f'"parse_error": {_string(parse_error) if parse_error else "null"}, '
         f'"rpc_kind": {_string(rpc_kind) if rpc_kind else "null"}, '
         f'"method": {_string(method) if method else "null"}, "rpc_id": {rpc_id}, "verdicts": {verdicts}, '

@@ -43,7 +43,9 @@ HOSTILE = "<script>alert('x')</script> & \"quoted\" ünïcödé e\u0301 \u2028 \
 
 
 def _frame(kind: str, direction: str, body: Any, **facts: Any) -> Frame:
-    raw = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=facts.pop("ascii", True)).encode()
+    raw = (
+        body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=facts.pop("ascii", True)).encode()
+    )
     frame = Frame(kind, direction, raw, message=body if isinstance(body, dict) else None)  # type: ignore[arg-type]
     for name, value in facts.items():
         setattr(frame, name, value)
@@ -56,36 +58,40 @@ def _session() -> McpSession:
     person = User.objects.create(username="alice")
     session = McpSession.objects.create(owner=person, team=team_of(person), name="odd", config=CONFIG)
     headers = {"Authorization": "Bearer HEADERSECRET456", "X-Name": "é", "Accept": "*/*"}
+    http = {"http": {"status": 200, "stream": "POST", "event": "message", "event_id": "1-1"}}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": {"progressToken": 1}}}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}
+    result = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": HOSTILE}]}}
+    error = {"jsonrpc": "2.0", "id": 'é-"x"', "error": {"code": -32600, "message": HOSTILE}}
+    log = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "é" * 200},
+    }
     frames = [
         _frame("state", "local", b"", transport={"state": "starting"}, note=f"starting {HOSTILE}"),
         _frame(
-            "message", "out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"_meta": {"progressToken": 1}}},
-            rpc_kind="request", method="tools/call", rpc_id=1,
+            "message", "out", call, rpc_kind="request", method="tools/call", rpc_id=1,
             transport={"http": {"method": "POST", "url": CONFIG["url"], "headers": headers}},
         ),
+        _frame("message", "in", progress, rpc_kind="notification", transport=http),
         _frame(
-            "message", "in", {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}},
-            rpc_kind="notification", method="notifications/progress",
-            transport={"http": {"status": 200, "stream": "POST", "event": "message", "event_id": "1-1"}},
+            "message", "in", result, rpc_kind="result", method="tools/call", rpc_id=1, pair_seq=2,
+            latency_ms=12.345, ascii=False,
         ),
         _frame(
-            "message", "in", {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": HOSTILE}]}},
-            rpc_kind="result", method="tools/call", rpc_id=1, pair_seq=2, latency_ms=12.345, ascii=False,
-        ),
-        _frame(
-            "message", "in", {"jsonrpc": "2.0", "id": "é-\"x\"", "error": {"code": -32600, "message": HOSTILE}},
-            rpc_kind="error", method="tools/call", rpc_id='é-"x"', latency_ms=0.0,
+            "message", "in", error, rpc_kind="error", method="tools/call", rpc_id='é-"x"', latency_ms=0.0,
             verdicts=[], note="the key is URLSECRET123",
         ),
-        _frame("message", "in", b"not json {token=abc", parse_error="Expecting value <here>", rpc_kind="invalid"),
-        _frame("stderr", "in", b"warn: <b>\xff\xfe</b> api_key=HEADERSECRET456\n", transport={"stream": "stderr"}),
-        _frame("message", "out", {"jsonrpc": "2.0", "id": -7, "method": "ping"}, rpc_kind="request", method="ping", rpc_id=-7),
+        _frame("message", "in", b"not json {token=abc", parse_error="Expecting <here>", rpc_kind="invalid"),
+        _frame("stderr", "in", b"<b>\xff\xfe</b> api_key=HEADERSECRET456\n", transport={"stream": "x"}),
+        _frame("message", "out", {"jsonrpc": "2.0", "id": -7, "method": "ping"}, rpc_id=-7),
         _frame(
             "message", "in", {"jsonrpc": "2.0", "id": "abc", "result": {"text": "x" * 70_000}},
             rpc_kind="result", rpc_id="abc", note="p" * 200,
         ),
-        _frame("message", "in", {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "é" * 200}}),
-        _frame("exit", "local", b"", note="exited with 1", transport={"list": [1, 2.5, None, True, {"a": []}]}),
+        _frame("message", "in", log),
+        _frame("exit", "local", b"", note="exit 1", transport={"list": [1, 2.5, None, True, {"a": []}]}),
     ]  # fmt: skip
     frames[4].flag("error-shape", "error", f"bad <{HOSTILE}>")
     frames[4].flag("note-this", "warning", "Authorization: Bearer HEADERSECRET456")

@@ -192,19 +192,6 @@ def config_secrets(config: Any) -> list[str]:
     return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
 
-@dataclass(frozen=True)
-class _Looks:
-    """What ``Redactor.plain`` looks for in a text (what may be there): ``://``, ``\\/``, ``\\u``, a
-    caseless character, forms of the session's secrets, name words."""
-
-    url: bool
-    slash: bool
-    escape: bool
-    caseless: bool
-    forms: tuple[str, ...]
-    words: tuple[str, ...]
-
-
 class Redactor:
     """Redacts text, JSON values and frames by the built-in rules, the session's secrets and ``rules``."""
 
@@ -234,7 +221,6 @@ class Redactor:
         self.ascii_forms = all(form.isascii() for form in self.written_forms)
         # Rules of the sharer's own: ``plain`` cannot tell what they mask.
         self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
-        self.looks = _Looks(True, True, True, True, tuple(self.written_forms), NAME_WORDS)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
         # name can be: a name is ASCII letters, digits and _.-).
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
@@ -543,26 +529,40 @@ class Redactor:
 
     def raw(self, raw: bytes) -> bytes:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
-        return self._raw(raw, None, self.looks)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._raw_text(raw)
+        # Nested deeper than MAX_DEPTH, the bytes go as text: ``_plain`` holds however deep they are.
+        if self._clear(text) and self._names_plain(text, NAME_WORDS):
+            return raw
+        return self._parsed(raw, text)
 
     def raws(self, raws: list[bytes]) -> list[bytes]:
-        """``raw`` of each, what ``plain`` looks for looked for once in all of them: most is in none."""
+        """``raw`` of each; the name words looked for once in all of them (most are in none)."""
         texts: list[str | None] = []
         for raw in raws:
             try:
                 texts.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 texts.append(None)
-        looks = self._looks_in("\x00".join(text for text in texts if text is not None))
-        return [self._raw(raw, text, looks) for raw, text in zip(raws, texts, strict=True)]
+        clear = [text is not None and self._clear(text) for text in texts]
+        words = _words_in([text for text, ok in zip(texts, clear, strict=True) if ok])  # type: ignore[misc]
+        shown = []
+        for raw, text, ok in zip(raws, texts, clear, strict=True):
+            if text is None:
+                shown.append(self._raw_text(raw))
+            elif ok and self._names_plain(text, words):
+                shown.append(raw)
+            else:
+                shown.append(self._parsed(raw, text))
+        return shown
 
-    def _raw(self, raw: bytes, text: str | None, looks: _Looks) -> bytes:
+    def _parsed(self, raw: bytes, text: str) -> bytes:
+        """``raw`` the long way: parsed, walked, and written again if anything was redacted."""
         try:
-            text = raw.decode("utf-8") if text is None else text
-            if self._plain(text, looks):  # nested deeper than MAX_DEPTH, it goes as text: no matter
-                return raw
             parsed = json.loads(text)
-        except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
+        except (ValueError, RecursionError):  # not JSON
             return self._raw_text(raw)
         # Each level opens a bracket: bytes with few brackets cannot nest deeper, no need to walk them.
         shallow = raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
@@ -578,56 +578,47 @@ class Redactor:
 
         A quick look, without parsing: True only when redacting would give ``text`` back (most frames
         of a session: requests, notifications, results without a name word), False when it might not.
-        What it proves, with no rule of the sharer's own:
+        What it proves, with no rule of the sharer's own (``_clear``, then ``_names_plain``):
         - no form of a session secret, as it is or written inside a JSON string, and no URL with a
-          password (``URL_PASSWORD``, which finds one escaped in a JSON string too). Escapes that could spell them otherwise make it say False: ``\\/``, and
-          ``\\uXXXX`` unless it is a character beyond ASCII (none of İ ı ſ K) and every secret is ASCII;
+          password (``_url_password``: what ``URL_PASSWORD`` needs, escaped or not). Escapes that could
+          spell them otherwise make it say False: ``\\/``, and ``\\uXXXX`` unless it is a character
+          beyond ASCII (none of İ ı ſ K) and every secret is ASCII;
         - none of the four characters that match ASCII letters when case is ignored (İ ı ſ K), and
           every name word (``NAME_WORDS``, lower-cased) lies in a run of name characters that no name
           rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
           and the JSON string around it, if a key, not a secret name (``looks_secret``). A run is
           looked at once, whichever of its words is found first.
         """
-        return text.count("[") + text.count("{") <= MAX_DEPTH and self._plain(text, self.looks)
+        return self.plains([text])[0]
 
     def plains(self, texts: list[str]) -> list[bool]:
-        """``plain`` of each, what it looks for looked for once in all of them."""
-        looks = self._looks_in("\x00".join(texts))
-        return [text.count("[") + text.count("{") <= MAX_DEPTH and self._plain(text, looks) for text in texts]
+        """``plain`` of each; the name words looked for once in all of them."""
+        clear = [text.count("[") + text.count("{") <= MAX_DEPTH and self._clear(text) for text in texts]
+        words = _words_in([text for text, ok in zip(texts, clear, strict=True) if ok])
+        return [ok and self._names_plain(text, words) for text, ok in zip(texts, clear, strict=True)]
 
-    def _looks_in(self, texts: str) -> _Looks:
-        """What ``plain`` need look for in any of ``texts`` (joined): what is in none is in no one."""
-        lowered = texts.lower()
-        return _Looks(
-            "://" in texts,
-            "\\/" in texts,
-            "\\u" in texts,
-            not texts.isascii() and any(c in texts for c in _CASELESS),
-            tuple(form for form in self.written_forms if form in texts),
-            tuple(word for word in NAME_WORDS if word in lowered),
-        )
-
-    def _plain(self, text: str, looks: _Looks) -> bool:
-        """``plain``, looking only for what ``looks`` says may be there; for text ``value`` does not
-        walk: as text, or as JSON no deeper than MAX_DEPTH."""
-        if self.own_rules or looks.slash and "\\/" in text:
+    def _clear(self, text: str) -> bool:
+        """``plain``, but for names: a few quick searches, each for what would make it say False."""
+        if self.own_rules:
             return False
-        if looks.url and "://" in text and URL_PASSWORD.search(text):  # it spans no escape it may hold
-            return False
-        if looks.escape and "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
-            return False
-        for form in looks.forms:
+        for form in self.written_forms:
             if form in text:
                 return False
-        if looks.caseless and any(c in text for c in _CASELESS):
+        if "\\/" in text or "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
             return False
-        if not looks.words:
+        if "://" in text and _url_password(text):
+            return False
+        return text.isascii() or not any(c in text for c in _CASELESS)
+
+    def _names_plain(self, text: str, words: tuple[str, ...]) -> bool:
+        """``plain`` for names, of a text ``_clear`` passed; ``words``: the name words it may hold."""
+        if not words:
             return True
         lowered = text.lower()
         if len(lowered) != len(text):  # İ, which lower-cases to two characters (and is caseless)
             return False
         found = []
-        for word in looks.words:  # a search for each is quicker than one regular expression for all
+        for word in words:  # a search for each is quicker than one regular expression for all
             if word in lowered:
                 at = lowered.find(word)
                 while at >= 0:
@@ -716,7 +707,27 @@ _CASELESS = "\u0130\u0131\u017f\u212a"
 _SPELLING_ESCAPE = re.compile(r"\\u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4}))")
 _RUN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 _RUN_AHEAD = re.compile(r"[A-Za-z0-9_.-]*")
+_URL_TAIL = re.compile(r"[^\s/\"']*")  # what may stand between a URL's :// and the @ after its password
 _LONGEST_RUN = 200  # name characters before a name word that ``_plain_name`` looks back over
+
+
+def _url_password(text: str) -> bool:
+    """Whether ``text`` may hold a URL with a password (``URL_PASSWORD``, also escaped inside a JSON
+    string): an ``@`` after a ``://``, before any space, slash or quote."""
+    at = text.find("://")
+    while at >= 0:
+        if text.find("@", at + 3, _URL_TAIL.match(text, at + 3).end()) >= 0:  # type: ignore[union-attr]
+            return True
+        at = text.find("://", at + 3)
+    return False
+
+
+def _words_in(texts: list[str]) -> tuple[str, ...]:
+    """The name words any of ``texts`` holds, lower-cased (none of them holds one that is not here)."""
+    if not texts:
+        return ()
+    lowered = "\x00".join(texts).lower()
+    return tuple(word for word in NAME_WORDS if word in lowered)
 
 
 def _plain_name(text: str, start: int, end: int) -> int:
