@@ -21,7 +21,6 @@ rules applied one after the other to the whole text mask (tests/test_redaction.p
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -30,22 +29,31 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sessions.frames import PREVIEW_CHARS, deeper_than
+from sessions.timeline.names import (
+    CASELESS,
+    NAME_WORDS,
+    NOT_SECRET_NAME,
+    SECRET_NAME,
+    SPELLING_ESCAPE,
+    looks_secret,
+    plain_name,
+    url_password,
+    words_in,
+)
 
-__all__ = ["LARGE_PREVIEW", "MASK", "Redactor", "Rules", "config_secrets", "looks_secret"]
+__all__ = [
+    "LARGE_PREVIEW",
+    "MASK",
+    "NAME_WORDS",
+    "NOT_SECRET_NAME",
+    "SECRET_NAME",
+    "Redactor",
+    "Rules",
+    "config_secrets",
+    "looks_secret",
+]
 
 MASK = "[redacted]"
-# Names whose values are credentials. Wider than the config form's masking: a share goes to other people.
-SECRET_NAME = re.compile(
-    r"token|secret|passw|pwd|api[-_]?key|apikey|private[-_]?key|access[-_]?key|auth|credential|"
-    r"signature|cookie|session[-_]?id|sessionid|bearer|dsn|^key$|[-_]key$",
-    re.IGNORECASE,
-)
-# Names that match SECRET_NAME but hold no secret: protocol fields, counts, OAuth metadata, authors.
-NOT_SECRET_NAME = re.compile(
-    r"progress[-_]?token|max[-_]?tokens|\w*tokens|\w*token[-_]?(count|type|usage)|author|"
-    r"authori[sz]ation[-_]?(servers?|endpoint|url|uri)",
-    re.IGNORECASE,
-)
 # A value shorter than this is not hunted for everywhere: "1" or "abc" would mask half the timeline.
 MIN_SECRET = 6
 # scheme://user:password@host
@@ -68,12 +76,6 @@ QUOTED_ACROSS = re.compile(
 )
 # Authorization: Bearer xyz / name: value lines.
 HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[ \t]*+)(?P<value>\S.*+)$")
-# What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
-# without any of these words has no name the three rules above would mask.
-NAME_WORDS = (
-    "token", "secret", "passw", "pwd", "key", "auth", "credential", "signature", "cookie", "session",
-    "bearer", "dsn",
-)  # fmt: skip
 # The characters of a name the rules above can see, and a value already masked (by a session secret).
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 _MASKS = (MASK, f'"{MASK}"')
@@ -96,11 +98,6 @@ MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
 # What a row shows instead of its preview when its bytes were too big to redact for a list.
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
-
-
-@functools.lru_cache(maxsize=4096)  # the same names come back in every frame
-def looks_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name)) and not NOT_SECRET_NAME.fullmatch(name)
 
 
 @dataclass
@@ -547,7 +544,7 @@ class Redactor:
             except UnicodeDecodeError:
                 texts.append(None)
         clear = [text is not None and self._clear(text) for text in texts]
-        words = _words_in([text for text, ok in zip(texts, clear, strict=True) if ok])  # type: ignore[misc]
+        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])  # type: ignore[misc]
         shown = []
         for raw, text, ok in zip(raws, texts, clear, strict=True):
             if text is None:
@@ -594,7 +591,7 @@ class Redactor:
     def plains(self, texts: list[str]) -> list[bool]:
         """``plain`` of each; the name words looked for once in all of them."""
         clear = [text.count("[") + text.count("{") <= MAX_DEPTH and self._clear(text) for text in texts]
-        words = _words_in([text for text, ok in zip(texts, clear, strict=True) if ok])
+        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])
         return [ok and self._names_plain(text, words) for text, ok in zip(texts, clear, strict=True)]
 
     def _clear(self, text: str) -> bool:
@@ -604,11 +601,11 @@ class Redactor:
         for form in self.written_forms:
             if form in text:
                 return False
-        if "\\/" in text or "\\u" in text and (not self.ascii_forms or _SPELLING_ESCAPE.search(text)):
+        if "\\/" in text or "\\u" in text and (not self.ascii_forms or SPELLING_ESCAPE.search(text)):
             return False
-        if "://" in text and _url_password(text):
+        if "://" in text and url_password(text):
             return False
-        return text.isascii() or not any(c in text for c in _CASELESS)
+        return text.isascii() or not any(c in text for c in CASELESS)
 
     def _names_plain(self, text: str, words: tuple[str, ...]) -> bool:
         """``plain`` for names, of a text ``_clear`` passed; ``words``: the name words it may hold."""
@@ -627,7 +624,7 @@ class Redactor:
         done = 0  # where the last run looked at ends
         for start, end in sorted(found):
             if start >= done:
-                done = _plain_name(text, start, end)
+                done = plain_name(text, start, end)
                 if done < 0:
                     return False
         return True
@@ -699,62 +696,6 @@ class Redactor:
     def changes(self, raw: bytes) -> bool:
         """Whether redaction changes these bytes (for the preview of what a share shows)."""
         return self.raw(raw) != raw
-
-
-# Characters that match an ASCII letter of a name when case is ignored, though they lower-case to none.
-_CASELESS = "\u0130\u0131\u017f\u212a"
-# A JSON escape that may spell a name or a secret: an ASCII character, one of those four, or no escape.
-_SPELLING_ESCAPE = re.compile(r"\\u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4}))")
-_RUN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
-_RUN_AHEAD = re.compile(r"[A-Za-z0-9_.-]*")
-_URL_TAIL = re.compile(r"[^\s/\"']*")  # what may stand between a URL's :// and the @ after its password
-_LONGEST_RUN = 200  # name characters before a name word that ``_plain_name`` looks back over
-
-
-def _url_password(text: str) -> bool:
-    """Whether ``text`` may hold a URL with a password (``URL_PASSWORD``, also escaped inside a JSON
-    string): an ``@`` after a ``://``, before any space, slash or quote."""
-    at = text.find("://")
-    while at >= 0:
-        if text.find("@", at + 3, _URL_TAIL.match(text, at + 3).end()) >= 0:  # type: ignore[union-attr]
-            return True
-        at = text.find("://", at + 3)
-    return False
-
-
-def _words_in(texts: list[str]) -> tuple[str, ...]:
-    """The name words any of ``texts`` holds, lower-cased (none of them holds one that is not here)."""
-    if not texts:
-        return ()
-    lowered = "\x00".join(texts).lower()
-    return tuple(word for word in NAME_WORDS if word in lowered)
-
-
-def _plain_name(text: str, start: int, end: int) -> int:
-    """Where the run of the name word at ``text[start:end]`` ends, if the word is in no name a rule
-    masks (``Redactor.plain``); -1 if it might be.
-
-    As text: the rules take a name from a run of name characters (``_RUN``) that a ``=`` or ``:``
-    follows, or that stands between quotes; the run around the word must be neither followed by
-    ``=``, ``:`` or an escape, nor start after one (an escape's letter would join the run), nor be a
-    quoted secret name. As JSON: the string around the word, without escapes, is no secret name (as a
-    key; as a value, the run's check holds for the text rules).
-    """
-    head = text[max(0, start - _LONGEST_RUN) : start]
-    first = start - (len(head) - len(head.rstrip(_RUN)))
-    if first == start - _LONGEST_RUN:  # a run this long may go on: say it might be
-        return -1
-    last = _RUN_AHEAD.match(text, end).end()  # type: ignore[union-attr]  # it matches "" at least
-    before, after = text[first - 1 : first], text[last : last + 1]
-    if after in ("=", ":", "\\") or before == "\\":
-        return -1
-    opening, closing = text.rfind('"', 0, first), text.find('"', last)
-    if opening < 0 or closing < 0:  # in no JSON string (then the text is no JSON), between no quotes
-        return last
-    string = text[opening + 1 : closing]
-    if "\\" in string or text[opening - 1 : opening] == "\\":
-        return -1
-    return -1 if looks_secret(string) or looks_secret(text[first:last]) else last
 
 
 def _url_passwords(line: str) -> str:
