@@ -553,3 +553,71 @@ def test_what_a_redactor_remembers_stays_bounded(monkeypatch: pytest.MonkeyPatch
         assert r.seen_chars <= 200_000 + 2 * len(text)
     assert len(r.texts) <= redaction.TEXT_CACHE
     assert sum(map(len, r.seen_all)) <= 200_000 + len(text)
+
+
+def test_a_frame_no_rule_can_change_is_seen_at_a_glance_and_only_then() -> None:
+    """``Redactor.plain`` (the bytes come back as they are, unparsed) says so only where the rules, as JSON
+    and as text, change nothing; and it says so for the frames a session mostly holds."""
+    random = Random(17)
+    keys = [*NAMES, "x token", "\nkey", "key\n", "a\\key", "monkey", "\u212aey", "\u017fecret", "\u00e9token"]
+    keys += ["progressToken", "_meta", "name", "text", "uri", "level", 'say "key"', "tokens", "key-"]
+    keys += ["x progressToken", "progressToken ", "the max_tokens"]
+    words = ["the key", "monkey", "token", "progressToken", "Token: x", "token=x", "x\ntoken", "\\", '"']
+    words += ["see https://x", "a:b", "ENVSECRET456", 'quo"te\\back', "\u0130d", "\u017fecret", "plain", ""]
+    words += ["key: v", "key=1", "x key: v", "a\nkey:1", "progressToken", "max_tokens"]
+    words += ["\x01", "\u2028", "\u00e9t\u00e9", "auth", "KEY", "[", "{", "/", "author", "x-api-key"]
+    scalars: list[Any] = [*words, *tricky_texts(60, seed=4), 0, 2.5, True, None]
+
+    def made(depth: int) -> Any:
+        if depth > 3 or random.random() < 0.35:
+            value = random.choice(scalars)
+            if isinstance(value, str) and random.random() < 0.5:
+                value = " ".join(random.choice(words) for _ in range(random.randint(1, 4)))
+            return value
+        if random.random() < 0.4:
+            return [made(depth + 1) for _ in range(random.randint(0, 3))]
+        return {random.choice(keys): made(depth + 1) for _ in range(random.randint(0, 4))}
+
+    texts = []
+    for _ in range(3000):
+        text = json.dumps(made(0), ensure_ascii=random.random() < 0.3, indent=random.choice([None, 1]))
+        texts.append(text[: random.randint(0, len(text))] if random.random() < 0.1 else text)
+    texts += [
+        '{"progressToken": 1, "data": "the key was found"}',
+        '{"a": "\\u0074oken=x"}',
+        '{"a": "http:\\/\\/u:p@h"}',
+        '{"K": "\\"token\\": \\"x\\""}',
+        '{"key": 1}',
+        '["\\nkey", 1]',
+        '{"\\nkey": 1}',
+        '{"x\\"progressToken": 1}',
+        '{"\\u017fecret": 1}',
+        '{"\\u212aey": "v", "b": "\\u00e9"}',
+        '{"a": "\\u0073ecret: x"}',
+        '{"a": "\\u00C9-ACME-991"}',  # a secret beyond ASCII, escaped otherwise than json.dumps escapes it
+        '{"a": "b\\"c", "x progressToken": 1}',
+        "token",
+        '"token"',
+        "the token=x",
+    ]
+    said_plain = 0
+    for r in [*redactors(), Redactor(["ENVSECRET456", 'quo"te\\back']), Redactor(["\u00c9-ACME-991"])]:
+        for first in range(0, len(texts), 7):  # several at a time, as an export redacts them
+            some = [text.encode() for text in texts[first : first + 7]]
+            assert r.raws(some) == [slow_raw(r, raw) for raw in some], some
+        for text in texts:
+            raw = text.encode()
+            assert r.raw(raw) == slow_raw(r, raw), text
+            if not r.plain(text):
+                continue
+            said_plain += 1
+            assert slow_text(r, text) == text, text
+            try:
+                parsed = json.loads(text)
+            except ValueError:
+                continue
+            assert slow_value(r, parsed) == parsed, text
+    assert said_plain > 1000
+    r = Redactor.for_session(CONFIG)
+    assert not r.plain('{"key": 1}') and not r.plain('{"a": "x token"}') and not r.plain('["\\nkey"]')
+    assert r.plain('{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}')

@@ -7,34 +7,56 @@
 The file carries the session's facts, its conformance summary and every frame (a ``<details>`` each:
 verdicts, note, transport, pretty JSON or the raw text), with the app's stylesheet inlined. It holds no
 script and a Content-Security-Policy that forbids loading anything, so whatever a server sent stays
-inert text even if the file is opened from disk. It is rendered in chunks and streamed, so a
-100,000-frame session never sits in memory whole.
+inert text even if the file is opened from disk.
+
+Both are streamed a batch of frames at a time (``Batches``): at most ``CHUNK`` frames and, past the
+first, ``CHUNK_BYTES`` of their bytes, so a 100,000-frame session (or one of 16 MB answers) never sits
+in memory whole. A batch is read as values (no model instances), written in one go and sent as one
+ASGI message; what its frames become is byte for byte what a frame read as a model instance became
+(``sessions.frames.record_line``, the export's frame template; the tests hold them to it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 from django.contrib.staticfiles import finders
+from django.db import connection
+from django.db.models import TextField
+from django.db.models.functions import Cast
 from django.template.loader import render_to_string
 
-from sessions.frames import message_of, pretty_json, record_line
+from sessions.frames import (
+    RECORD_FIELDS,
+    message_of,
+    record_text,
+    rpc_id_json,
+    transport_json,
+    verdicts_json,
+)
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
 from sessions.timeline import conformance
+from sessions.timeline.export_html import HTML_FIELDS, FrameHtml
 from sessions.timeline.queries import request_of
 from sessions.timeline.redaction import Redactor
 
 # Which of the session's frames an export holds (a share's scope): a queryset of TimelineFrame.
 Frames = Any
 
-CHUNK = 500
-BODY_LIMIT = 64 * 1024  # characters of each frame's body in the file; the JSONL export has them all
+CHUNK = 500  # frames in a batch, at most
+CHUNK_BYTES = 256 * 1024  # their stored bytes, at most (a batch holds at least one frame, however big)
+PLAN = 5000  # frames whose sizes are read at a time, to cut the batches
+MEMO = 1024  # texts a writer remembers (transport details, methods): the same come back in every frame
+# The JSON columns are read as their stored text: most are written out as they are.
+JSON_AS_TEXT = {"transport": Cast("transport", TextField()), "verdicts": Cast("verdicts", TextField())}
 
 
 @cache
@@ -43,21 +65,149 @@ def stylesheet() -> str:
     return Path(found).read_text() if isinstance(found, str) else ""
 
 
-def frame_view(row: TimelineFrame) -> dict[str, Any]:
-    raw = bytes(row.raw)
-    pretty = pretty_json(raw)
-    body = pretty or raw.decode("utf-8", errors="replace")
-    return {
-        "f": row,
-        "body": body[:BODY_LIMIT],
-        "cut": len(body) > BODY_LIMIT,
-        "pretty": bool(pretty),
-        "transport": json.dumps(row.transport, indent=2, ensure_ascii=False) if row.transport else "",
-    }
-
-
 def _frames(session: McpSession, frames: Frames | None) -> Frames:
     return TimelineFrame.objects.filter(session=session) if frames is None else frames
+
+
+class Batches:
+    """A session's frames (or a share's) in seq order, a batch at a time, each a list of value tuples
+    of ``fields`` (``transport`` and ``verdicts`` as stored JSON text).
+
+    The frames' sizes are read first, ``PLAN`` at a time, to cut batches of at most ``CHUNK`` frames and
+    ``CHUNK_BYTES`` bytes; each batch is then read by its seq range (a frame recorded meanwhile comes
+    later, in a batch of its own). Call ``next`` in a thread (it queries).
+    """
+
+    def __init__(self, frames: Frames, fields: tuple[str, ...]) -> None:
+        names = [f"{name}_text" if name in JSON_AS_TEXT else name for name in fields]
+        texts = {f"{name}_text": JSON_AS_TEXT[name] for name in fields if name in JSON_AS_TEXT}
+        self.frames = frames
+        self.rows = frames.annotate(**texts).values_list(*names)
+        self.after = 0
+        self.plan: deque[tuple[int, int]] = deque()
+
+    def next(self) -> list[tuple[Any, ...]]:
+        """The next batch; ``[]`` when every frame has been read."""
+        if not self.plan:
+            sizes = self.frames.filter(seq__gt=self.after).order_by("seq").values_list("seq", "size")
+            self.plan.extend(sizes[:PLAN])
+            if not self.plan:
+                return []
+        last, total = self.plan.popleft()
+        count = 1
+        while self.plan and count < CHUNK and total + self.plan[0][1] <= CHUNK_BYTES:
+            last, size = self.plan.popleft()
+            total += size
+            count += 1
+        rows = list(self.rows.filter(seq__gt=self.after, seq__lte=last).order_by("seq"))
+        self.after = last
+        return rows
+
+
+class Memo:
+    """A few texts and what they became, forgotten all at once when full (the same come back)."""
+
+    def __init__(self, make: Callable[[str], str]) -> None:
+        self.make = make
+        self.done: dict[str, str] = {}
+
+    def __call__(self, text: str) -> str:
+        done = self.done.get(text)
+        if done is None:
+            if len(self.done) >= MEMO:
+                self.done.clear()
+            done = self.done[text] = self.make(text)
+        return done
+
+
+def _stored_verdicts(stored: str | None) -> Any:
+    return json.loads(stored) if stored and stored != "[]" else []
+
+
+class Records:
+    """A frame's values (``RECORD_FIELDS``) as its JSON Lines record; with a ``redactor``, redacted as
+    ``Redactor.frame`` redacts a stored frame."""
+
+    def __init__(self, redactor: Redactor | None) -> None:
+        self.redactor = redactor
+        # SQLite keeps a JSON column as json.dumps wrote it: it can be copied (PostgreSQL rewrites it).
+        self.verbatim = connection.vendor == "sqlite"
+        self.transport = Memo(self._transport)
+        self.text = Memo(redactor.text if redactor is not None else str)  # methods, ids: they come back
+
+    def _transport(self, stored: str) -> str:
+        """The stored transport details, redacted, as the record writes them."""
+        redactor = self.redactor
+        if redactor is None or not stored or stored[0] != "{":
+            return transport_json(stored, self.verbatim)
+        shown = redactor.transport(json.loads(stored))
+        return json.dumps(shown, ensure_ascii=False) if isinstance(shown, dict) else "{}"
+
+    def all(self, rows: list[tuple[Any, ...]]) -> list[str]:
+        """The records of a batch of frames, their bytes and transport details redacted together
+        (``Redactor.raws``, ``Redactor.plains``: most of what they look for is in none)."""
+        if self.redactor is None:
+            return [self.record(row, bytes(row[5]), True) for row in rows]
+        raws = self.redactor.raws([bytes(row[5]) for row in rows])
+        plains = self.redactor.plains([row[6] or "" for row in rows])
+        return [self.record(*shown) for shown in zip(rows, raws, plains, strict=True)]
+
+    def record(self, row: tuple[Any, ...], raw: bytes, plain: bool) -> str:
+        """A frame's record, its bytes ``raw`` (redacted already, if they are); ``plain``: no rule
+        changes its transport details."""
+        (
+            seq, kind, direction, wall, mono, _, transport, parse_error, rpc_kind, method, rpc_id,
+            verdicts, pair_seq, latency_ms, note,
+        ) = row  # fmt: skip
+        redactor = self.redactor
+        if redactor is None or plain:
+            transport = transport_json(transport, self.verbatim)
+        elif len(transport) < 4096:
+            transport = self.transport(transport)
+        else:
+            transport = self._transport(transport)
+        if redactor is None:
+            shown = verdicts_json(_stored_verdicts(verdicts)) if verdicts != "[]" else "[]"
+            rpc_id = rpc_id_json(rpc_id)
+        else:
+            if verdicts == "[]":
+                shown = "[]"
+            else:
+                value = _stored_verdicts(verdicts)
+                shown = verdicts_json(redactor.value(value if isinstance(value, list) else []))
+            rpc_id, method = rpc_id_json(self.text(rpc_id)), self.text(method)
+            parse_error = parse_error and redactor.text(parse_error)
+            note = note and redactor.text(note)
+        return record_text(
+            seq, kind, direction, wall, mono, raw, transport, parse_error, rpc_kind, method, rpc_id,
+            shown, pair_seq, latency_ms, note,
+        )  # fmt: skip
+
+
+async def _ahead(make: Callable[[], str]) -> AsyncIterator[str]:
+    """What ``make()`` gives, in a thread, until it gives ""; the next made while this one is sent."""
+    pending = asyncio.ensure_future(sync_to_async(make)())
+    try:
+        while text := await pending:
+            pending = asyncio.ensure_future(sync_to_async(make)())
+            yield text
+    finally:
+        pending.cancel()  # the download ended early: what is being made is not wanted
+
+
+async def jsonl_lines(
+    session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
+) -> AsyncIterator[str]:
+    """Every frame of the session (or of ``frames``) as JSON Lines, a batch at a time; with a
+    ``redactor``, each frame's bytes, transport, note and verdicts redacted (it still opens as a session)."""
+    batches = Batches(_frames(session, frames), RECORD_FIELDS)
+    write = Records(redactor)
+
+    def lines() -> str:
+        return "".join(write.all(batches.next()))
+
+    async for text in _ahead(lines):
+        yield text  # one ASGI message a batch: a message (and a socket write) per frame cost more
 
 
 def _head(session: McpSession, redactor: Redactor | None, frames: Frames | None) -> str:
@@ -69,24 +219,6 @@ def _head(session: McpSession, redactor: Redactor | None, frames: Frames | None)
             row["example"] = redactor.text(row["example"])
     context.update(report)
     return render_to_string("sessions/export/head.html", context)
-
-
-def _chunk(
-    session: McpSession, after: int, redactor: Redactor | None, frames: Frames | None
-) -> tuple[str, int | None]:
-    rows = list(_frames(session, frames).filter(seq__gt=after).order_by("seq")[:CHUNK])
-    if not rows:
-        return "", None
-    shown = rows if redactor is None else [redactor.frame(r) for r in rows]
-    views = [frame_view(r) for r in shown]
-    notes = _notes(session, rows[0].seq, rows[-1].seq)
-    for item in views:
-        item["notes"] = notes.get(item["f"].seq, [])
-        if redactor is not None:
-            for note in item["notes"]:
-                note.text = redactor.text(note.text)  # in this file only: a note is never saved here
-    html = render_to_string("sessions/export/frames.html", {"frames": views})
-    return html, rows[-1].seq
 
 
 def _notes(session: McpSession, first: int, last: int) -> dict[int, list[Note]]:
@@ -103,33 +235,29 @@ def _notes(session: McpSession, first: int, last: int) -> dict[int, list[Note]]:
     return by_frame
 
 
+def _page(session: McpSession, batches: Batches, write: FrameHtml, redactor: Redactor | None) -> str:
+    """The next batch of frames as the file's list items ("" when there are no more)."""
+    rows = batches.next()
+    if not rows:
+        return ""
+    notes = _notes(session, rows[0][0], rows[-1][0])
+    if redactor is not None:
+        for thread in notes.values():
+            for note in thread:
+                note.text = redactor.text(note.text)  # in this file only: a note is never saved here
+    return write.all(rows, notes) + "\n"
+
+
 async def document(
     session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
 ) -> AsyncIterator[str]:
     """The HTML file; with a ``redactor``, everything in it redacted; with ``frames``, only those."""
-    yield await database_sync_to_async(_head)(session, redactor, frames)
-    after: int | None = 0
-    while after is not None:
-        html, after = await database_sync_to_async(_chunk)(session, after, redactor, frames)
-        if html:
-            yield html
+    yield await sync_to_async(_head)(session, redactor, frames)
+    batches = Batches(_frames(session, frames), HTML_FIELDS)
+    write = FrameHtml(redactor)
+    async for html in _ahead(lambda: _page(session, batches, write, redactor)):
+        yield html
     yield "</ol>\n</main>\n</body>\n</html>\n"
-
-
-async def jsonl_lines(
-    session: McpSession, redactor: Redactor | None = None, frames: Frames | None = None
-) -> AsyncIterator[str]:
-    """Every frame of the session (or of ``frames``) as JSON Lines, read a chunk at a time; with a
-    ``redactor``, each frame's bytes, transport, note and verdicts redacted (it still opens as a session)."""
-    after = 0
-    while True:
-        rows = [r async for r in _frames(session, frames).filter(seq__gt=after).order_by("seq")[:CHUNK]]
-        if not rows:
-            return
-        # One ASGI message per chunk, not per line: a message (and a socket write) per frame cost
-        # more than making the line.
-        yield "".join(record_line(row if redactor is None else redactor.frame(row)) for row in rows)
-        after = rows[-1].seq
 
 
 def collection(

@@ -21,7 +21,6 @@ rules applied one after the other to the whole text mask (tests/test_redaction.p
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -30,22 +29,31 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from sessions.frames import PREVIEW_CHARS, deeper_than
+from sessions.timeline.names import (
+    CASELESS,
+    NAME_WORDS,
+    NOT_SECRET_NAME,
+    SECRET_NAME,
+    SPELLING_ESCAPE,
+    looks_secret,
+    plain_name,
+    url_password,
+    words_in,
+)
 
-__all__ = ["LARGE_PREVIEW", "MASK", "Redactor", "Rules", "config_secrets", "looks_secret"]
+__all__ = [
+    "LARGE_PREVIEW",
+    "MASK",
+    "NAME_WORDS",
+    "NOT_SECRET_NAME",
+    "SECRET_NAME",
+    "Redactor",
+    "Rules",
+    "config_secrets",
+    "looks_secret",
+]
 
 MASK = "[redacted]"
-# Names whose values are credentials. Wider than the config form's masking: a share goes to other people.
-SECRET_NAME = re.compile(
-    r"token|secret|passw|pwd|api[-_]?key|apikey|private[-_]?key|access[-_]?key|auth|credential|"
-    r"signature|cookie|session[-_]?id|sessionid|bearer|dsn|^key$|[-_]key$",
-    re.IGNORECASE,
-)
-# Names that match SECRET_NAME but hold no secret: protocol fields, counts, OAuth metadata, authors.
-NOT_SECRET_NAME = re.compile(
-    r"progress[-_]?token|max[-_]?tokens|\w*tokens|\w*token[-_]?(count|type|usage)|author|"
-    r"authori[sz]ation[-_]?(servers?|endpoint|url|uri)",
-    re.IGNORECASE,
-)
 # A value shorter than this is not hunted for everywhere: "1" or "abc" would mask half the timeline.
 MIN_SECRET = 6
 # scheme://user:password@host
@@ -68,12 +76,6 @@ QUOTED_ACROSS = re.compile(
 )
 # Authorization: Bearer xyz / name: value lines.
 HEADER_LINE = re.compile(r"(?im)^(?P<name>[A-Za-z][A-Za-z0-9-]{0,80}+)(?P<sep>:[ \t]*+)(?P<value>\S.*+)$")
-# What a name holds, lower-cased, whenever SECRET_NAME finds it (a test keeps the two in step): text
-# without any of these words has no name the three rules above would mask.
-NAME_WORDS = (
-    "token", "secret", "passw", "pwd", "key", "auth", "credential", "signature", "cookie", "session",
-    "bearer", "dsn",
-)  # fmt: skip
 # The characters of a name the rules above can see, and a value already masked (by a session secret).
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.-]+")
 _MASKS = (MASK, f'"{MASK}"')
@@ -96,11 +98,6 @@ MAX_PATTERNS = 20
 MAX_PATTERN_CHARS = 200
 # What a row shows instead of its preview when its bytes were too big to redact for a list.
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
-
-
-@functools.lru_cache(maxsize=4096)  # the same names come back in every frame
-def looks_secret(name: str) -> bool:
-    return bool(SECRET_NAME.search(name)) and not NOT_SECRET_NAME.fullmatch(name)
 
 
 @dataclass
@@ -215,6 +212,12 @@ class Redactor:
         ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
         self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
         self.secret_forms = ordered
+        # Each form as it is and as it stands inside a JSON string (``plain`` looks for them in JSON text),
+        # and whether they are all ASCII (then a character escaped as ``\\uXXXX`` beyond ASCII is none).
+        self.written_forms = sorted({*ordered, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in ordered)})
+        self.ascii_forms = all(form.isascii() for form in self.written_forms)
+        # Rules of the sharer's own: ``plain`` cannot tell what they mask.
+        self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
         # name can be: a name is ASCII letters, digits and _.-).
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
@@ -525,8 +528,38 @@ class Redactor:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
         try:
             text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._raw_text(raw)
+        # Nested deeper than MAX_DEPTH, the bytes go as text: ``_plain`` holds however deep they are.
+        if self._clear(text) and self._names_plain(text, NAME_WORDS):
+            return raw
+        return self._parsed(raw, text)
+
+    def raws(self, raws: list[bytes]) -> list[bytes]:
+        """``raw`` of each; the name words looked for once in all of them (most are in none)."""
+        texts: list[str | None] = []
+        for raw in raws:
+            try:
+                texts.append(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(None)
+        clear = [text is not None and self._clear(text) for text in texts]
+        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])  # type: ignore[misc]
+        shown = []
+        for raw, text, ok in zip(raws, texts, clear, strict=True):
+            if text is None:
+                shown.append(self._raw_text(raw))
+            elif ok and self._names_plain(text, words):
+                shown.append(raw)
+            else:
+                shown.append(self._parsed(raw, text))
+        return shown
+
+    def _parsed(self, raw: bytes, text: str) -> bytes:
+        """``raw`` the long way: parsed, walked, and written again if anything was redacted."""
+        try:
             parsed = json.loads(text)
-        except (ValueError, RecursionError):  # not UTF-8 (a UnicodeDecodeError is one), or not JSON
+        except (ValueError, RecursionError):  # not JSON
             return self._raw_text(raw)
         # Each level opens a bracket: bytes with few brackets cannot nest deeper, no need to walk them.
         shallow = raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH
@@ -536,6 +569,65 @@ class Redactor:
         if redacted == parsed:
             return raw
         return json.dumps(redacted, ensure_ascii=False, separators=(",", ":")).encode()
+
+    def plain(self, text: str) -> bool:
+        """Whether no rule can change ``text``, read as JSON (every key and string in it) or as text.
+
+        A quick look, without parsing: True only when redacting would give ``text`` back (most frames
+        of a session: requests, notifications, results without a name word), False when it might not.
+        What it proves, with no rule of the sharer's own (``_clear``, then ``_names_plain``):
+        - no form of a session secret, as it is or written inside a JSON string, and no URL with a
+          password (``_url_password``: what ``URL_PASSWORD`` needs, escaped or not). Escapes that could
+          spell them otherwise make it say False: ``\\/``, and ``\\uXXXX`` unless it is a character
+          beyond ASCII (none of İ ı ſ K) and every secret is ASCII;
+        - none of the four characters that match ASCII letters when case is ignored (İ ı ſ K), and
+          every name word (``NAME_WORDS``, lower-cased) lies in a run of name characters that no name
+          rule can take as a secret name: not followed by ``=`` or ``:`` (nor bordered by an escape),
+          and the JSON string around it, if a key, not a secret name (``looks_secret``). A run is
+          looked at once, whichever of its words is found first.
+        """
+        return self.plains([text])[0]
+
+    def plains(self, texts: list[str]) -> list[bool]:
+        """``plain`` of each; the name words looked for once in all of them."""
+        clear = [text.count("[") + text.count("{") <= MAX_DEPTH and self._clear(text) for text in texts]
+        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])
+        return [ok and self._names_plain(text, words) for text, ok in zip(texts, clear, strict=True)]
+
+    def _clear(self, text: str) -> bool:
+        """``plain``, but for names: a few quick searches, each for what would make it say False."""
+        if self.own_rules:
+            return False
+        for form in self.written_forms:
+            if form in text:
+                return False
+        if "\\/" in text or "\\u" in text and (not self.ascii_forms or SPELLING_ESCAPE.search(text)):
+            return False
+        if "://" in text and url_password(text):
+            return False
+        return text.isascii() or not any(c in text for c in CASELESS)
+
+    def _names_plain(self, text: str, words: tuple[str, ...]) -> bool:
+        """``plain`` for names, of a text ``_clear`` passed; ``words``: the name words it may hold."""
+        if not words:
+            return True
+        lowered = text.lower()
+        if len(lowered) != len(text):  # İ, which lower-cases to two characters (and is caseless)
+            return False
+        found = []
+        for word in words:  # a search for each is quicker than one regular expression for all
+            if word in lowered:
+                at = lowered.find(word)
+                while at >= 0:
+                    found.append((at, at + len(word)))
+                    at = lowered.find(word, at + 1)
+        done = 0  # where the last run looked at ends
+        for start, end in sorted(found):
+            if start >= done:
+                done = plain_name(text, start, end)
+                if done < 0:
+                    return False
+        return True
 
     def _raw_text(self, raw: bytes) -> bytes:
         """Bytes that are not JSON, redacted as text; bytes that are not UTF-8 pass through as they are."""
