@@ -36,6 +36,7 @@ __all__ = [
     "record_line",
     "record_text",
     "rpc_id_json",
+    "stored_rpc_id",
     "transport_json",
     "verdicts_json",
     "storable",
@@ -311,7 +312,7 @@ def _verdicts(items: Any) -> list[Verdict]:
 
 def frame_of(row: Any) -> Frame:
     """A stored row (a model instance) back as an engine frame, numbered as stored."""
-    rpc_id = json.loads(row.rpc_id) if row.rpc_id else None
+    rpc_id = stored_rpc_id(row.rpc_id) if row.rpc_id else None
     return Frame(
         row.kind,
         row.direction,
@@ -397,7 +398,16 @@ def rpc_id_json(stored: str) -> str:
             return stored
         if stored[0] == '"' == stored[-1] and stored.count('"') == 2 and "\\" not in stored:
             return stored
-    return _encode(json.loads(stored))
+    return _encode(stored_rpc_id(stored))
+
+
+def stored_rpc_id(stored: str) -> Any:
+    """A stored ``rpc_id`` back as the id. One longer than ``RPC_ID_CHARS`` was stored cut short, no
+    longer JSON: it comes back as that text (the whole id is in the frame's bytes)."""
+    try:
+        return json.loads(stored)
+    except ValueError:
+        return stored
 
 
 def record_text(

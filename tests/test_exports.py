@@ -205,3 +205,18 @@ def test_a_big_session_is_read_a_bounded_batch_at_a_time(monkeypatch: pytest.Mon
     assert max(read) <= exports.CHUNK and sum(read) == len(sizes)
     assert read[:4] == [200, 200, 200, 100]  # 100-byte frames, up to 20,000 bytes a batch
     assert read[4:7] == [1, 1, 1]  # a frame over the limit goes alone
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("redacted", [False, True])
+def test_an_id_too_long_to_store_whole_still_exports(redacted: bool) -> None:
+    person = User.objects.create(username="alice")
+    session = McpSession.objects.create(owner=person, team=team_of(person), name="long id", config=CONFIG)
+    long_id = "i" * 300  # stored cut short: no longer JSON
+    ping = _frame("message", "out", {"jsonrpc": "2.0", "id": long_id, "method": "ping"}, rpc_id=long_id)
+    ping.seq = 1
+    TimelineFrame.insert_rows(session.pk, [frame_row(ping, 0)])
+    redactor = Redactor.for_session(CONFIG) if redacted else None
+    (line,) = "".join(_collect(jsonl_lines(session, redactor))).splitlines()
+    record = json.loads(line)
+    assert record["rpc_id"].startswith('"iii') and json.loads(record["raw"])["id"] == long_id
