@@ -72,9 +72,9 @@ async def run(count: int, url: str) -> dict[str, Any]:
             raise RuntimeError(f"only {n} of {count} sessions got ready; the others: {notes[:5]}")
         await asyncio.sleep(0.1)
     opened = time.perf_counter() - started
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     await stop_embedded_runtime()
-    stop_s = time.perf_counter() - started
+    stop_s, stop_cpu_s = time.perf_counter() - started, time.process_time() - cpu
 
     def check() -> tuple[int, int]:
         rows = McpSession.objects.annotate(stored=Count("frames"))
@@ -83,7 +83,7 @@ async def run(count: int, url: str) -> dict[str, Any]:
         return closed, lost
 
     closed, lost = await sync_to_async(check)()
-    return {"sessions": count, "open_s": opened, "stop_s": stop_s, "closed": closed, "lost": lost}
+    return {"sessions": count, "open_s": opened, "stop_s": stop_s, "stop_cpu_s": stop_cpu_s, "closed": closed, "lost": lost}
 
 
 def _others() -> list[tuple[str, str]]:
