@@ -97,6 +97,8 @@ class SessionOwner:
         self._answers: dict[str, dict[str, Any]] = {}
         self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.recorder: Recorder | None = None
+        self._last_words: tuple[list[dict[str, Any]], dict[str, Any]] = ([], {})
+        """Phases and fields seen while the process stops, written with the session's end, in one go."""
         self.budget = SessionBudget(0, 0)
         self.limited = False
         """The session reached a limit: it is ending, and records nothing more."""
@@ -157,8 +159,11 @@ class SessionOwner:
             await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
             await self.recorder.close()
             status = self.final_status
-            await store.update_session(
+            phases, fields = self._last_words
+            await store.append_phases(
                 self.pk,
+                phases,
+                **fields,
                 status=status,
                 status_note=self._stop_reason,
                 ended=timezone.now(),
@@ -318,13 +323,16 @@ class SessionOwner:
                 while len(self.responses) > self.RESPONSES_KEPT:
                     self.responses.popitem(last=False)
             if event.kind == "state":
-                self._spawn(self._record_phase(event))
+                self._phase_seen(event)
                 server = event.transport.get("stdio", {}).get("process")
                 if server:  # who to kill if this process dies before it closes the session
                     self._spawn(store.update_session(self.pk, server_process=server))
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
-                self._spawn(store.update_session(self.pk, exit_code=code))
+                if self.recorder.held:
+                    self._last_words[1]["exit_code"] = code
+                else:
+                    self._spawn(store.update_session(self.pk, exit_code=code))
             if (reached := self.budget.count(row["size"])) is not None:
                 self._end_at_limit(reached)
         elif isinstance(event, Progress):
@@ -345,19 +353,32 @@ class SessionOwner:
         log.warning("session %s ended: %s", self.pk, reached.message)
         self.stop(reached.message)
 
-    async def _record_phase(self, frame: Frame) -> None:
+    def _phase_seen(self, frame: Frame) -> None:
+        """A state frame that is a step of the lifecycle goes into the session's phases (with its status).
+
+        While the process stops (the recorder held), the steps of the ending (closing, closed) are
+        written with the session's end, in its one write: nobody watches, and a write each was a
+        third of the stop's database work with a thousand sessions. They were often not written at
+        all before: the task writing them was cancelled with the owner's others.
+        """
         state = frame.transport.get("state", "")
         if state not in McpSession.PHASES:
             return  # a note on the timeline, not a step of the lifecycle
         phase = {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": self.base + frame.seq}
-        fields: dict[str, Any] = {"status_note": frame.note or ""}
+        if self.recorder is not None and self.recorder.held:
+            self._last_words[0].append(phase)
+            return
+        self._spawn(self._record_phase(state, phase))
+
+    async def _record_phase(self, state: str, phase: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {"status_note": phase["note"]}
         if state in McpSession.Status.values and state not in FINAL_STATES:
             fields["status"] = state
         if state == "ready" and self.client is not None:
             # With the negotiated facts, in the same write: whoever sees "ready" sees what was agreed.
             fields.update(_facts(self.client))
-        await store.append_phase(self.pk, phase, **fields)
-        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), frame.note or ""))
+        await store.append_phases(self.pk, [phase], **fields)
+        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), phase["note"]))
 
     async def _review_opened(self, pending: PendingRequest) -> None:
         await store.save_review(self.pk, pending, self.base)

@@ -60,6 +60,11 @@ class Recorder:
         self.rows.append(row)
         self._wake.set()
 
+    @property
+    def held(self) -> bool:
+        """Whether the process is stopping (``hold()``): the session's last writes wait for its end."""
+        return self._held
+
     def hold(self) -> None:
         """Keep new frames until ``close()``, which stores them in one batch: the process is stopping.
 
