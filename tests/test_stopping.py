@@ -5,6 +5,7 @@ and the in-memory channel layer's paced clean-up."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from typing import Any
@@ -43,6 +44,7 @@ async def test_stopping_closes_every_live_http_session_with_its_delete_and_its_e
             lambda: McpSession.objects.filter(pk__in=pks, status="ready").count() == LIVE, what="all ready"
         )
         await stop_embedded_runtime("the inspector stopped")
+        assert gc.isenabled()  # the collector waited for the stop only
 
     def ended() -> list[tuple[McpSession, list[TimelineFrame]]]:
         rows = McpSession.objects.filter(pk__in=pks).order_by("pk")
@@ -59,6 +61,7 @@ async def test_stopping_closes_every_live_http_session_with_its_delete_and_its_e
         assert [p["state"] for p in row.phases].count("ready") == 1
 
 
+@pytest.mark.django_db(transaction=True)  # the thread's connection, kept from earlier tests, is checked
 async def test_database_calls_queued_while_the_thread_is_busy_run_in_order_each_alone() -> None:
     gate = threading.Event()
     ran: list[Any] = []
