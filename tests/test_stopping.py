@@ -5,7 +5,9 @@ and the in-memory channel layer's paced clean-up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+import json
 import threading
 import time
 from typing import Any
@@ -111,3 +113,72 @@ async def test_the_in_memory_layer_paces_its_clean_up_but_still_expires_messages
     await layer.group_send("nobody", {"type": "y"})
     await layer.send("stale", {"type": "z"})  # the expired one went
     assert (await layer.receive("stale"))["type"] == "z"
+
+
+async def _hanging_delete_server(release: asyncio.Event) -> tuple[asyncio.Server, str]:
+    """A stateful Streamable HTTP server answering in JSON; its DELETE answers once ``release`` is set."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                length = next(
+                    (int(h.split(":")[1]) for h in head if h.lower().startswith("content-length")), 0
+                )
+                body = await reader.readexactly(length)
+                verb, status, out, extra = head[0].split(" ")[0], 405, b"", ""
+                if verb == "DELETE":
+                    await release.wait()
+                    status = 200
+                elif verb == "POST":
+                    message = json.loads(body)
+                    status = 202 if "id" not in message else 200
+                    if "id" in message:
+                        result = {
+                            "protocolVersion": "2025-11-25",
+                            "capabilities": {},
+                            "serverInfo": {"name": "h"},
+                        }
+                        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                        out, extra = (
+                            json.dumps(answer).encode(),
+                            "Content-Type: application/json\r\nMcp-Session-Id: h1\r\n",
+                        )
+                writer.write(
+                    f"HTTP/1.1 {status} X\r\n{extra}Content-Length: {len(out)}\r\n\r\n".encode() + out
+                )
+                await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_a_delete_that_never_answers_is_recorded_as_failed_and_the_stop_still_ends() -> None:
+    """The engine waits 5 s for a DELETE; one that does not answer by then is a frame, not lost."""
+    release = asyncio.Event()
+    server, url = await _hanging_delete_server(release)
+    user = await make_user()
+    try:
+        async with live_runtime():
+            session = await McpSession.objects.acreate(
+                owner=user, team=await ateam_of(user), name="h", config=http_config(url)
+            )
+            await client.start_session(session)
+            await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="ready").exists())
+            async with asyncio.timeout(15):
+                await stop_embedded_runtime("the inspector stopped")
+    finally:
+        release.set()
+        server.close()
+    await session.arefresh_from_db()
+    frames = [f async for f in TimelineFrame.objects.filter(session=session).order_by("seq")]
+    assert session.status == "closed" and [f.seq for f in frames] == list(range(1, session.last_seq + 1))
+    delete = next(f for f in frames if f.transport.get("http", {}).get("method") == "DELETE")
+    after = [f for f in frames if f.seq > delete.seq]
+    assert [(f.kind, f.transport.get("state")) for f in after][:1] == [("state", "http-error")]
+    assert after[0].note.startswith("DELETE failed")
+    assert [p["state"] for p in session.phases][-2:] == ["closing", "closed"]
