@@ -8,7 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -73,6 +73,23 @@ class SessionOwner:
 
     RESPONSES_KEPT = 1000
 
+    # Each command's handler, by name: one table for every owner (thousands may be live), not a
+    # dictionary of bound methods each.
+    _HANDLERS: ClassVar[dict[type[m.Command], str]] = {
+        m.Notify: "on_notify",
+        m.Cancel: "on_cancel",
+        m.Respond: "on_respond",
+        m.Reject: "on_reject",
+        m.SetRoots: "on_set_roots",
+        m.Feature: "on_feature",
+        m.Reinitialize: "on_reinitialize",
+        m.Disconnect: "on_disconnect",
+        m.Viewer: "on_viewer",
+        m.OAuthReturned: "on_oauth_returned",
+        m.ForgetTokens: "on_forget_tokens",
+        m.OAuthStep: "on_oauth_step",
+    }
+
     def __init__(self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "") -> None:
         self.layer = layer
         self.pk = session_pk
@@ -106,21 +123,8 @@ class SessionOwner:
         """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
         self.tokens: oauth.TeamTokenStore | None = None
         self.debugger: OAuthDebugger | None = None
-        self._debugger_set = asyncio.Event()  # its commands may come before it is made
-        self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
-            m.Notify: self.on_notify,
-            m.Cancel: self.on_cancel,
-            m.Respond: self.on_respond,
-            m.Reject: self.on_reject,
-            m.SetRoots: self.on_set_roots,
-            m.Feature: self.on_feature,
-            m.Reinitialize: self.on_reinitialize,
-            m.Disconnect: self.on_disconnect,
-            m.Viewer: self.on_viewer,
-            m.OAuthReturned: self.on_oauth_returned,
-            m.ForgetTokens: self.on_forget_tokens,
-            m.OAuthStep: self.on_oauth_step,
-        }
+        self._debugger_set: asyncio.Event | None = None
+        """Set once an OAuth debugger's session has its debugger (its commands may come before)."""
 
     # --- running --------------------------------------------------------------------------
 
@@ -131,6 +135,8 @@ class SessionOwner:
         self.group = loaded["group"]
         self.config: dict[str, Any] = loaded["config"]
         self.roots: list[Any] = loaded["roots"]
+        if self.config.get("oauth_debug"):
+            self._debugger_set = asyncio.Event()
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
         self.budget = SessionBudget.from_settings(frames=self.base, size=loaded["stored_bytes"])
@@ -233,9 +239,11 @@ class SessionOwner:
         except Exception as exc:
             self._connect_failed = True
             self.stop(f"cannot debug: {exc}")
+            assert self._debugger_set is not None
             self._debugger_set.set()
             return
         self.debugger = OAuthDebugger(self, target)
+        assert self._debugger_set is not None
         self._debugger_set.set()
         await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
         self._outbox.put_nowait(m.StateChanged("ready"))
@@ -418,7 +426,8 @@ class SessionOwner:
             if isinstance(command, m.Request):
                 await self.on_request(command, reply)
                 return
-            answer = await self._handlers[type(command)](command)
+            handler: Callable[[Any], Awaitable[m.Reply | None]] = getattr(self, self._HANDLERS[type(command)])
+            answer = await handler(command)
         except Exception as exc:
             log.warning("command %s failed: %s", command.NAME, exc)
             await self._reply(reply, m.Failed(str(exc)))
@@ -578,7 +587,7 @@ class SessionOwner:
             self.tokens.data.clear()
 
     async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
-        if self.config.get("oauth_debug"):
+        if self._debugger_set is not None:
             await asyncio.wait_for(self._debugger_set.wait(), 10)
         if self.debugger is None:
             raise EngineError("this session is not an OAuth debugger")
