@@ -69,16 +69,18 @@ class _Queue:
     def submit(self, call: Callable[[], Any]) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
+        queued: _Call = (loop, future, call)
         with self._lock:
-            self._calls.append((loop, future, call))
+            self._calls.append(queued)
             if self._draining:
                 return future
             self._draining = True
         try:
             _db_executor.submit(self._drain)
-        except BaseException:
+        except BaseException:  # the executor is shut down (the interpreter is exiting)
             with self._lock:
                 self._draining = False
+                self._calls.remove(queued)
             raise
         return future
 
