@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import bigsession, clients, exports, redaction, servers
+from bench import bigsession, clients, exports, manysessions, redaction, servers
 from sessions.engine import ClientOptions, Frame, HttpTarget, StdioTarget, connect
 
 LATENCY_TARGET = 1.5  # engine median latency / raw client median latency, at most
@@ -281,6 +281,8 @@ def print_table(results: dict[str, Any]) -> None:
         bigsession.print_table(results["bigsession"])
     if "exports" in results:
         exports.print_table(results["exports"])
+    if "many" in results:
+        manysessions.print_table(results["many"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -332,12 +334,14 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=10_000, help="env-dump frames in the redacted export")
     parser.add_argument("--big-frames", type=int, default=100_000, help="frames of the big session (10.)")
     parser.add_argument("--export-frames", type=int, default=100_000, help="frames of the exported session")
+    parser.add_argument("--many-sessions", type=int, default=5000, help="live HTTP sessions in one process")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.warmup, args.repeat, args.notifications, args.sessions = 50, 5, 1, 5_000, 3
         args.clicks, args.app_calls, args.stop_sessions, args.frames = 10, 30, 50, 1_000
         args.big_frames = 5_000
         args.export_frames = 5_000
+        args.many_sessions = 200
     if args.app_only:
         args.browser_only, args.no_browser = True, True
     started = time.perf_counter()
@@ -353,6 +357,9 @@ def main() -> None:
         ok &= redaction.judge(results["redaction"])
         results["exports"] = exports.run(args.export_frames)
         ok &= exports.judge(results["exports"])
+        print(f"  … {args.many_sessions:,} live HTTP sessions in one process", file=sys.stderr, flush=True)
+        results["many"] = manysessions.run(args.many_sessions)
+        ok &= manysessions.judge(results["many"])
     if not args.no_app and (args.app_only or not args.browser_only):
         from bench import apps
 

@@ -1,9 +1,7 @@
 """TLS contexts for HTTP clients, built once per CA file, and the OAuth flow's own client.
 
-Every HTTP client of the engine comes through here, so this is also where httpcore's one costly habit
-is undone: it tries to import sniffio (optional; anyio 4 no longer brings it) for every lock it sets
-up, several per request, and a failed import is not remembered, so each try searched ``sys.path``
-again (a few ms of a CLI call). ``None`` in ``sys.modules`` remembers the answer: the import fails at once.
+Imported with httpx (``_http`` imports it), so it also settles, once, what httpcore would otherwise
+look up on every request: see ``_no_sniffio``.
 """
 
 from __future__ import annotations
@@ -15,13 +13,26 @@ import sys
 
 import httpx
 
-if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-    sys.modules["sniffio"] = None  # type: ignore[assignment]
-
 from ._errors import TransportError
 from ._targets import HttpTarget
 
 __all__ = ["oauth_client", "tls_context"]
+
+
+def _no_sniffio() -> None:
+    """Remember, once, that ``sniffio`` is not installed.
+
+    httpcore 1.x runs ``import sniffio`` whenever it sets up a lock, an event or a cancellation
+    shield: several times a request. Without sniffio (anyio 4.x no longer needs it) every one of
+    those is a failed import that searches the whole ``sys.path`` (~45 µs; a sixth of a thousand
+    sessions' DELETEs at stop). A ``None`` entry makes it fail at once, as it would anyway; when
+    sniffio is installed nothing changes.
+    """
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_no_sniffio()
 
 
 @functools.cache

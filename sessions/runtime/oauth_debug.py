@@ -88,7 +88,7 @@ class OAuthDebugger:
             await self._busy(False)
 
     async def _busy(self, busy: bool) -> None:
-        await store.append_phase(self.owner.pk, {"state": "oauth-run", "busy": busy, "wall": time.time()})
+        await store.append_phases(self.owner.pk, [{"state": "oauth-run", "busy": busy, "wall": time.time()}])
 
     async def _one(self, step: str) -> None:
         owner = self.owner
@@ -123,7 +123,7 @@ class OAuthDebugger:
             "wall": time.time(),
             "seq": last,
         }
-        await store.append_phase(self.owner.pk, phase)
+        await store.append_phases(self.owner.pk, [phase])
         self.owner._outbox.put_nowait(m.StateChanged("", f"oauth {step}: {outcome}"))
 
     async def _discover(self) -> None:

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -73,6 +73,23 @@ class SessionOwner:
 
     RESPONSES_KEPT = 1000
 
+    # Each command's handler, by name: one table for every owner (thousands may be live), not a
+    # dictionary of bound methods each.
+    _HANDLERS: ClassVar[dict[type[m.Command], str]] = {
+        m.Notify: "on_notify",
+        m.Cancel: "on_cancel",
+        m.Respond: "on_respond",
+        m.Reject: "on_reject",
+        m.SetRoots: "on_set_roots",
+        m.Feature: "on_feature",
+        m.Reinitialize: "on_reinitialize",
+        m.Disconnect: "on_disconnect",
+        m.Viewer: "on_viewer",
+        m.OAuthReturned: "on_oauth_returned",
+        m.ForgetTokens: "on_forget_tokens",
+        m.OAuthStep: "on_oauth_step",
+    }
+
     def __init__(self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "") -> None:
         self.layer = layer
         self.pk = session_pk
@@ -97,6 +114,8 @@ class SessionOwner:
         self._answers: dict[str, dict[str, Any]] = {}
         self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.recorder: Recorder | None = None
+        self._last_words: tuple[list[dict[str, Any]], dict[str, Any]] = ([], {})
+        """Phases and fields seen while the process stops, written with the session's end, in one go."""
         self.budget = SessionBudget(0, 0)
         self.limited = False
         """The session reached a limit: it is ending, and records nothing more."""
@@ -104,21 +123,8 @@ class SessionOwner:
         """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
         self.tokens: oauth.TeamTokenStore | None = None
         self.debugger: OAuthDebugger | None = None
-        self._debugger_set = asyncio.Event()  # its commands may come before it is made
-        self._handlers: dict[type[m.Command], Callable[[Any], Awaitable[m.Reply | None]]] = {
-            m.Notify: self.on_notify,
-            m.Cancel: self.on_cancel,
-            m.Respond: self.on_respond,
-            m.Reject: self.on_reject,
-            m.SetRoots: self.on_set_roots,
-            m.Feature: self.on_feature,
-            m.Reinitialize: self.on_reinitialize,
-            m.Disconnect: self.on_disconnect,
-            m.Viewer: self.on_viewer,
-            m.OAuthReturned: self.on_oauth_returned,
-            m.ForgetTokens: self.on_forget_tokens,
-            m.OAuthStep: self.on_oauth_step,
-        }
+        self._debugger_set: asyncio.Event | None = None
+        """Set once an OAuth debugger's session has its debugger (its commands may come before)."""
 
     # --- running --------------------------------------------------------------------------
 
@@ -129,6 +135,8 @@ class SessionOwner:
         self.group = loaded["group"]
         self.config: dict[str, Any] = loaded["config"]
         self.roots: list[Any] = loaded["roots"]
+        if self.config.get("oauth_debug"):
+            self._debugger_set = asyncio.Event()
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
         self.budget = SessionBudget.from_settings(frames=self.base, size=loaded["stored_bytes"])
@@ -157,8 +165,11 @@ class SessionOwner:
             await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
             await self.recorder.close()
             status = self.final_status
-            await store.update_session(
+            phases, fields = self._last_words
+            await store.append_phases(
                 self.pk,
+                phases,
+                **fields,
                 status=status,
                 status_note=self._stop_reason,
                 ended=timezone.now(),
@@ -228,9 +239,11 @@ class SessionOwner:
         except Exception as exc:
             self._connect_failed = True
             self.stop(f"cannot debug: {exc}")
+            assert self._debugger_set is not None
             self._debugger_set.set()
             return
         self.debugger = OAuthDebugger(self, target)
+        assert self._debugger_set is not None
         self._debugger_set.set()
         await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
         self._outbox.put_nowait(m.StateChanged("ready"))
@@ -318,13 +331,16 @@ class SessionOwner:
                 while len(self.responses) > self.RESPONSES_KEPT:
                     self.responses.popitem(last=False)
             if event.kind == "state":
-                self._spawn(self._record_phase(event))
+                self._phase_seen(event)
                 server = event.transport.get("stdio", {}).get("process")
                 if server:  # who to kill if this process dies before it closes the session
                     self._spawn(store.update_session(self.pk, server_process=server))
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
-                self._spawn(store.update_session(self.pk, exit_code=code))
+                if self.recorder.held:
+                    self._last_words[1]["exit_code"] = code
+                else:
+                    self._spawn(store.update_session(self.pk, exit_code=code))
             if (reached := self.budget.count(row["size"])) is not None:
                 self._end_at_limit(reached)
         elif isinstance(event, Progress):
@@ -345,19 +361,32 @@ class SessionOwner:
         log.warning("session %s ended: %s", self.pk, reached.message)
         self.stop(reached.message)
 
-    async def _record_phase(self, frame: Frame) -> None:
+    def _phase_seen(self, frame: Frame) -> None:
+        """A state frame that is a step of the lifecycle goes into the session's phases (with its status).
+
+        While the process stops (the recorder held), the steps of the ending (closing, closed) are
+        written with the session's end, in its one write: nobody watches, and a write each was a
+        third of the stop's database work with a thousand sessions. They were often not written at
+        all before: the task writing them was cancelled with the owner's others.
+        """
         state = frame.transport.get("state", "")
         if state not in McpSession.PHASES:
             return  # a note on the timeline, not a step of the lifecycle
         phase = {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": self.base + frame.seq}
-        fields: dict[str, Any] = {"status_note": frame.note or ""}
+        if self.recorder is not None and self.recorder.held:
+            self._last_words[0].append(phase)
+            return
+        self._spawn(self._record_phase(state, phase))
+
+    async def _record_phase(self, state: str, phase: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {"status_note": phase["note"]}
         if state in McpSession.Status.values and state not in FINAL_STATES:
             fields["status"] = state
         if state == "ready" and self.client is not None:
             # With the negotiated facts, in the same write: whoever sees "ready" sees what was agreed.
             fields.update(_facts(self.client))
-        await store.append_phase(self.pk, phase, **fields)
-        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), frame.note or ""))
+        await store.append_phases(self.pk, [phase], **fields)
+        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), phase["note"]))
 
     async def _review_opened(self, pending: PendingRequest) -> None:
         await store.save_review(self.pk, pending, self.base)
@@ -397,7 +426,8 @@ class SessionOwner:
             if isinstance(command, m.Request):
                 await self.on_request(command, reply)
                 return
-            answer = await self._handlers[type(command)](command)
+            handler: Callable[[Any], Awaitable[m.Reply | None]] = getattr(self, self._HANDLERS[type(command)])
+            answer = await handler(command)
         except Exception as exc:
             log.warning("command %s failed: %s", command.NAME, exc)
             await self._reply(reply, m.Failed(str(exc)))
@@ -557,7 +587,7 @@ class SessionOwner:
             self.tokens.data.clear()
 
     async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
-        if self.config.get("oauth_debug"):
+        if self._debugger_set is not None:
             await asyncio.wait_for(self._debugger_set.wait(), 10)
         if self.debugger is None:
             raise EngineError("this session is not an OAuth debugger")

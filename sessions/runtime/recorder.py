@@ -46,9 +46,9 @@ class Recorder:
         self.rows: list[dict[str, Any]] = []  # not stored yet, in seq order
         self.stored_seq = 0
         self._wake = asyncio.Event()
-        self._stored = asyncio.Condition()
+        self._stored: asyncio.Condition | None = None  # made by the first wait_stored()
         self._closing = False
-        self._closed = asyncio.Event()  # cuts the waits between attempts short
+        self._closed: asyncio.Event | None = None  # cuts the waits between attempts short (made by one)
         self._abandoned = False  # closed while the database took nothing: what is left stays in rows
         self._held = False  # the session is ending with the process: store what comes at close(), at once
         self._task: asyncio.Task[None] | None = None
@@ -59,6 +59,11 @@ class Recorder:
     def add(self, row: dict[str, Any]) -> None:
         self.rows.append(row)
         self._wake.set()
+
+    @property
+    def held(self) -> bool:
+        """Whether the process is stopping (``hold()``): the session's last writes wait for its end."""
+        return self._held
 
     def hold(self) -> None:
         """Keep new frames until ``close()``, which stores them in one batch: the process is stopping.
@@ -94,8 +99,9 @@ class Recorder:
             return
         del self.rows[: len(stored)]
         self.stored_seq = stored[-1]["seq"]
-        async with self._stored:
-            self._stored.notify_all()
+        if self._stored is not None:
+            async with self._stored:
+                self._stored.notify_all()
         event = FramesStored(stored[0]["seq"], stored[-1]["seq"], [summary(r) for r in stored[-TAIL:]])
         with contextlib.suppress(Exception):
             await self.layer.group_send(self.group, encode_event(event))
@@ -115,6 +121,8 @@ class Recorder:
         if delay <= 0 or self._closing:
             await asyncio.sleep(0)
             return
+        if self._closed is None:
+            self._closed = asyncio.Event()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(delay):
                 await self._closed.wait()
@@ -200,6 +208,8 @@ class Recorder:
 
     async def wait_stored(self, seq: int, timeout: float = 2.0) -> None:
         """Wait (a bounded time) until frame ``seq`` is in the database."""
+        if self._stored is None:
+            self._stored = asyncio.Condition()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout), self._stored:
                 await self._stored.wait_for(lambda: self.stored_seq >= seq)
@@ -211,7 +221,8 @@ class Recorder:
         between attempts are cut short, and once it takes nothing at all one last attempt is made.
         """
         self._closing = True
-        self._closed.set()
+        if self._closed is not None:
+            self._closed.set()
         self._wake.set()
         if self._task is not None:
             await asyncio.shield(self._task)
