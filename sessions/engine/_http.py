@@ -37,6 +37,7 @@ _JSON = "application/json"
 _SSE = "text/event-stream"
 _MAX_RECONNECT_DELAY = 30.0
 _ANSWERED_REPLY_GRACE = 0.1  # seconds closing waits for answered reply streams to end
+DELETE_WAIT = 5.0  # seconds a DELETE that ends the HTTP session may take; then it is recorded as failed
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 # What sending a request may raise: a URL httpx cannot parse (``0177.0.0.1``) is no HTTPError, and
@@ -641,7 +642,8 @@ class StreamableHttpTransport(_HttpBase):
             headers = self._headers(method="DELETE")
             out = self._record_request("DELETE", self.target.url, headers, "end the HTTP session")
             try:
-                response = await asyncio.wait_for(self.client.delete(self.target.url, headers=headers), 5)
+                delete = self.client.delete(self.target.url, headers=headers)
+                response = await asyncio.wait_for(delete, DELETE_WAIT)
                 head = self._head(response, out.seq)
                 if response.status_code == 405:
                     head.note = "the server does not let clients end sessions (405 is allowed)"
