@@ -207,30 +207,26 @@ def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
         .filter(seq__gte=min(seq for seq, _ in frames))
         .filter(Q(direction="out", rpc_kind="request") | Q(direction="in", rpc_kind__in=("result", "error")))
         .order_by("seq")
-        .values_list("pk", "rpc_id", "seq", "direction")
+        .values_list("rpc_id", "seq", "direction")
     )
-    newest: dict[str, tuple[int, int]] = {}  # key → (pk, seq) of its newest request
-    answers: dict[str, list[tuple[int, int]]] = {}  # key → (pk, seq) of its answers, in seq order
-    for pk, key, seq, direction in sites:
+    newest: dict[str, int] = {}  # key → the seq of its newest request
+    answers: dict[str, list[int]] = {}  # key → the seqs of its answers, in order
+    for key, seq, direction in sites:
         if direction == "out":
-            newest[key] = (pk, seq)
+            newest[key] = seq
         else:
-            answers.setdefault(key, []).append((pk, seq))
-    wanted: dict[str, tuple[int | None, int | None]] = {}  # key → (request pk, answer pk)
-    for key, (pk, seq) in newest.items():
-        after = next((a for a, at in answers.get(key, ()) if at > seq), None)
-        wanted[key] = (pk, after)
-    shown = {
-        f.pk: f
-        for f in TimelineFrame.objects.filter(
-            session=session, pk__in={pk for pair in wanted.values() for pk in pair if pk is not None}
-        )
+            answers.setdefault(key, []).append(seq)
+    wanted: dict[str, tuple[int, int | None]] = {  # key → the seqs of its request and its answer
+        key: (seq, next((at for at in answers.get(key, ()) if at > seq), None)) for key, seq in newest.items()
     }
+    # By seq, the (session, seq) index: by primary key, SQLite would walk the session for the ordering.
+    seqs = {seq for pair in wanted.values() for seq in pair if seq is not None}
+    shown = {f.seq: f for f in TimelineFrame.objects.filter(session=session, seq__in=seqs).order_by()}
     cards = []
     for rpc_id, key in calls:
-        request_pk, response_pk = wanted.get(key, (None, None))
-        request = shown.get(request_pk) if request_pk is not None else None
-        response = shown.get(response_pk) if response_pk is not None else None
+        request_seq, response_seq = wanted.get(key, (None, None))
+        request = shown.get(request_seq) if request_seq is not None else None
+        response = shown.get(response_seq) if response_seq is not None else None
         outcome = _stored_outcome(session, key, request, response)
         sent = _message(request)
         method = (
