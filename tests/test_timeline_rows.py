@@ -1,11 +1,14 @@
 """The timeline's rows rendered in Python (sessions/web/rows.py) are byte for byte what the template they
 replaced renders (kept here as the oracle: tests/templates/timeline_rows_oracle.html), for every row
-shape the app makes and for hostile text; and the pages and fragments that show rows use them."""
+shape the app makes and for hostile text; and the pages and fragments that show rows use them. So are
+the plots' marks (heatmap cells, frames-per-second bars, latency bars: sessions/templatetags/instrument.py)
+against the template loops they replaced."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ from sessions.engine._frames import Verdict
 from sessions.frames import frame_row, summary
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
+from sessions.templatetags.instrument import fps_bars, heat_cells, method_bars
+from sessions.timeline import plots
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 from sessions.web.rows import timeline_rows
 
@@ -224,3 +229,42 @@ def test_the_python_rows_are_faster_than_the_template() -> None:
     template = best(lambda: oracle(rows=rows, session=session))
     python = best(lambda: timeline_rows(rows, session))
     assert python < template / 2, (python, template)
+
+
+# The loops the plot tags replaced, as the templates had them.
+HEAT_LOOP = Template(
+    '{% load instrument %}{% for cell in map.cells %}<rect class="cell" x="{{ cell.x }}" y="{{ cell.y }}"'
+    ' width="1" height="1" fill-opacity="{{ cell.opacity|svg_number }}"><title>{{ cell.count }}</title>'
+    "</rect>{% endfor %}"
+)
+FPS_LOOP = Template(
+    '{% load instrument %}{% for bar in plot.bars %}<rect class="bar" x="{{ bar.x }}"'
+    ' y="{{ bar.y|svg_number }}" width="0.9" height="{{ bar.height|svg_number }}">'
+    '<title>{{ bar.rate|floatformat:"-1" }} frames/s</title></rect>{% endfor %}'
+)
+METHOD_LOOP = Template(
+    '{% load instrument %}{% for bar in row.bars %}<rect class="bar" x="{{ bar.x }}.1"'
+    ' y="{{ bar.y|svg_number }}" width="0.8" height="{{ bar.height|svg_number }}"><title>{{ bar.count }} from'
+    " {{ bar.label }}</title></rect>{% endfor %}"
+)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_plots_marks_match_the_template_loops(seed: int) -> None:
+    rng = random.Random(seed)
+    start = 1_800_000_000 + rng.randint(0, 10**6)
+    seconds = rng.choice([1, 7, 130, 3600, 90_000])
+    per_second = {start + rng.randrange(seconds): rng.choice([1, 2, 3, 1000, 77_777]) for _ in range(400)}
+    answers = [
+        (start + rng.randrange(seconds), plots.bucket_of(rng.lognormvariate(2, 3)), rng.randint(1, 50))
+        for _ in range(600)
+    ]
+    methods = [(rng.choice(["tools/call", "ping", '<odd & "method">', ""]), b, n) for _, b, n in answers]
+    heat = plots.latency_over_time(answers)
+    fps = plots.frames_per_second(per_second.items())
+    assert heat is not None and fps is not None
+    assert heat_cells(heat.cells) == HEAT_LOOP.render(Context({"map": heat}))
+    assert fps_bars(fps.bars) == FPS_LOOP.render(Context({"plot": fps}))
+    for row in plots.latency_by_method(methods):
+        assert method_bars(row.bars) == METHOD_LOOP.render(Context({"row": row}))
+    assert heat_cells([]) == fps_bars(None) == method_bars([]) == ""

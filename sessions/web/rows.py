@@ -12,22 +12,20 @@ through the same filters (``since``, ``clock``, ``duration_ms``, ``filesizeforma
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 from typing import Any
 
-from django.template import Context
 from django.template.base import render_value_in_context
 from django.template.defaultfilters import filesizeformat, pluralize, truncatechars
-from django.utils.formats import localize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions.templatetags.instrument import clock, duration_ms, since
+from sessions.web.shown import MISSING, Shown
 
 __all__ = ["timeline_rows"]
 
-_MISSING: Any = object()  # what a template lookup does not find (shown as "", false in a condition)
+_MISSING = MISSING
 PREVIEW_CUT = 160  # the preview column's width, in characters (truncatechars)
 
 
@@ -48,24 +46,12 @@ def _cond(value: Any) -> Any:
     return None if value is _MISSING else value
 
 
-class _Shown:
-    """``{{ value }}`` in one rendering: escaped text, numbers localized (once: is grouping on?)."""
+class _Shown(Shown):
+    """Values shown in one rendering of rows, and their sizes (``filesizeformat``) remembered."""
 
     def __init__(self) -> None:
-        self.context = Context()
-        # Integers are shown as their digits unless thousands are grouped: ask the real thing once.
-        self.plain_ints = localize(1234567) == "1234567"
+        super().__init__()
         self.sizes: dict[Any, str] = {}
-
-    def __call__(self, value: Any) -> str:
-        kind = type(value)
-        if kind is str:
-            return html.escape(value)  # django.utils.html.escape of a plain str, without the SafeString
-        if kind is int and self.plain_ints:
-            return str(value)
-        if value is _MISSING:
-            return ""
-        return render_value_in_context(value, self.context)
 
     def size(self, value: Any) -> str:
         """``{{ value|filesizeformat }}``, remembered per value for this rendering."""
