@@ -25,7 +25,6 @@ from sessions.web.shown import MISSING, Shown
 
 __all__ = ["timeline_rows"]
 
-_MISSING = MISSING
 PREVIEW_CUT = 160  # the preview column's width, in characters (truncatechars)
 
 
@@ -34,16 +33,16 @@ def _get(value: Any, *keys: str) -> Any:
     a key of a dict, else nothing (lists, strings and numbers have no attribute of these names)."""
     for key in keys:
         if not isinstance(value, dict):
-            return _MISSING
-        value = value.get(key, _MISSING)
-        if value is _MISSING:
-            return _MISSING
+            return MISSING
+        value = value.get(key, MISSING)
+        if value is MISSING:
+            return MISSING
     return value
 
 
 def _cond(value: Any) -> Any:
     """A lookup as ``{% if %}`` reads it: what is missing is None."""
-    return None if value is _MISSING else value
+    return None if value is MISSING else value
 
 
 class _Shown(Shown):
@@ -58,7 +57,7 @@ class _Shown(Shown):
         key = (type(value), value) if isinstance(value, int | float | str) else None
         if key is not None and key in self.sizes:
             return self.sizes[key]
-        text = conditional_escape(filesizeformat("" if value is _MISSING else value))
+        text = conditional_escape(filesizeformat("" if value is MISSING else value))
         if key is not None:
             self.sizes[key] = text
         return text
@@ -76,7 +75,7 @@ def _preview(value: Any) -> str:
 
 def _marker(shown: _Shown, seq: Any, count: Any) -> str:
     """``sessions/notes/_marker.html`` with ``oob=False``: a frame's notes, as the timeline shows them."""
-    if not count or count is _MISSING:
+    if not count or count is MISSING:
         return f'<span class="notes-mark" id="notes-{shown(seq)}"></span>\n'
     n = shown(count)
     return (
@@ -87,9 +86,9 @@ def _marker(shown: _Shown, seq: Any, count: Any) -> str:
 
 def _what(shown: _Shown, f: dict[str, Any]) -> str:
     """The "what" column: the method, the HTTP exchange, the OAuth step, or the kind."""
-    kind = f.get("kind", _MISSING)
+    kind = f.get("kind", MISSING)
     if kind == "message":
-        return shown(f.get("method") or f.get("rpc_kind", _MISSING))
+        return shown(f.get("method") or f.get("rpc_kind", MISSING))
     transport = f.get("transport")
     if kind == "http":
         prefix = "OAuth HTTP " if _cond(_get(transport, "http", "oauth")) else "HTTP "
@@ -101,7 +100,7 @@ def _what(shown: _Shown, f: dict[str, Any]) -> str:
 
 
 def _verdicts(shown: _Shown, verdicts: Any) -> str:
-    if verdicts is _MISSING or verdicts is None:
+    if verdicts is MISSING or verdicts is None:
         return ""
     if not hasattr(verdicts, "__len__"):
         verdicts = list(verdicts)
@@ -118,20 +117,20 @@ def _verdicts(shown: _Shown, verdicts: Any) -> str:
 
 def _row(shown: _Shown, f: dict[str, Any], start: str) -> str:
     get = f.get
-    seq = shown(get("seq", _MISSING))
-    direction = get("direction", _MISSING)
+    seq = shown(get("seq", MISSING))
+    direction = get("direction", MISSING)
     worst = get("worst")
     rpc_kind = get("rpc_kind")
     wall = get("wall")
     rpc_id = get("rpc_id")
     latency = get("latency_ms")
-    size = get("size", _MISSING)
+    size = get("size", MISSING)
     note = get("note")
-    preview = get("preview", _MISSING)
+    preview = get("preview", MISSING)
     arrow = "→" if direction == "out" else "←" if direction == "in" else "•"
-    text = note if note else ("" if preview is _MISSING else preview)
+    text = note if note else ("" if preview is MISSING else preview)
     return (
-        f'<div class="frame kind-{shown(get("kind", _MISSING))} dir-{shown(direction)}'
+        f'<div class="frame kind-{shown(get("kind", MISSING))} dir-{shown(direction)}'
         f"{f' worst-{shown(worst)}' if worst else ''}{' rpc-error' if rpc_kind == 'error' else ''}"
         f'" role="listitem" id="f-{seq}" data-seq="{seq}"\n'
         '  tabindex="0">\n'
@@ -143,7 +142,7 @@ def _row(shown: _Shown, f: dict[str, Any], start: str) -> str:
         f'  <span class="rid">{"#" + shown(rpc_id) if rpc_id else ""}</span>\n'
         f'  <span class="lat">{shown(duration_ms(latency)) if latency is not None else ""}</span>\n'
         f'  <span class="size" title="{shown(size)} bytes">{shown.size(size)}</span>\n'
-        f'  <span class="verdicts">{_marker(shown, get("seq", _MISSING), get("notes"))}'
+        f'  <span class="verdicts">{_marker(shown, get("seq", MISSING), get("notes"))}'
         f"{_verdicts(shown, get('verdicts'))}</span>\n"
         f'  <span class="preview">{shown(_preview(text))}</span>\n'
         "</div>"
