@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from django.db.models import BigIntegerField
+from django.db.models import BigIntegerField, Count
 from django.db.models.functions import Cast
 from django.test import Client
 from django.utils import timezone
@@ -23,6 +23,7 @@ from sessions.engine import Frame, Verdict
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline import conformance, plots
+from sessions.timeline.capabilities import USED, usage_counts
 
 FRAMES_TABLE = TimelineFrame._meta.db_table
 # Plans that read a bounded part of a session's frames, or only an index's narrow entries.
@@ -188,3 +189,21 @@ def test_the_plots_counted_by_the_database_are_the_ones_python_made_from_each_fr
         assert repr(drawn["latency_methods"]) == repr(methods)
     empty = plots.plots(session, TimelineFrame.objects.filter(session=session, seq__gt=10**9))
     assert (empty["fps"], empty["latency_heatmap"], empty["latency_methods"]) == (None, None, [])
+
+
+@pytest.mark.django_db
+def test_the_use_counts_read_per_method_are_the_grouped_ones_the_table_shows() -> None:
+    alice = User.objects.create(username="alice")
+    session = _session(alice, 120)
+    TimelineFrame.objects.filter(session=session, method="ping").update(method="roots/list", direction="in")
+    for scope in (None, TimelineFrame.objects.filter(session=session, seq__lte=200)):
+        frames = TimelineFrame.objects.filter(session=session) if scope is None else scope
+        grouped = (
+            frames.filter(kind="message", rpc_kind__in=("request", "notification"))
+            .order_by()
+            .values_list("direction", "method")
+            .annotate(n=Count("pk"))
+        )
+        expected = {(d, m): n for d, m, n in grouped if (d, m) in set(USED)}
+        assert usage_counts(session, scope) == expected
+        assert ("out", "tools/call") in expected and ("in", "roots/list") in expected

@@ -22,7 +22,7 @@ from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime.store import close_connections, in_db_thread
 from sessions.teams.access import session_with_role
-from sessions.timeline.calls import call_context
+from sessions.timeline.calls import call_context, recent_calls
 from sessions.timeline.exports import CHUNK, jsonl_lines
 from sessions.timeline.listings import find_tool
 
@@ -109,6 +109,94 @@ def test_a_tool_is_found_in_the_newest_listing_and_a_new_listing_replaces_it() -
     _listing(session, 3, 1, "echo")  # the server dropped "add"
     assert find_tool(session, "add") is None
     assert find_tool(session, "echo") is not None
+
+
+def _frames(session: McpSession, *frames: tuple[str, str, Any, dict[str, Any]]) -> None:
+    """Record frames (direction, rpc_kind, id, body) in order, numbered from 1."""
+    rows = []
+    for seq, (direction, kind, rpc_id, body) in enumerate(frames, start=1):
+        raw = json.dumps(body, separators=(",", ":")).encode()  # as the engine sends it
+        frame = Frame("message", direction, raw, seq=seq, message=body)  # type: ignore[arg-type]
+        frame.rpc_kind, frame.rpc_id, frame.method = kind, rpc_id, body.get("method")
+        rows.append(TimelineFrame(session=session, **frame_row(frame, 0)))
+    TimelineFrame.objects.bulk_create(rows)
+
+
+def _call(rpc_id: Any, method: str = "tools/call", **params: Any) -> tuple[str, str, Any, dict[str, Any]]:
+    return ("out", "request", rpc_id, {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params})
+
+
+def _answer(rpc_id: Any, *, error: bool = False, text: str = "ok") -> tuple[str, str, Any, dict[str, Any]]:
+    body = {"code": -32000, "message": text} if error else {"content": [{"type": "text", "text": text}]}
+    kind = "error" if error else "result"
+    return ("in", kind, rpc_id, {"jsonrpc": "2.0", "id": rpc_id, kind: body})
+
+
+def _note(method: str, **params: Any) -> tuple[str, str, Any, dict[str, Any]]:
+    direction = "out" if method == "notifications/cancelled" else "in"
+    return (direction, "notification", None, {"jsonrpc": "2.0", "method": method, "params": params})
+
+
+@pytest.mark.django_db
+def test_the_session_pages_call_cards_are_read_at_once(
+    django_assert_max_num_queries: Any,
+) -> None:
+    """recent_calls draws each card as call_context does, from a few queries for all of them."""
+    session = _session()
+    _frames(
+        session,
+        _call(0, "initialize"),
+        _answer(0),
+        _answer(9, text="an answer before its request"),
+        _call(1, name="echo"),
+        _note("notifications/progress", progressToken=1, progress=1, total=2),
+        _answer(1),
+        _call(2, name="fails"),
+        _answer(2, error=True, text="<boom>"),
+        _call(3, name="slow"),
+        _note("notifications/cancelled", requestId=3),
+        _call(4, name="never answered"),
+        _note("notifications/progress", progressToken=4, progress=5, total=9),
+        _call(5, "resources/read", uri="demo://big"),
+        _answer(5, text="x" * (1 << 20)),
+        _call(6, name="id used again by a ping"),
+        _answer(6, text="first"),
+        _call(6, "ping"),
+        _answer(6, text="the ping's"),
+        _call(7, name="before a reconnect"),
+        _answer(7, text="old"),
+        _call(7, name="after a reconnect"),
+        _answer(7, text="new"),
+        _call("abc", "prompts/get", name="p"),
+        _answer("abc", text="a string id"),
+        _call(9, name="answered twice"),
+        _answer(9, text="first of two"),
+        _answer(9, text="second of two"),
+        _call(10, "tools/list"),
+        _answer(10),
+    )
+    TimelineFrame.objects.create(
+        session=session, seq=100, kind="message", direction="out", wall=1.0, mono=1.0, rpc_kind="request"
+    )  # a recording's request without an id: no card (it was a 500)
+    requests = (
+        TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
+        .exclude(method__in=("initialize", "ping"))
+        .exclude(method__endswith="/list")
+        .exclude(rpc_id="")
+        .order_by("-seq")
+    )
+    for status in (McpSession.Status.CLOSED, McpSession.Status.READY):
+        session.status = status
+        expected = [call_context(session, json.loads(f.rpc_id)) for f in requests]
+        assert len(expected) == 10
+        # Three, and for each unanswered call a look for its cancelling (and its progress, live).
+        with django_assert_max_num_queries(6):
+            found = recent_calls(session, limit=20)
+        assert found == expected
+        assert recent_calls(session, limit=4) == expected[:3]  # the newest request, without an id, counts
+    assert [c["response_seq"] for c in expected] == [26, 24, 22, 22, 18, 14, None, None, 8, 6]
+    assert expected[5]["outcome"]["too_big"]["seq"] == 14 and expected[6]["progress"]["progress"] == 5
+    assert expected[7]["outcome"]["error"]["message"] == "cancelled or timed out"
 
 
 # --- the runtime's database thread ----------------------------------------------------------------------

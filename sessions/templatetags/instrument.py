@@ -7,6 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import template
+from django.template.defaultfilters import floatformat
+from django.utils.safestring import SafeString, mark_safe
+
+from sessions.web.shown import Shown
 
 register = template.Library()
 
@@ -89,3 +93,48 @@ def svg_number(value: Any) -> str:
     """A number for an SVG attribute: plain digits and a dot whatever the locale, three decimals."""
     number = _number(value)
     return "0" if number is None else f"{number:.3f}".rstrip("0").rstrip(".") or "0"
+
+
+# The plots' marks, hundreds a plot: written in Python, each exactly what its template loop wrote
+# (tests/test_timeline_rows.py holds them against those loops).
+
+
+@register.simple_tag
+def heat_cells(cells: Any) -> SafeString:
+    """The latency heatmap's cells: a rect each, its opacity the answers it holds."""
+    shown = Shown()
+    return mark_safe(
+        "".join(
+            f'<rect class="cell" x="{shown(c.x)}" y="{shown(c.y)}" width="1" height="1"'
+            f' fill-opacity="{shown(svg_number(c.opacity))}"><title>{shown(c.count)}</title></rect>'
+            for c in cells or ()
+        )
+    )
+
+
+@register.simple_tag
+def fps_bars(bars: Any) -> SafeString:
+    """The frames-per-second plot's bars."""
+    shown = Shown()
+    return mark_safe(
+        "".join(
+            f'<rect class="bar" x="{shown(b.x)}" y="{shown(svg_number(b.y))}" width="0.9"'
+            f' height="{shown(svg_number(b.height))}"><title>{shown(floatformat(b.rate, "-1"))} frames/s'
+            "</title></rect>"
+            for b in bars or ()
+        )
+    )
+
+
+@register.simple_tag
+def method_bars(bars: Any) -> SafeString:
+    """One method's latency histogram: a bar per non-empty bucket."""
+    shown = Shown()
+    return mark_safe(
+        "".join(
+            f'<rect class="bar" x="{shown(b.x)}.1" y="{shown(svg_number(b.y))}" width="0.8"'
+            f' height="{shown(svg_number(b.height))}"><title>{shown(b.count)} from {shown(b.label)}'
+            "</title></rect>"
+            for b in bars or ()
+        )
+    )

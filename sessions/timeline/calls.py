@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db.models import Q
+
 from sessions.engine import OUTPUT_CODES, OUTPUT_MATCHES
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
@@ -81,26 +83,7 @@ def call_context(
             .order_by("seq")
             .first()
         )
-        answer = {} if response is not None and response.size > CARD_BYTES else _message(response)
-        if response is not None and response.size > CARD_BYTES:
-            outcome = _too_big(response)
-        elif "error" in answer:
-            outcome = {"error": answer["error"]}
-        elif "result" in answer:
-            outcome = {"result": answer["result"]}
-        elif (
-            request is not None
-            and TimelineFrame.objects.filter(
-                session=session,
-                method="notifications/cancelled",
-                direction="out",
-                seq__gt=request.seq,
-                preview__contains=f'"requestId":{key}',
-            ).exists()
-        ):
-            outcome = {"error": {"code": None, "message": "cancelled or timed out"}}
-        elif not session.is_live:
-            outcome = {"error": {"code": None, "message": "the session ended before a response"}}
+        outcome = _stored_outcome(session, key, request, response)
     else:
         response = (
             TimelineFrame.objects.filter(
@@ -121,6 +104,34 @@ def call_context(
             outcome.pop("error", None)
     method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
     return _card(session, rpc_id, method, sent.get("params") or {}, outcome, request, response)
+
+
+def _stored_outcome(
+    session: McpSession, key: str, request: TimelineFrame | None, response: TimelineFrame | None
+) -> dict[str, Any] | None:
+    """How a request ended, as its stored frames tell: its answer (or the head of one too big to
+    render), cancelled, or cut short by the session's end; None while it runs."""
+    if response is not None and response.size > CARD_BYTES:
+        return _too_big(response)
+    answer = _message(response)
+    if "error" in answer:
+        return {"error": answer["error"]}
+    if "result" in answer:
+        return {"result": answer["result"]}
+    if (
+        request is not None
+        and TimelineFrame.objects.filter(
+            session=session,
+            method="notifications/cancelled",
+            direction="out",
+            seq__gt=request.seq,
+            preview__contains=f'"requestId":{key}',
+        ).exists()
+    ):
+        return {"error": {"code": None, "message": "cancelled or timed out"}}
+    if not session.is_live:
+        return {"error": {"code": None, "message": "the session ended before a response"}}
+    return None
 
 
 def _whole(outcome: dict[str, Any] | None) -> bool:
@@ -168,14 +179,61 @@ def _card(
 
 
 def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
-    """Return the person's latest requests (not the automatic ones) as call contexts, newest first."""
-    frames = (
+    """Return the person's latest requests (not the automatic ones) as call contexts, newest first.
+
+    Each is the card ``call_context`` draws for its id, from three queries for all of them rather than
+    a few each: the requests, where the frames of their ids sit (an id used again later names the
+    newest request of it, and its answer is the first after it), then the frames the cards show.
+    """
+    frames = list(
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
         .exclude(method__in=("initialize", "ping"))
         .exclude(method__endswith="/list")
-        .order_by("-seq")[:limit]
+        .order_by("-seq")
+        .values_list("seq", "rpc_id")[:limit]
     )
-    return [call_context(session, json.loads(f.rpc_id)) for f in frames]
+    calls: list[tuple[Any, str]] = []  # (rpc_id, its key as call_context writes it), newest first
+    for _, stored_id in frames:
+        try:
+            rpc_id = json.loads(stored_id)
+        except ValueError:
+            continue  # not an id (a recording's request without one): no card to draw
+        calls.append((rpc_id, json.dumps(rpc_id)))
+    if not calls:
+        return []
+    # Every request and answer of these ids since the oldest of the requests, in seq order.
+    sites = (
+        TimelineFrame.objects.filter(session=session, rpc_id__in={key for _, key in calls})
+        .filter(seq__gte=min(seq for seq, _ in frames))
+        .filter(Q(direction="out", rpc_kind="request") | Q(direction="in", rpc_kind__in=("result", "error")))
+        .order_by("seq")
+        .values_list("rpc_id", "seq", "direction")
+    )
+    newest: dict[str, int] = {}  # key → the seq of its newest request
+    answers: dict[str, list[int]] = {}  # key → the seqs of its answers, in order
+    for key, seq, direction in sites:
+        if direction == "out":
+            newest[key] = seq
+        else:
+            answers.setdefault(key, []).append(seq)
+    wanted: dict[str, tuple[int, int | None]] = {  # key → the seqs of its request and its answer
+        key: (seq, next((at for at in answers.get(key, ()) if at > seq), None)) for key, seq in newest.items()
+    }
+    # By seq, the (session, seq) index: by primary key, SQLite would walk the session for the ordering.
+    seqs = {seq for pair in wanted.values() for seq in pair if seq is not None}
+    shown = {f.seq: f for f in TimelineFrame.objects.filter(session=session, seq__in=seqs).order_by()}
+    cards = []
+    for rpc_id, key in calls:
+        request_seq, response_seq = wanted.get(key, (None, None))
+        request = shown.get(request_seq) if request_seq is not None else None
+        response = shown.get(response_seq) if response_seq is not None else None
+        outcome = _stored_outcome(session, key, request, response)
+        sent = _message(request)
+        method = (
+            (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
+        )
+        cards.append(_card(session, rpc_id, method, sent.get("params") or {}, outcome, request, response))
+    return cards
 
 
 def output_verdict(verdicts: list[Any], note: str | None) -> dict[str, Any] | None:

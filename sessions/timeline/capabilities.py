@@ -2,9 +2,10 @@
 
 ``capability_rows`` is pure: the revision, both sides' declared capabilities (as the handshake or
 discovery settled them), the client's connect toggles, and how many requests and notifications of
-each method went each way (``usage_counts``: one grouped query). A row whose use needs a declaration
-the other side never made is marked: a server request for a capability the client did not declare,
-a notification the server did not declare, a client request for a feature the server does not offer.
+each method went each way (``usage_counts``: one statement, a range of an index per method). A row
+whose use needs a declaration the other side never made is marked: a server request for a capability
+the client did not declare, a notification the server did not declare, a client request for a
+feature the server does not offer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count
+from django.db import connections
+from django.db.models import Count, Value
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.servers import DEFAULT_PROTOCOL_VERSION
@@ -326,12 +328,36 @@ def capability_rows(
 
 
 def usage_counts(session: McpSession, frames: Any = None) -> dict[tuple[str, str], int]:
-    """How many requests and notifications of each method went each way (one grouped query)."""
+    """How many requests and notifications of each method the table shows went each way (the
+    non-zero counts only), in one statement: each (direction, method) counted over its own range of
+    the ``frame_method_use`` index (``UNION ALL``), so no other method's frames are walked (a busy
+    session's tool results, progress and log lines are most of its frames)."""
     found = TimelineFrame.objects.filter(session=session) if frames is None else frames
-    grouped = (
-        found.filter(kind="message", rpc_kind__in=("request", "notification"))
+    # One pair's count, compiled once: its direction, method and number are stand-ins, replaced pair by pair.
+    pair = (
+        found.filter(kind="message", rpc_kind__in=("request", "notification"), direction=_WAY, method=_METHOD)
         .order_by()
-        .values_list("direction", "method")
+        .annotate(x=Value(_PAIR))
+        .values("x")
         .annotate(n=Count("pk"))
+        .values_list("x", "n")
     )
-    return {(direction, method): n for direction, method, n in grouped}
+    sql, params = pair.query.sql_with_params()
+    slots = {
+        stand_in: [i for i, p in enumerate(params) if p == stand_in] for stand_in in (_WAY, _METHOD, _PAIR)
+    }
+    if any(len(found_at) != 1 for found_at in slots.values()):
+        raise RuntimeError(f"the use counts did not compile as expected: {sql}")
+    values: list[Any] = []
+    for x, (direction, method) in enumerate(USED):
+        own = list(params)
+        own[slots[_WAY][0]], own[slots[_METHOD][0]], own[slots[_PAIR][0]] = direction, method, x
+        values += own
+    with connections[found.db].cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([sql] * len(USED)), values)
+        return {USED[x]: n for x, n in cursor.fetchall() if n}
+
+
+# Every (direction, method) a row of the table counts, and stand-ins for one in the compiled count.
+USED = sorted({(use.direction, use.method) for item in KNOWN for use in item.uses})
+_WAY, _METHOD, _PAIR = "\x00way stand-in", "\x00method stand-in", -1234567890

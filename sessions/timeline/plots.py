@@ -274,11 +274,16 @@ def fps_bars(per_bar: Iterable[tuple[int, int]], first: int, last: int, bins: in
 ANSWER = Q(direction="in", latency_ms__isnull=False)
 
 
-def _bucket() -> Case:
-    """The latency bucket of an answer, in SQL (-1 for a frame that is not an answer)."""
-    edges = [When(latency_ms__lt=edge, then=Value(i)) for i, edge in enumerate(EDGES_MS)]
+def _bucket(low: int = 0, high: int = len(EDGES_MS)) -> Any:
+    """The latency bucket of an answer, in SQL: a binary search over the edges (five comparisons,
+    not up to nineteen), for buckets ``low`` to ``high``; only for answers (a latency to bucket)."""
+    if low == high:
+        return Value(low)
+    middle = (low + high) // 2
     return Case(
-        When(~ANSWER, then=Value(-1)), *edges, default=Value(len(EDGES_MS)), output_field=IntegerField()
+        When(latency_ms__lt=EDGES_MS[middle], then=_bucket(low, middle)),
+        default=_bucket(middle + 1, high),
+        output_field=IntegerField(),
     )
 
 
