@@ -114,3 +114,19 @@ def test_reloading_a_tabs_address_shows_the_same_panel_as_switching_to_it(tab: s
     }.get(tab)
     if expected:
         assert expected in body
+
+
+def test_a_call_with_a_string_id_and_no_answer_shows_without_a_cancel_button() -> None:
+    """A request with a string id (ids this inspector sends are numbers), unanswered in a live session,
+    still draws, without a Cancel it could not send (it was a 500)."""
+    alice = User.objects.create(username="alice")
+    session = McpSession.objects.create(owner=alice, team=team_of(alice), name="imported", status="ready")
+    call = {"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {"name": "slow"}}
+    TimelineFrame.insert_rows(session.pk, [frame_row(message(1, "out", call), 0)])
+    McpSession.objects.filter(pk=session.pk).update(last_seq=1)
+    client = Client()
+    client.force_login(alice)
+    page = client.get(f"/s/{session.public_id}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="call-req-1"' in html and "calls/req-1/cancel" not in html and ">Cancel<" not in html

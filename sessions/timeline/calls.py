@@ -174,6 +174,8 @@ def _card(
         "latency_ms": response.latency_ms if response else (outcome or {}).get("latency_ms"),
         "outcome": outcome,
         "running": outcome is None,
+        # Only a request this inspector sent (a whole-number id) can be cancelled; a recording's may not.
+        "cancellable": outcome is None and isinstance(rpc_id, int) and not isinstance(rpc_id, bool),
         "progress": _progress(session, rpc_id, request.seq if request else 0) if outcome is None else None,
     }
 
