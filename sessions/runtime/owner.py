@@ -160,6 +160,7 @@ class SessionOwner:
             await self._stop.wait()
         finally:
             await self._disconnect()
+            await self._end_commands(workers[0])
             for task in (*workers, *self._tasks):
                 task.cancel()
             await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
@@ -414,12 +415,22 @@ class SessionOwner:
     async def _serve_commands(self) -> None:
         while not _cancelling():
             message = await self.layer.receive(self.channel)
+            if message.get("type") == END_COMMANDS:
+                return
             try:
                 command, reply = m.decode_command(message)
             except (ValueError, TypeError) as exc:
                 await self._reply(str(message.get("reply") or ""), m.Failed(str(exc)))
                 continue
             self._spawn(self._run_command(command, reply))
+
+    async def _end_commands(self, commands: asyncio.Task[None]) -> None:
+        """End the command loop with a message to itself, rather than by cancelling its receive:
+        channels-redis can swallow that cancellation and go on waiting for a message that never
+        comes, which held an engine worker's stop for ever. Cancelling stays the fallback."""
+        with contextlib.suppress(Exception):
+            await self.layer.send(self.channel, {"type": END_COMMANDS})
+            await asyncio.wait({commands}, timeout=END_COMMANDS_WAIT)
 
     async def _run_command(self, command: m.Command, reply: str) -> None:
         try:
@@ -596,6 +607,10 @@ class SessionOwner:
     async def on_viewer(self, command: m.Viewer) -> None:
         self.viewers += int(command.delta)
         self._arm_idle()
+
+
+END_COMMANDS = "owner.end"  # the message that ends an owner's command loop (``_end_commands``)
+END_COMMANDS_WAIT = 2.0  # seconds it may take to arrive before the loop is cancelled instead
 
 
 def _cancelling() -> bool:
