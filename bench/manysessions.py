@@ -26,11 +26,9 @@ import gc
 import json
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from typing import Any
@@ -158,20 +156,8 @@ def main() -> None:
     wanted = 4 * (args.sessions + args.traced) + 1024
     if soft != resource.RLIM_INFINITY and soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
-    data = tempfile.mkdtemp(prefix="bench-many-")
-    os.environ["INSPECTOR_DATA_DIR"] = data
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    port = servers.free_port()
-    try:
-        with servers.http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
-            result = asyncio.run(measure(args.sessions, args.traced, args.samples, url))
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    with servers.scratch_app("bench-many-") as url:
+        result = asyncio.run(measure(args.sessions, args.traced, args.samples, url))
     print(json.dumps(result))
 
 

@@ -82,3 +82,25 @@ def everything_http() -> contextlib.AbstractContextManager[str]:
 def sdk_http(*flags: str) -> contextlib.AbstractContextManager[str]:
     port = free_port()
     return http_server([sys.executable, str(SDK_SERVER), "http", "--port", str(port), *flags], port)
+
+
+@contextlib.contextmanager
+def scratch_app(prefix: str) -> Iterator[str]:
+    """This process as the app on a temporary data folder and SQLite database, migrated; a tiny HTTP
+    server (``bench/tiny_http.py``) beside it, whose URL it yields. Both go at the end."""
+    import tempfile
+
+    data = tempfile.mkdtemp(prefix=prefix)
+    os.environ["INSPECTOR_DATA_DIR"] = data
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    port = free_port()
+    try:
+        with http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
+            yield url
+    finally:
+        shutil.rmtree(data, ignore_errors=True)

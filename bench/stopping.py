@@ -11,10 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import shutil
-import sys
-import tempfile
 import time
 from typing import Any
 
@@ -112,20 +108,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.stopping")
     parser.add_argument("--sessions", type=int, default=1000)
     args = parser.parse_args()
-    data = tempfile.mkdtemp(prefix="bench-stopping-")
-    os.environ["INSPECTOR_DATA_DIR"] = data
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-    port = servers.free_port()
-    try:
-        with servers.http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
-            result = asyncio.run(run(args.sessions, url))
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    with servers.scratch_app("bench-stopping-") as url:
+        result = asyncio.run(run(args.sessions, url))
     print(json.dumps(result))
 
 
