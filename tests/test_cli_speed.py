@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -105,7 +106,7 @@ def test_end_process_runs_atexit_handlers_and_flushes_output_before_ending() -> 
     assert (proc.returncode, proc.stdout, proc.stderr) == (3, "x" * 100000, "atexit ran")
 
 
-def test_a_missing_sniffio_is_looked_for_once_not_on_every_lock_httpcore_sets_up() -> None:
+def test_a_missing_sniffio_is_looked_for_once_not_on_every_lock_httpcore_sets_up(tmp_path: Path) -> None:
     code = (
         "import importlib.util, json, sys\n"
         "installed = importlib.util.find_spec('sniffio') is not None\n"
@@ -113,11 +114,19 @@ def test_a_missing_sniffio_is_looked_for_once_not_on_every_lock_httpcore_sets_up
         "remembered = sys.modules.get('sniffio', 'absent') is None\n"
         "print(json.dumps({'installed': installed, 'remembered': remembered}))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30)
-    found = json.loads(proc.stdout)
-    if found["installed"]:
-        pytest.skip("sniffio is installed here: httpcore finds it")
-    assert found["remembered"]
+    (tmp_path / "sniffio.py").write_text("")  # an installed sniffio, for the second run
+
+    def run(*path: str) -> dict[str, bool]:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join((*path, str(REPO)))}
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=30
+        )
+        return dict(json.loads(proc.stdout))
+
+    # Not installed (as here): its absence is remembered. Installed: left alone, for httpcore to import.
+    here = run()
+    assert here["remembered"] is not here["installed"], here
+    assert run(str(tmp_path)) == {"installed": True, "remembered": False}
 
 
 def test_the_cli_process_collects_garbage_rarely_and_still_runs_atexit_handlers() -> None:
