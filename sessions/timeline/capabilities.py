@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections
 from django.db.models import Count, Value
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.servers import DEFAULT_PROTOCOL_VERSION
+from sessions.timeline.queries import union_all
 
 __all__ = ["CapabilityRow", "capability_rows", "toggles_of", "usage_counts"]
 
@@ -342,20 +342,10 @@ def usage_counts(session: McpSession, frames: Any = None) -> dict[tuple[str, str
         .annotate(n=Count("pk"))
         .values_list("x", "n")
     )
-    sql, params = pair.query.sql_with_params()
-    slots = {
-        stand_in: [i for i, p in enumerate(params) if p == stand_in] for stand_in in (_WAY, _METHOD, _PAIR)
-    }
-    if any(len(found_at) != 1 for found_at in slots.values()):
-        raise RuntimeError(f"the use counts did not compile as expected: {sql}")
-    values: list[Any] = []
-    for x, (direction, method) in enumerate(USED):
-        own = list(params)
-        own[slots[_WAY][0]], own[slots[_METHOD][0]], own[slots[_PAIR][0]] = direction, method, x
-        values += own
-    with connections[found.db].cursor() as cursor:
-        cursor.execute(" UNION ALL ".join([sql] * len(USED)), values)
-        return {USED[x]: n for x, n in cursor.fetchall() if n}
+    counted = union_all(
+        pair, (_WAY, _METHOD, _PAIR), [(way, method, x) for x, (way, method) in enumerate(USED)]
+    )
+    return {USED[x]: n for x, n in counted if n}
 
 
 # Every (direction, method) a row of the table counts, and stand-ins for one in the compiled count.

@@ -17,7 +17,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connections
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -33,6 +32,7 @@ from django.db.models import (
 from django.db.models.functions import Cast
 
 from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.queries import union_all
 
 __all__ = [
     "EDGES_MS",
@@ -348,20 +348,10 @@ def _fps(found: Any) -> FpsPlot | None:
         .annotate(n=Count("pk"))
         .values_list("x", "n")
     )
-    sql, params = bar.query.sql_with_params()
-    slots = {stand_in: [i for i, p in enumerate(params) if p == stand_in] for stand_in in (_LOW, _HIGH, _BAR)}
-    if any(len(found_at) != 1 for found_at in slots.values()):
-        raise RuntimeError(f"the frames-per-second count did not compile as expected: {sql}")
-    statements, values = [], []
-    for x in range(math.ceil((last - first + 1) / width)):
-        own = list(params)
-        own[slots[_LOW][0]], own[slots[_HIGH][0]] = first + x * width, first + (x + 1) * width
-        own[slots[_BAR][0]] = x
-        statements.append(sql)
-        values += own
-    with connections[found.db].cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(statements), values)
-        counts = cursor.fetchall()
+    bars = range(math.ceil((last - first + 1) / width))
+    counts = union_all(
+        bar, (_LOW, _HIGH, _BAR), [(first + x * width, first + (x + 1) * width, x) for x in bars]
+    )
     return fps_bars(counts, first, last, FPS_BINS)
 
 

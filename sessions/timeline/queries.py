@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from django.db import connections
 from django.db.models import Count, QuerySet
 
 from sessions.frames import SUMMARY_FIELDS, message_of, pretty_json
@@ -23,6 +25,7 @@ __all__ = [
     "page_of_rows",
     "replay_of",
     "request_of",
+    "union_all",
 ]
 
 PAGE = 200
@@ -191,3 +194,27 @@ def detail_of(frame: TimelineFrame, *, replay: bool = True) -> dict[str, Any]:
         "pretty": pretty[:1_000_000],
         "hex": raw[:512].hex(" ") if frame.parse_error else "",
     }
+
+
+def union_all(query: QuerySet[Any], stand_ins: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[Any]:
+    """The rows of ``query`` run once per row of values, in one statement (``UNION ALL``): each copy
+    with a row's values in place of ``stand_ins``, parameters that compile into one slot each.
+
+    Building a query through the ORM costs more than running it over an index range; built once, its
+    copies differ only in their parameters.
+    """
+    sql, params = query.query.sql_with_params()
+    slots = [[i for i, p in enumerate(params) if p == stand_in] for stand_in in stand_ins]
+    if any(len(at) != 1 for at in slots):
+        raise RuntimeError(f"the stand-ins did not compile into one parameter each: {sql}")
+    values: list[Any] = []
+    for row in rows:
+        own = list(params)
+        for (at,), value in zip(slots, row, strict=True):
+            own[at] = value
+        values += own
+    if not rows:
+        return []
+    with connections[query.db].cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([sql] * len(rows)), values)
+        return list(cursor.fetchall())
