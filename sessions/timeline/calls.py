@@ -62,8 +62,7 @@ def call_context(
     if outcome is not None and _whole(outcome) and sent is not None:
         # The owner's outcome says all the card needs (where its frames sit, verdicts, latency):
         # the request and its answer are not read back from the database.
-        method = sent.get("method") or outcome.get("method", "")
-        return _card(session, rpc_id, method, sent.get("params") or {}, outcome, None, None)
+        return _card(session, rpc_id, sent, outcome, None, None)
     request = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
         .order_by("-seq")
@@ -102,8 +101,7 @@ def call_context(
             outcome = {**outcome, "too_big": {"size": size, "head": head, "seq": seq}}
             outcome.pop("result", None)
             outcome.pop("error", None)
-    method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
-    return _card(session, rpc_id, method, sent.get("params") or {}, outcome, request, response)
+    return _card(session, rpc_id, sent, outcome, request, response)
 
 
 def _stored_outcome(
@@ -148,12 +146,15 @@ def _whole(outcome: dict[str, Any] | None) -> bool:
 def _card(
     session: McpSession,
     rpc_id: int | str,
-    method: str,
-    params: dict[str, Any],
+    sent: dict[str, Any],
     outcome: dict[str, Any] | None,
     request: TimelineFrame | None,
     response: TimelineFrame | None,
 ) -> dict[str, Any]:
+    """The card of a request: its method and params as sent (the stored request, else what the
+    owner passed on), how it ended."""
+    method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
+    params = sent.get("params") or {}
     verdict = None
     if method == "tools/call" and outcome and isinstance(outcome.get("result"), dict):
         if response is not None:
@@ -230,11 +231,7 @@ def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
         request = shown.get(request_seq) if request_seq is not None else None
         response = shown.get(response_seq) if response_seq is not None else None
         outcome = _stored_outcome(session, key, request, response)
-        sent = _message(request)
-        method = (
-            (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
-        )
-        cards.append(_card(session, rpc_id, method, sent.get("params") or {}, outcome, request, response))
+        cards.append(_card(session, rpc_id, _message(request), outcome, request, response))
     return cards
 
 
