@@ -10,7 +10,7 @@ from django import template
 from django.template.defaultfilters import floatformat
 from django.utils.safestring import SafeString, mark_safe
 
-from sessions.web.shown import Shown
+from sessions.timeline.shown import Shown
 
 register = template.Library()
 

@@ -14,13 +14,13 @@ import json
 from html import escape
 from typing import Any
 
-from django.template.defaultfilters import filesizeformat, floatformat, truncatechars
+from django.template.defaultfilters import filesizeformat, floatformat
 from django.template.loader import render_to_string
-from django.utils.formats import localize
 
 from sessions.frames import indented_json, pretty_json
 from sessions.teams.models import Note
 from sessions.timeline.redaction import Redactor
+from sessions.timeline.shown import Shown, truncated
 
 __all__ = ["BODY_LIMIT", "HTML_FIELDS", "FrameHtml"]
 
@@ -36,28 +36,14 @@ MEMO = 1024
 CUT = '<p class="muted">(cut at 64 KB; the JSONL export has every byte)</p>'
 
 
-def _shown(value: Any) -> str:
-    """A value as ``{{ value }}`` shows it: localized, then escaped."""
-    if type(value) is str:
-        return escape(value)
-    return escape(str(localize(value)))
-
-
-def _code(verdict: dict[str, Any]) -> str:
-    return _shown(verdict.get("code", ""))
-
-
 class FrameHtml:
     """A frame's values (``HTML_FIELDS``) as the file's list item; with a ``redactor``, redacted as
     ``Redactor.frame`` redacts a stored frame."""
 
     def __init__(self, redactor: Redactor | None) -> None:
         self.redactor = redactor
+        self.shown = Shown()  # a value as ``{{ value }}`` shows it
         self.memos: dict[str, dict[Any, str]] = {"size": {}, "latency": {}, "transport": {}, "text": {}}
-        probe = truncatechars("a" * (PREVIEW + 1), PREVIEW)  # how the filter cuts plain ASCII text
-        kept = len(probe) - len(probe.lstrip("a"))
-        self.ascii_cut = (kept, probe[kept:]) if kept < PREVIEW else None
-        self.plain_numbers = localize(1234567) == "1234567"  # a whole number shows as it is
 
     def _memo(self, kind: str, key: Any, make: Any) -> str:
         memo = self.memos[kind]
@@ -68,11 +54,11 @@ class FrameHtml:
             done = memo[key] = make(key)
         return done
 
-    def _number(self, value: Any) -> str:
-        return str(value) if type(value) is int and self.plain_numbers else _shown(value)
+    def _code(self, verdict: dict[str, Any]) -> str:
+        return self.shown(verdict.get("code", ""))
 
     def _size(self, size: Any) -> str:
-        return _shown(filesizeformat(size))
+        return self.shown(filesizeformat(size))
 
     def _latency(self, latency: Any) -> str:
         return f"{floatformat(latency, 1)} ms"
@@ -93,13 +79,8 @@ class FrameHtml:
         return text if not text or self.redactor.plain(text) else self.redactor.text(text)
 
     def _preview(self, text: str) -> str:
-        """``{{ text|truncatechars:160 }}``: plain ASCII text cut as the filter cuts it, without it."""
-        if text.isascii() and self.ascii_cut is not None:
-            if len(text) <= PREVIEW:
-                return escape(text)
-            kept, mark = self.ascii_cut
-            return escape(text[:kept] + mark)
-        return _shown(truncatechars(text, PREVIEW))
+        """``{{ text|truncatechars:160 }}``."""
+        return self.shown(truncated(text, PREVIEW))
 
     def all(self, rows: list[tuple[Any, ...]], notes: dict[int, list[Note]]) -> str:
         """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``)."""
@@ -107,6 +88,10 @@ class FrameHtml:
         if self.redactor is not None:
             raws = self.redactor.raws(raws)
         return "".join([self.item(row, raw, notes.get(row[0])) for row, raw in zip(rows, raws, strict=True)])
+
+    def _verdict(self, verdict: dict[str, Any]) -> str:
+        severity = self.shown(verdict.get("severity", ""))
+        return f'<span class="verdict sev-{severity}">{self._code(verdict)}</span>'
 
     def item(self, row: tuple[Any, ...], raw: bytes, notes: list[Note] | None) -> str:
         """A frame's item, its bytes ``raw`` (redacted already, if they are), the notes on it."""
@@ -123,14 +108,14 @@ class FrameHtml:
             rpc_id, parse_error = redactor.text(rpc_id), redactor.text(parse_error)
             note, preview = self._redacted(note), self._redacted(preview)
         marks = [v if isinstance(v, dict) else {} for v in verdicts] if isinstance(verdicts, list) else []
-        number = self._number
+        _shown = self.shown
         # Line 1 of the template: the summary.
         pieces = [
-            f'<li id="f-{number(seq)}"><details><summary class="frame kind-{_shown(kind)}',
+            f'<li id="f-{_shown(seq)}"><details><summary class="frame kind-{_shown(kind)}',
             f" dir-{_shown(direction)}",
             f" worst-{_shown(worst)}" if worst else "",
             " rpc-error" if rpc_kind == "error" else "",
-            f'"><span class="seq">{number(seq)}</span>',
+            f'"><span class="seq">{_shown(seq)}</span>',
             f'<span class="dir">{ARROWS.get(direction, "•")}</span>',
             f'<span class="what">{_shown((method or rpc_kind) if kind == "message" else kind)}</span>',
             f'<span class="rid">#{_shown(rpc_id)}</span>' if rpc_id else '<span class="rid"></span>',
@@ -138,20 +123,20 @@ class FrameHtml:
             self._memo("latency", latency, self._latency) if latency is not None else "",
             f'</span><span class="size">{self._memo("size", size, self._size)}</span>',
             '<span class="verdicts">',
-            *[f'<span class="verdict sev-{_shown(m.get("severity", ""))}">{_code(m)}</span>' for m in marks],
+            *[self._verdict(m) for m in marks],
             '</span><span class="preview">',
             f'<span class="notes-mark">✎{len(notes)}</span> ' if notes else "",
             f"{self._preview(note or preview)}</span></summary>\n",
         ]
         # Then one line each: the pair, the verdicts, the note, the notes, a parse error, the transport.
         if pair_seq:
-            pieces.append(f'<p>paired with <a href="#f-{number(pair_seq)}">#{number(pair_seq)}</a></p>')
+            pieces.append(f'<p>paired with <a href="#f-{_shown(pair_seq)}">#{_shown(pair_seq)}</a></p>')
         pieces.append("\n")
         if marks:
             pieces.append('<ul class="verdict-list">')
             for m in marks:
                 severity, message = _shown(m.get("severity", "")), _shown(m.get("message", ""))
-                pieces.append(f'<li class="sev-{severity}"><strong>{_code(m)}</strong> {message}</li>')
+                pieces.append(f'<li class="sev-{severity}"><strong>{self._code(m)}</strong> {message}</li>')
             pieces.append("</ul>")
         pieces.append(f'\n<p class="note">{escape(note)}</p>\n' if note else "\n\n")
         if notes:

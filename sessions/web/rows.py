@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.template.base import render_value_in_context
-from django.template.defaultfilters import filesizeformat, pluralize, truncatechars
+from django.template.defaultfilters import filesizeformat, pluralize
 from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions.templatetags.instrument import clock, duration_ms, since
-from sessions.web.shown import MISSING, Shown
+from sessions.timeline.shown import MISSING, Shown, truncated
 
 __all__ = ["timeline_rows"]
 
@@ -61,16 +61,6 @@ class _Shown(Shown):
         if key is not None:
             self.sizes[key] = text
         return text
-
-
-def _preview(value: Any) -> str:
-    """``value|truncatechars:160``: ASCII that fits is itself (NFC leaves ASCII alone, nothing to cut);
-    longer ASCII is cut from its first 161 characters, which are all truncatechars reads of it."""
-    if type(value) is str and value.isascii():
-        if len(value) <= PREVIEW_CUT:
-            return value
-        value = value[: PREVIEW_CUT + 1]
-    return truncatechars(value, PREVIEW_CUT)
 
 
 def _marker(shown: _Shown, seq: Any, count: Any) -> str:
@@ -144,7 +134,7 @@ def _row(shown: _Shown, f: dict[str, Any], start: str) -> str:
         f'  <span class="size" title="{shown(size)} bytes">{shown.size(size)}</span>\n'
         f'  <span class="verdicts">{_marker(shown, get("seq", MISSING), get("notes"))}'
         f"{_verdicts(shown, get('verdicts'))}</span>\n"
-        f'  <span class="preview">{shown(_preview(text))}</span>\n'
+        f'  <span class="preview">{shown(truncated(text, PREVIEW_CUT))}</span>\n'
         "</div>"
     )
 

@@ -1,6 +1,7 @@
 """``{{ value }}`` without the template engine: what a value looks like in a page, for the parts of
-pages written in Python because they repeat (timeline rows, plot marks); byte for byte what the
-template language shows (tests/test_timeline_rows.py holds each such part against its template)."""
+pages and files written in Python because they repeat (timeline rows, plot marks, the HTML export's
+frames); byte for byte what the template language shows (tests/test_timeline_rows.py and
+tests/test_exports.py hold each such part against its template)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 from django.template import Context
 from django.template.base import render_value_in_context
+from django.template.defaultfilters import truncatechars
 from django.utils.formats import localize
 
-__all__ = ["MISSING", "Shown"]
+__all__ = ["MISSING", "Shown", "truncated"]
 
 MISSING: Any = object()  # what a template lookup does not find (shown as "", false in a condition)
 
@@ -33,3 +35,13 @@ class Shown:
         if value is MISSING:
             return ""
         return render_value_in_context(value, self.context)
+
+
+def truncated(value: Any, cut: int) -> str:
+    """``value|truncatechars:cut``: ASCII that fits is itself (NFC leaves ASCII alone, nothing to cut);
+    longer ASCII is cut from its first ``cut + 1`` characters, which are all truncatechars reads of it."""
+    if type(value) is str and value.isascii():
+        if len(value) <= cut:
+            return value
+        value = value[: cut + 1]
+    return truncatechars(value, cut)
