@@ -10,6 +10,8 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from inspector.paths import private_dir, user_data_dir
+
 __all__ = [
     "SECRET_VARIABLES",
     "envbool",
@@ -105,13 +107,6 @@ def secret_variables() -> frozenset[str]:
     return frozenset(SECRET_VARIABLES) | {f"{name}_FILE" for name in SECRET_VARIABLES}
 
 
-def user_data_dir() -> Path:
-    """Return the directory for users' application data: $XDG_DATA_HOME, or ~/.local/share."""
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    # The XDG spec says a relative value is invalid and must be ignored.
-    return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
-
-
 def stored_secret_key(path: Path, generate: Callable[[], str] = get_random_secret_key) -> str:
     """Return the secret key kept at path, generating and saving it on first use."""
     try:
@@ -142,17 +137,3 @@ def fernet_keys(name: str, text: str) -> list[str]:
                 "print(Fernet.generate_key().decode())'"
             ) from None
     return keys
-
-
-def private_dir(path: Path) -> None:
-    """Create the directory for the owner alone (0700), or take group and others' access away."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _owner_only(path, 0o700)
-
-
-def _owner_only(path: Path, mode: int) -> None:
-    """Take group and others' access to path away (to mode), if we own it and they have any."""
-    info = path.stat()
-    # Only what we own: an INSPECTOR_DATA_DIR an administrator made for us stays as they set it.
-    if info.st_uid == os.getuid() and info.st_mode & 0o077:
-        path.chmod(mode)

@@ -92,3 +92,16 @@ def test_without_oauth_the_401_is_one_error_line(server: ProtectedServer, tmp_pa
     [line] = proc.stderr.splitlines()
     assert line.startswith("error: ") and "401" in line and "Traceback" not in proc.stderr
     assert line.endswith("(the server asks for authorization: add --oauth)")
+
+
+def test_the_token_cache_folder_is_kept_the_owners_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inspector.cli.oauth import _cache_path
+
+    folder = tmp_path / "data"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    monkeypatch.setenv("INSPECTOR_DATA_DIR", str(folder))
+    assert _cache_path() == folder / "oauth-tokens.json"
+    assert folder.stat().st_mode & 0o777 == 0o700  # as the app's data folder is (inspector.paths)

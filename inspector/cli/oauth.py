@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
+from inspector.paths import private_dir, user_data_dir
+
 if TYPE_CHECKING:
     from sessions.engine import OAuthConfig
 
@@ -134,11 +136,9 @@ def oauth_config(opts: argparse.Namespace, server_url: str) -> OAuthConfig:
 
 
 def _cache_path() -> Path:
-    """``oauth-tokens.json`` in the app's data folder (as inspector.env finds it; no Django here)."""
-    xdg = os.environ.get("XDG_DATA_HOME", "")
-    share = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
-    folder = Path(os.environ.get("INSPECTOR_DATA_DIR") or share / "mcp-inspector")
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """``oauth-tokens.json`` in the app's data folder, kept the owner's alone as the app keeps it."""
+    folder = Path(os.environ.get("INSPECTOR_DATA_DIR") or user_data_dir() / "mcp-inspector")
+    private_dir(folder)
     return folder / "oauth-tokens.json"
 
 
