@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hashlib
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from sessions.engine import HttpTarget, OAuthFailed
 from sessions.models import McpSession, OAuthAuthorization, OAuthTokens
 from sessions.runtime import messages as m
 from sessions.runtime.store import in_db_thread
+from sessions.teams.models import token_digest
 
 __all__ = [
     "AUTHORIZE_WAIT",
@@ -44,9 +44,8 @@ AUTHORIZE_WAIT = 600.0
 CALLBACK_PATH = "/oauth/callback"
 
 
-def state_hash(state: str) -> str:
-    """What is stored of an authorization's ``state``: its SHA-256 (hex)."""
-    return hashlib.sha256(state.encode()).hexdigest()
+# What is stored of an authorization's ``state``: its SHA-256 (hex), as of an invitation's token.
+state_hash = token_digest
 
 
 @in_db_thread

@@ -16,7 +16,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django import forms
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -31,7 +30,7 @@ from sessions.teams import access, policy
 from sessions.teams.models import Role
 from sessions.web import together
 from sessions.web.oauth import waiting_authorizations, with_callback
-from sessions.web.shortcuts import error_response, owned_session, person_scope_async
+from sessions.web.shortcuts import error_response, owned_session, person_scope_async, session_for
 
 __all__ = ["debug_start", "debug_step", "debugger"]
 
@@ -273,12 +272,7 @@ def debugger(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
 
 def _debug_session(request: AuthedRequest, public_id: Any, needed: str) -> McpSession:
-    found = access.session_with_role(request.user.pk, public_id)
-    if found is None:
-        raise Http404("No such session")
-    session, role = found
-    if not Role.allows(role, needed):
-        raise PermissionDenied(f"Your role in this team is {role}; this needs {needed}.")
+    session = session_for(request.user.pk, public_id, needed)
     if not session.config.get("oauth_debug"):
         raise Http404("No such OAuth debugger")
     return session
