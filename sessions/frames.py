@@ -364,11 +364,6 @@ def _json_number(value: Any) -> str:
     return "null" if value is None else _encode(value)
 
 
-def _json_text(value: str | None) -> str:
-    """An optional text field (``row.x or None``) as json.dumps writes it."""
-    return _string(value) if value else "null"
-
-
 def transport_json(stored: str | None, verbatim: bool) -> str:
     """A frame's stored ``transport`` (JSON text) as its record writes it: the object, or ``{}``.
 

@@ -526,17 +526,12 @@ class Redactor:
 
     def raw(self, raw: bytes) -> bytes:
         """A frame's bytes redacted: as JSON when they parse (unchanged bytes when nothing was found)."""
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return self._raw_text(raw)
-        # Nested deeper than MAX_DEPTH, the bytes go as text: ``_plain`` holds however deep they are.
-        if self._clear(text) and self._names_plain(text, NAME_WORDS):
-            return raw
-        return self._parsed(raw, text)
+        return self.raws([raw])[0]
 
     def raws(self, raws: list[bytes]) -> list[bytes]:
-        """``raw`` of each; the name words looked for once in all of them (most are in none)."""
+        """Frames' bytes redacted, as JSON when they parse (unchanged bytes when nothing was found); the
+        name words looked for once in all of them (most are in none). Nested deeper than MAX_DEPTH,
+        bytes go as text: ``_plain`` holds however deep they are."""
         texts: list[str | None] = []
         for raw in raws:
             try:
