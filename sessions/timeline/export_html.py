@@ -11,6 +11,7 @@ the notes, rare, still rendered by their template.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -32,8 +33,24 @@ HTML_FIELDS = (
     "verdicts", "note", "preview", "pair_seq", "parse_error", "transport",
 )  # fmt: skip
 ARROWS = {"out": "→", "in": "←"}
-MEMO = 1024
+MEMO = 1024  # texts a writer remembers (transport details, methods, sizes): the same come back
 CUT = '<p class="muted">(cut at 64 KB; the JSONL export has every byte)</p>'
+
+
+class Memo:
+    """A few texts and what they became, forgotten all at once when full (the same come back)."""
+
+    def __init__(self, make: Callable[[Any], str]) -> None:
+        self.make = make
+        self.done: dict[Any, str] = {}
+
+    def __call__(self, key: Any) -> str:
+        done = self.done.get(key)
+        if done is None:
+            if len(self.done) >= MEMO:
+                self.done.clear()
+            done = self.done[key] = self.make(key)
+        return done
 
 
 class FrameHtml:
@@ -43,16 +60,8 @@ class FrameHtml:
     def __init__(self, redactor: Redactor | None) -> None:
         self.redactor = redactor
         self.shown = Shown()  # a value as ``{{ value }}`` shows it
-        self.memos: dict[str, dict[Any, str]] = {"size": {}, "latency": {}, "transport": {}, "text": {}}
-
-    def _memo(self, kind: str, key: Any, make: Any) -> str:
-        memo = self.memos[kind]
-        done = memo.get(key)
-        if done is None:
-            if len(memo) >= MEMO:
-                memo.clear()
-            done = memo[key] = make(key)
-        return done
+        self.sizes, self.latencies = Memo(self._size), Memo(self._latency)
+        self.transports, self.texts = Memo(self._transport), Memo(self._text)
 
     def _code(self, verdict: dict[str, Any]) -> str:
         return self.shown(verdict.get("code", ""))
@@ -104,7 +113,7 @@ class FrameHtml:
         if redactor is not None:
             size = len(raw)
             verdicts = redactor.value(verdicts if isinstance(verdicts, list) else [])
-            method = self._memo("text", method, self._text)
+            method = self.texts(method)
             rpc_id, parse_error = redactor.text(rpc_id), redactor.text(parse_error)
             note, preview = self._redacted(note), self._redacted(preview)
         marks = [v if isinstance(v, dict) else {} for v in verdicts] if isinstance(verdicts, list) else []
@@ -120,8 +129,8 @@ class FrameHtml:
             f'<span class="what">{_shown((method or rpc_kind) if kind == "message" else kind)}</span>',
             f'<span class="rid">#{_shown(rpc_id)}</span>' if rpc_id else '<span class="rid"></span>',
             '<span class="lat">',
-            self._memo("latency", latency, self._latency) if latency is not None else "",
-            f'</span><span class="size">{self._memo("size", size, self._size)}</span>',
+            self.latencies(latency) if latency is not None else "",
+            f'</span><span class="size">{self.sizes(size)}</span>',
             '<span class="verdicts">',
             *[self._verdict(m) for m in marks],
             '</span><span class="preview">',
@@ -146,7 +155,7 @@ class FrameHtml:
             f'\n<p class="error">parse error: {escape(parse_error)}</p>\n' if parse_error else "\n\n"
         )
         if len(transport or "") < 4096:
-            pieces.append(self._memo("transport", transport, self._transport))
+            pieces.append(self.transports(transport))
         else:
             pieces.append(self._transport(transport))
         # The body, and the end of the item.

@@ -44,7 +44,7 @@ from sessions.frames import (
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
 from sessions.timeline import conformance
-from sessions.timeline.export_html import HTML_FIELDS, FrameHtml
+from sessions.timeline.export_html import HTML_FIELDS, FrameHtml, Memo
 from sessions.timeline.queries import request_of
 from sessions.timeline.redaction import Redactor
 
@@ -54,7 +54,6 @@ Frames = Any
 CHUNK = 500  # frames in a batch, at most
 CHUNK_BYTES = 256 * 1024  # their stored bytes, at most (a batch holds at least one frame, however big)
 PLAN = 5000  # frames whose sizes are read at a time, to cut the batches
-MEMO = 1024  # texts a writer remembers (transport details, methods): the same come back in every frame
 # The JSON columns are read as their stored text: most are written out as they are.
 JSON_AS_TEXT = {"transport": Cast("transport", TextField()), "verdicts": Cast("verdicts", TextField())}
 
@@ -102,22 +101,6 @@ class Batches:
         rows = list(self.rows.filter(seq__gt=self.after, seq__lte=last).order_by("seq"))
         self.after = last
         return rows
-
-
-class Memo:
-    """A few texts and what they became, forgotten all at once when full (the same come back)."""
-
-    def __init__(self, make: Callable[[str], str]) -> None:
-        self.make = make
-        self.done: dict[str, str] = {}
-
-    def __call__(self, text: str) -> str:
-        done = self.done.get(text)
-        if done is None:
-            if len(self.done) >= MEMO:
-                self.done.clear()
-            done = self.done[text] = self.make(text)
-        return done
 
 
 def _stored_verdicts(stored: str | None) -> Any:
