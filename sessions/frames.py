@@ -25,6 +25,7 @@ __all__ = [
     "SEVERITY_ORDER",
     "SUMMARY_FIELDS",
     "RecordError",
+    "answers",
     "deeper_than",
     "frame_from_record",
     "frame_of",
@@ -294,6 +295,11 @@ def frame_row(frame: Frame, base: int) -> dict[str, Any]:
         "uri": uri,
         "level": level,
     }
+
+
+def answers(rows: list[dict[str, Any]]) -> bool:
+    """Whether rows hold a response (a running call card may be waiting for it)."""
+    return any(r["direction"] == "in" and r["rpc_kind"] in ("result", "error") for r in rows)
 
 
 def summary(row: dict[str, Any]) -> dict[str, Any]:

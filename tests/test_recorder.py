@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 import pytest
 from channels.layers import get_channel_layer
 from django.contrib.auth.models import User
-from django.db import DataError, OperationalError
-from support.teams import ateam_of
+from django.db import DataError, OperationalError, connection, transaction
+from support.teams import ateam_of, team_of
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
@@ -233,3 +234,52 @@ async def test_a_held_recorder_keeps_every_frame_and_stores_them_in_one_batch_at
     assert batches == [[1, 2, 3]]
     assert [f.seq for f in await recorded.stored()] == [1, 2, 3]
     no_gap(await recorded.events_until(3), 3)
+
+
+def response(seq: int) -> dict[str, Any]:
+    message = {"jsonrpc": "2.0", "id": 7, "result": {"content": []}}
+    frame = Frame("message", "in", json.dumps(message).encode(), seq=seq, message=message, rpc_kind="result")
+    frame.rpc_id = 7
+    return frame_row(frame, 0)
+
+
+async def test_viewers_hear_a_batch_holds_a_response_even_when_its_row_is_not_among_those_sent(
+    recorded: Session,
+) -> None:
+    # A flood's batch carries only its newest rows; the response a running call card waits for can
+    # be older. The tab re-reads its cards only for a batch that holds one.
+    recorded.recorder.add(response(1))
+    recorded.add(range(2, recorder_module.TAIL + 50))
+    last = recorder_module.TAIL + 49
+    events = await recorded.events_until(last)
+    with_response = [e for e in events if e.first == 1]
+    assert with_response and with_response[0].answers
+    assert 1 not in [r["seq"] for r in with_response[0].rows]
+    recorded.add(range(last + 1, last + 11))
+    assert not any(e.answers for e in await recorded.events_until(last + 10))
+
+
+def test_rows_are_stored_alike_however_many_one_insert_holds(db: None) -> None:
+    owner = User.objects.create(username="bob")
+    many, single = (
+        McpSession.objects.create(owner=owner, team=team_of(owner), name=name) for name in ("many", "single")
+    )
+    rows = [response(1), *(row(seq) for seq in range(2, 601))]
+    rows[5]["verdicts"] = [{"code": "x", "severity": "warning", "message": "100%s of it"}]
+    rows[5]["worst"] = "warning"
+    rows[6]["raw"] = b"\xff\xfe not UTF-8 %s"
+    connection.ensure_connection()
+    # SQLite before 3.32 takes 999 parameters at most: fewer rows go in each statement.
+    connection.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    try:
+        with transaction.atomic():
+            TimelineFrame.insert_rows(many.pk, rows)
+    finally:
+        connection.connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32766)
+    for one in rows:
+        TimelineFrame.insert_rows(single.pk, [one])
+    fields = TimelineFrame._meta.concrete_fields
+    columns = [f.attname for f in fields if f.attname not in ("id", "session_id")]
+    stored = [list(s.frames.order_by("seq").values_list(*columns)) for s in (many, single)]
+    assert len(stored[0]) == 600
+    assert stored[0] == stored[1]

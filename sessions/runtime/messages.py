@@ -291,12 +291,16 @@ class Event(_Message):
 
 @dataclass(frozen=True)
 class FramesStored(Event):
-    """Frames ``first``..``last`` are in the database; ``rows`` are the newest of them, without bytes."""
+    """Frames ``first``..``last`` are in the database; ``rows`` are the newest of them, without bytes.
+
+    ``answers``: whether any of them, ``rows`` or not, is a response (a running call card may wait for it).
+    """
 
     NAME = "frames"
     first: int
     last: int
     rows: list[dict[str, Any]]
+    answers: bool = False
 
 
 @dataclass(frozen=True)

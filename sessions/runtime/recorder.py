@@ -11,7 +11,7 @@ from channels.layers import BaseChannelLayer
 from django.db import OperationalError
 
 from sessions.engine import Frame, Verdict
-from sessions.frames import frame_row, summary
+from sessions.frames import answers, frame_row, summary
 from sessions.runtime.messages import FramesStored, encode_event
 from sessions.runtime.store import store_frames
 
@@ -102,7 +102,8 @@ class Recorder:
         if self._stored is not None:
             async with self._stored:
                 self._stored.notify_all()
-        event = FramesStored(stored[0]["seq"], stored[-1]["seq"], [summary(r) for r in stored[-TAIL:]])
+        rows = [summary(r) for r in stored[-TAIL:]]
+        event = FramesStored(stored[0]["seq"], stored[-1]["seq"], rows, answers(stored))
         with contextlib.suppress(Exception):
             await self.layer.group_send(self.group, encode_event(event))
 

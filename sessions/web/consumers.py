@@ -18,6 +18,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from sessions.frames import answers
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -119,11 +120,6 @@ def _render_note(session: McpSession, note_id: int, user_id: int) -> list[str]:
         render_to_string("sessions/notes/_marker.html", marker),
         render_to_string("sessions/notes/_threads.html", context),
     ]
-
-
-def _answers(rows: list[dict[str, Any]]) -> bool:
-    """Whether a live batch holds a response (a running call card may be waiting for it)."""
-    return any(r.get("direction") == "in" and r.get("rpc_kind") in ("result", "error") for r in rows)
 
 
 def _frame_number(text: str) -> int:
@@ -298,7 +294,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _frames_stored(self, event: m.FramesStored) -> None:
         rows = [r for r in event.rows if r["seq"] > self.after]
-        if self.calls_watched and (len(event.rows) <= event.last - event.first or _answers(event.rows)):
+        if self.calls_watched and (event.answers or answers(event.rows)):
             await self._watch_calls(sorted(self.calls_watched))
         if not self.browsing:
             if event.last - self.after > PAGE:
