@@ -20,6 +20,7 @@ from support.teams import team_of
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
+from sessions.runtime import host
 from sessions.runtime.store import close_connections, in_db_thread
 from sessions.teams.access import session_with_role
 from sessions.timeline.calls import call_context, recent_calls
@@ -71,6 +72,18 @@ def test_a_session_and_the_persons_role_take_one_query(django_assert_num_queries
     assert found is not None and found[0] == session and found[1] == "admin"
     stranger = User.objects.create(username="charlie")
     assert session_with_role(stranger.pk, session.public_id) is None
+
+
+@pytest.mark.django_db
+def test_a_logged_in_request_finds_its_login_without_reading_the_session_table(
+    client: Any, django_assert_max_num_queries: Any
+) -> None:
+    session = _session()
+    client.force_login(User.objects.get(username="alice"))
+    client.get(f"/s/{session.public_id}/")
+    with django_assert_max_num_queries(20) as queries:
+        assert client.get(f"/s/{session.public_id}/").status_code == 200
+    assert not [q for q in queries.captured_queries if "django_session" in q["sql"]]
 
 
 @pytest.mark.django_db
@@ -291,6 +304,19 @@ def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
         "print(json.dumps({'before': before, 'after': 'sessions.engine._schema' in sys.modules}))\n"
     )
     assert _python(code) == {"before": False, "after": True}
+
+
+def test_a_process_that_runs_sessions_collects_garbage_less_often_once_warmed_up() -> None:
+    code = (
+        "import json, gc, os\n"
+        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'inspector.settings')\n"
+        "import django; django.setup()\n"
+        "from sessions.runtime import host\n"
+        "before = gc.get_threshold()\n"
+        "host.warm_up_in_background(); host._warming.join(60)\n"
+        "print(json.dumps({'before': before, 'after': gc.get_threshold()}))\n"
+    )
+    assert _python(code) == {"before": [700, 10, 10], "after": list(host.GC_THRESHOLDS)}
 
 
 def test_the_cli_does_not_import_httpx_s_command_line_client() -> None:
