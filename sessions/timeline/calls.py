@@ -11,7 +11,7 @@ from sessions.engine import OUTPUT_CODES, OUTPUT_MATCHES
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
 
-__all__ = ["call_context", "output_verdict", "recent_calls"]
+__all__ = ["call_context", "output_verdict", "recent_calls", "whole"]
 
 
 # A result bigger than this is not rendered into its call card (a 100 MB tool result made the session
@@ -59,7 +59,7 @@ def call_context(
     ``sent`` (method and params) stands in for the request frame while the recorder has not stored it.
     """
     key = json.dumps(rpc_id)
-    if outcome is not None and _whole(outcome) and sent is not None:
+    if whole(outcome) and sent is not None:
         # The owner's outcome says all the card needs (where its frames sit, verdicts, latency):
         # the request and its answer are not read back from the database.
         return _card(session, rpc_id, sent, outcome, None, None)
@@ -132,9 +132,9 @@ def _stored_outcome(
     return None
 
 
-def _whole(outcome: dict[str, Any] | None) -> bool:
+def whole(outcome: dict[str, Any] | None) -> bool:
     """Whether an owner's outcome stands for both frames: its answer was seen, and is small enough
-    to render (a bigger one shows the stored frame's head)."""
+    to render (a bigger one shows the stored frame's head). Its card then reads no frame."""
     return (
         outcome is not None
         and outcome.get("request_seq") is not None
