@@ -85,6 +85,8 @@ def plain_name(text: str, start: int, end: int) -> int:
     before, after = text[first - 1 : first], text[last : last + 1]
     if after in ("=", ":", "\\") or before == "\\":
         return -1
+    if before == after == '"':  # the run is the whole string between these quotes (a key, mostly)
+        return -1 if text[first - 2 : first - 1] == "\\" or looks_secret(text[first:last]) else last
     opening, closing = text.rfind('"', 0, first), text.find('"', last)
     if opening < 0 or closing < 0:  # in no JSON string (then the text is no JSON), between no quotes
         return last

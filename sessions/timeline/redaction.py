@@ -585,7 +585,7 @@ class Redactor:
 
     def plains(self, texts: list[str]) -> list[bool]:
         """``plain`` of each; looked for once in all of them."""
-        shallow = [text.count("[") + text.count("{") <= MAX_DEPTH for text in texts]
+        shallow = [len(text) <= MAX_DEPTH or text.count("[") + text.count("{") <= MAX_DEPTH for text in texts]
         plain = iter(self._plains([text for text, ok in zip(texts, shallow, strict=True) if ok]))
         return [ok and next(plain) for ok in shallow]
 
@@ -613,7 +613,7 @@ class Redactor:
         escaped = SPELLING_ESCAPE.search(text) if self.ascii_forms else "\\/" in text or "\\u" in text
         if escaped:
             return False
-        if "://" in text and url_password(text):
+        if "@" in text and "://" in text and url_password(text):  # "@" first: one quick search
             return False
         return text.isascii() or not any(c in text for c in CASELESS)
 
