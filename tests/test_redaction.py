@@ -621,3 +621,32 @@ def test_a_frame_no_rule_can_change_is_seen_at_a_glance_and_only_then() -> None:
     r = Redactor.for_session(CONFIG)
     assert not r.plain('{"key": 1}') and not r.plain('{"a": "x token"}') and not r.plain('["\\nkey"]')
     assert r.plain('{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}')
+
+
+def test_a_batch_of_frames_is_looked_at_as_each_frame_alone() -> None:
+    """``raws`` and ``plains`` look at a batch joined (``Redactor._plains``): what each frame becomes, and
+    whether it is plain, is what it would be alone; name words at a frame's very start or end, and frames
+    that pass the joined look but hold a secret name, included."""
+    random = Random(23)
+    pieces = ["token", "key", '"key"', '"progressToken"', "monkey", "x", '"a"', ":", "=", " ", "\n", "{", "}"]
+    pieces += ['"', "\\n", "auth", "Session", "https://h/p", "\u00e9", "1", "[", ",", "Token: v", "api_key=v"]
+    pieces += ["the max_tokens", "author", '"secret": "s"', "ENVSECRET456"]
+    frames = [
+        '{"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}}',
+        '{"jsonrpc": "2.0", "id": 3, "result": {"content": [{"text": "a monkey and \\u00e9"}]}}',
+        "key",
+        "token=1",
+        '{"key": 1}',
+    ]
+    frames += ["".join(random.choice(pieces) for _ in range(random.randint(0, 8))) for _ in range(600)]
+    for r in [Redactor([]), Redactor.for_session(CONFIG)]:
+        alone = [r.plain(text) for text in frames]
+        assert 100 < sum(alone) < len(frames) - 100
+        for size in (2, 5, 50):
+            for first in range(0, len(frames), size):
+                some = frames[first : first + size]
+                assert r.plains(some) == alone[first : first + size], some
+                raws = [text.encode() for text in some]
+                assert r.raws(raws) == [slow_raw(r, raw) for raw in raws], some
+        clear = [text for text, plain in zip(frames, alone, strict=True) if plain]
+        assert r.plains(clear) == [True] * len(clear)  # one joined look for all of them

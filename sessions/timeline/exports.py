@@ -132,7 +132,9 @@ class Records:
         if self.redactor is None:
             return [self.record(row, bytes(row[5]), True) for row in rows]
         raws = self.redactor.raws([bytes(row[5]) for row in rows])
-        plains = self.redactor.plains([row[6] or "" for row in rows])
+        seen = self.transport.done  # transport details redacted already (no rule left them): as they were
+        plain = iter(self.redactor.plains([row[6] or "" for row in rows if row[6] not in seen]))
+        plains = [row[6] not in seen and next(plain) for row in rows]
         return [self.record(*shown) for shown in zip(rows, raws, plains, strict=True)]
 
     def record(self, row: tuple[Any, ...], raw: bytes, plain: bool) -> str:

@@ -18,7 +18,6 @@ __all__ = [
     "looks_secret",
     "plain_name",
     "url_password",
-    "words_in",
 ]
 
 # Names whose values are credentials. Wider than the config form's masking: a share goes to other people.
@@ -48,8 +47,9 @@ def looks_secret(name: str) -> bool:
 
 # Characters that match an ASCII letter of a name when case is ignored, though they lower-case to none.
 CASELESS = "\u0130\u0131\u017f\u212a"
-# A JSON escape that may spell a name or a secret: an ASCII character, one of those four, or no escape.
-SPELLING_ESCAPE = re.compile(r"\\u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4}))")
+# A JSON escape that may spell a name or a secret: ``\\/`` (in a URL), or a ``\\u`` of an ASCII character,
+# of one of those four, or of nothing (then no escape).
+SPELLING_ESCAPE = re.compile(r"\\(?:/|u(?:00[0-7]|013[01]|017[fF]|212[aA]|(?![0-9a-fA-F]{4})))")
 _RUN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 _RUN_AHEAD = re.compile(r"[A-Za-z0-9_.-]*")
 _URL_TAIL = re.compile(r"[^\s/\"']*")  # what may stand between a URL's :// and the @ after its password
@@ -65,14 +65,6 @@ def url_password(text: str) -> bool:
             return True
         at = text.find("://", at + 3)
     return False
-
-
-def words_in(texts: list[str]) -> tuple[str, ...]:
-    """The name words any of ``texts`` holds, lower-cased (none of them holds one that is not here)."""
-    if not texts:
-        return ()
-    lowered = "\x00".join(texts).lower()
-    return tuple(word for word in NAME_WORDS if word in lowered)
 
 
 def plain_name(text: str, start: int, end: int) -> int:
@@ -93,6 +85,8 @@ def plain_name(text: str, start: int, end: int) -> int:
     before, after = text[first - 1 : first], text[last : last + 1]
     if after in ("=", ":", "\\") or before == "\\":
         return -1
+    if before == after == '"':  # the run is the whole string between these quotes (a key, mostly)
+        return -1 if text[first - 2 : first - 1] == "\\" or looks_secret(text[first:last]) else last
     opening, closing = text.rfind('"', 0, first), text.find('"', last)
     if opening < 0 or closing < 0:  # in no JSON string (then the text is no JSON), between no quotes
         return last

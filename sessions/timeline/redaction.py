@@ -23,8 +23,10 @@ from __future__ import annotations
 import copy
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -38,7 +40,6 @@ from sessions.timeline.names import (
     looks_secret,
     plain_name,
     url_password,
-    words_in,
 )
 
 __all__ = [
@@ -529,22 +530,21 @@ class Redactor:
         return self.raws([raw])[0]
 
     def raws(self, raws: list[bytes]) -> list[bytes]:
-        """Frames' bytes redacted, as JSON when they parse (unchanged bytes when nothing was found); the
-        name words looked for once in all of them (most are in none). Nested deeper than MAX_DEPTH,
-        bytes go as text: ``_plain`` holds however deep they are."""
+        """Frames' bytes redacted, as JSON when they parse (unchanged bytes when nothing was found); what
+        ``plain`` looks for looked for once in all of them (most are in none). Nested deeper than
+        MAX_DEPTH, bytes go as text: ``_plain`` holds however deep they are."""
         texts: list[str | None] = []
         for raw in raws:
             try:
                 texts.append(raw.decode("utf-8"))
             except UnicodeDecodeError:
                 texts.append(None)
-        clear = [text is not None and self._clear(text) for text in texts]
-        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])  # type: ignore[misc]
+        plain = iter(self._plains([text for text in texts if text is not None]))
         shown = []
-        for raw, text, ok in zip(raws, texts, clear, strict=True):
+        for raw, text in zip(raws, texts, strict=True):
             if text is None:
                 shown.append(self._raw_text(raw))
-            elif ok and self._names_plain(text, words):
+            elif next(plain):
                 shown.append(raw)
             else:
                 shown.append(self._parsed(raw, text))
@@ -584,10 +584,24 @@ class Redactor:
         return self.plains([text])[0]
 
     def plains(self, texts: list[str]) -> list[bool]:
-        """``plain`` of each; the name words looked for once in all of them."""
-        clear = [text.count("[") + text.count("{") <= MAX_DEPTH and self._clear(text) for text in texts]
-        words = words_in([text for text, ok in zip(texts, clear, strict=True) if ok])
-        return [ok and self._names_plain(text, words) for text, ok in zip(texts, clear, strict=True)]
+        """``plain`` of each; looked for once in all of them."""
+        shallow = [len(text) <= MAX_DEPTH or text.count("[") + text.count("{") <= MAX_DEPTH for text in texts]
+        plain = iter(self._plains([text for text, ok in zip(texts, shallow, strict=True) if ok]))
+        return [ok and next(plain) for ok in shallow]
+
+    def _plains(self, texts: list[str]) -> list[bool]:
+        """``_clear`` and ``_names_plain`` of each text, at once for all of them where they can be.
+
+        Joined by NULs, the texts pass ``_clear`` only if each does (nothing it looks for is a NUL or
+        grows past one); most of a session's frames do, then each is not looked at again.
+        """
+        joined = "\x00".join(texts)
+        if len(texts) > 1 and self._clear(joined):
+            return self._names_plain(texts, joined)
+        clear = [self._clear(text) for text in texts]
+        kept = texts if all(clear) else [text for text, ok in zip(texts, clear, strict=True) if ok]
+        plain = iter(self._names_plain(kept, joined if kept is texts else "\x00".join(kept)))
+        return [ok and next(plain) for ok in clear]
 
     def _clear(self, text: str) -> bool:
         """``plain``, but for names: a few quick searches, each for what would make it say False."""
@@ -596,33 +610,41 @@ class Redactor:
         for form in self.written_forms:
             if form in text:
                 return False
-        if "\\/" in text or "\\u" in text and (not self.ascii_forms or SPELLING_ESCAPE.search(text)):
+        escaped = SPELLING_ESCAPE.search(text) if self.ascii_forms else "\\/" in text or "\\u" in text
+        if escaped:
             return False
-        if "://" in text and url_password(text):
+        if "@" in text and "://" in text and url_password(text):  # "@" first: one quick search
             return False
         return text.isascii() or not any(c in text for c in CASELESS)
 
-    def _names_plain(self, text: str, words: tuple[str, ...]) -> bool:
-        """``plain`` for names, of a text ``_clear`` passed; ``words``: the name words it may hold."""
-        if not words:
-            return True
-        lowered = text.lower()
-        if len(lowered) != len(text):  # İ, which lower-cases to two characters (and is caseless)
-            return False
-        found = []
-        for word in words:  # a search for each is quicker than one regular expression for all
-            if word in lowered:
-                at = lowered.find(word)
-                while at >= 0:
-                    found.append((at, at + len(word)))
-                    at = lowered.find(word, at + 1)
-        done = 0  # where the last run looked at ends
-        for start, end in sorted(found):
-            if start >= done:
-                done = plain_name(text, start, end)
-                if done < 0:
-                    return False
-        return True
+    @staticmethod
+    def _names_plain(texts: list[str], joined: str) -> list[bool]:
+        """``plain`` for names, of texts ``_clear`` passed (``joined``: them joined by NULs): the name
+        words looked for in all at once (most texts hold none), then the runs of each text holding one.
+
+        Lower-cased, the texts keep their length: İ, the one character that lower-cases to two, is
+        never clear.
+        """
+        lowered = joined.lower()
+        starts = list(accumulate([len(text) + 1 for text in texts], initial=0))  # in ``joined``
+        found: dict[int, list[tuple[int, int]]] = {}
+        for word in NAME_WORDS:  # a search for each is quicker than one regular expression for all
+            at = lowered.find(word)
+            while at >= 0:
+                i = bisect_right(starts, at) - 1
+                found.setdefault(i, []).append((at - starts[i], at - starts[i] + len(word)))
+                at = lowered.find(word, at + 1)
+        plain = [True] * len(texts)
+        for i, spans in found.items():
+            text = texts[i]
+            done = 0  # where the last run looked at ends
+            for start, end in sorted(spans):
+                if start >= done:
+                    done = plain_name(text, start, end)
+                    if done < 0:
+                        plain[i] = False
+                        break
+        return plain
 
     def _raw_text(self, raw: bytes) -> bytes:
         """Bytes that are not JSON, redacted as text; bytes that are not UTF-8 pass through as they are."""
