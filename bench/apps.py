@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import shutil
@@ -29,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,21 @@ class App:
                 self.proc.wait()
         self.log.close()
         return time.perf_counter() - started
+
+
+@contextlib.asynccontextmanager
+async def running(label: str, env: dict[str, str] | None = None) -> AsyncIterator[App]:
+    """An app started and ready; stopped at the end, its folder removed, or kept (and said) on an error."""
+    app = App(env)
+    try:
+        await app.ready()
+        yield app
+    except BaseException:
+        print(f"  {label}: app logs kept in {app.dir}", file=sys.stderr)
+        app.stop()
+        raise
+    app.stop()
+    shutil.rmtree(app.dir, ignore_errors=True)
 
 
 # --- a person's browser, without the browser -----------------------------------------------------
@@ -283,11 +298,7 @@ def cli_call(url: str, runs: int) -> dict[str, Any]:
 
 def stopping(sessions: int) -> dict[str, Any]:
     """``bench/stopping.py`` in a process of its own (it sets Django up)."""
-    argv = [sys.executable, "-m", "bench.stopping", "--sessions", str(sessions)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.stopping failed: {done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return servers.child_json("bench.stopping", "--sessions", str(sessions))
 
 
 async def run(
@@ -295,22 +306,11 @@ async def run(
 ) -> dict[str, Any]:
     step = lambda what: print(f"  … app: {what}", file=sys.stderr, flush=True)  # noqa: E731
     results: dict[str, Any] = {}
-    app = App()
-    try:
-        await app.ready()
+    async with running("app") as app, Person(app) as person:
         step("connect → ready, in a freshly started app")
-        async with Person(app) as person:
-            results["connect"] = await connect_times(person)
-            step(f"the app's CPU per tools/call, {warmup}+{calls} calls through the Tools form")
-            results["cpu"] = await cpu_per_call(person, calls, warmup)
-    except BaseException:
-        print(f"  app: logs kept in {app.dir}", file=sys.stderr)
-        raise
-    else:
-        app.stop()
-        shutil.rmtree(app.dir, ignore_errors=True)
-    finally:
-        app.stop()
+        results["connect"] = await connect_times(person)
+        step(f"the app's CPU per tools/call, {warmup}+{calls} calls through the Tools form")
+        results["cpu"] = await cpu_per_call(person, calls, warmup)
     step(f"stopping with {stop_sessions:,} live sessions")
     results["stop"] = await asyncio.to_thread(stopping, stop_sessions)
     with servers.everything_http() as url:

@@ -29,15 +29,15 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
+
+from bench import servers
 
 FRAMES = 100_000
 SERVER_TARGET_MS = 100.0  # each page's GET, median, at most
@@ -324,13 +324,7 @@ def in_process(public_id: str, repeat: int) -> dict[str, Any]:
 
 
 def child(folder: str, frames: int, repeat: int) -> None:
-    os.environ["INSPECTOR_DATA_DIR"] = folder
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    servers.django_on(folder)
     made = build(frames)
     made["in_process"] = in_process(made["public_id"], repeat)
     print(json.dumps(made))
@@ -402,23 +396,12 @@ async def _first_paint(person: Any, public_id: str, loads: int = 5) -> dict[str,
 
 
 async def _through_app(folder: str, public_id: str, repeat: int, browser: bool) -> dict[str, Any]:
-    from bench.apps import App, Person
+    from bench.apps import Person, running
 
-    app = App({"INSPECTOR_DATA_DIR": folder})
-    try:
-        await app.ready()
-        async with Person(app) as person:
-            results: dict[str, Any] = {"server": await _server_times(person, public_id, repeat)}
-            if browser:
-                results["paint"] = await _first_paint(person, public_id)
-    except BaseException:
-        print(f"  bigsession: app log kept in {app.dir}", file=sys.stderr)
-        raise
-    else:
-        app.stop()
-        shutil.rmtree(app.dir, ignore_errors=True)
-    finally:
-        app.stop()
+    async with running("bigsession", {"INSPECTOR_DATA_DIR": folder}) as app, Person(app) as person:
+        results: dict[str, Any] = {"server": await _server_times(person, public_id, repeat)}
+        if browser:
+            results["paint"] = await _first_paint(person, public_id)
     return results
 
 
@@ -428,11 +411,9 @@ def run(frames: int = FRAMES, repeat: int = 7, browser: bool = True) -> dict[str
     folder = tempfile.mkdtemp(prefix="bench-bigsession-")
     try:
         step(f"recording a {frames:,}-frame session through the engine and the recorder")
-        argv = [sys.executable, "-m", "bench.bigsession", "--child", folder, "--frames", str(frames)]
-        done = subprocess.run([*argv, "--repeat", str(repeat)], capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"bench.bigsession failed:\n{done.stderr[-3000:]}")
-        made = json.loads(done.stdout.strip().splitlines()[-1])
+        made = servers.child_json(
+            "bench.bigsession", "--child", folder, "--frames", str(frames), "--repeat", str(repeat)
+        )
         step("its pages through a real app" + (", and its first paint in Chromium" if browser else ""))
         results = asyncio.run(_through_app(folder, made["public_id"], repeat, browser))
     finally:

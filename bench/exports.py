@@ -24,11 +24,12 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from typing import Any
+
+from bench import servers
 
 JSONL_TARGET = 50.0  # MB/s, at least
 HTML_TARGET = 20.0  # MB/s, at least
@@ -243,14 +244,12 @@ async def download(person: Any, path: str, pid: int) -> tuple[float, int, float,
 
 
 async def measure(frames: int, rounds: int) -> dict[str, Any]:
-    from bench.apps import App, Person
+    from bench.apps import Person, running
 
     step = lambda what: print(f"  … exports: {what}", file=sys.stderr, flush=True)  # noqa: E731
-    app = App()
-    os.environ["INSPECTOR_DATA_DIR"] = str(app.dir)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-    try:
-        await app.ready()
+    async with running("exports") as app:
+        os.environ["INSPECTOR_DATA_DIR"] = str(app.dir)  # this process writes into the app's database
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
         import django
 
         django.setup()
@@ -286,12 +285,7 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
                     row["small_growth_mb"] = growth["small"]
                     results[f"{fmt} {variant}"] = row
             results["app_rss_mb"] = rss_kb(app.proc.pid) / 1024
-            return results
-    except BaseException:
-        print(f"  exports: app logs kept in {app.dir}", file=sys.stderr)
-        raise
-    finally:
-        app.stop()
+    return results
 
 
 def child(frames: int, rounds: int) -> None:
@@ -301,15 +295,9 @@ def child(frames: int, rounds: int) -> None:
 
 def run(frames: int = 100_000, rounds: int = 2) -> dict[str, Any]:
     """The measurement, in a child process (Django and its database stay out of this one)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.exports", "--frames", str(frames), "--rounds", str(rounds)],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
+    return servers.child_json(
+        "bench.exports", "--frames", str(frames), "--rounds", str(rounds), show_stderr=True
     )
-    if done.returncode != 0:
-        raise RuntimeError("bench.exports failed (its error is above)")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def judge(results: dict[str, Any]) -> bool:

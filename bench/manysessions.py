@@ -27,8 +27,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
 import tracemalloc
 from typing import Any
@@ -166,11 +164,7 @@ def main() -> None:
 
 def run(sessions: int = 5000) -> dict[str, Any]:
     """This module in a process of its own (it sets Django up)."""
-    argv = [sys.executable, "-m", "bench.manysessions", "--sessions", str(sessions)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.manysessions failed: {done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return servers.child_json("bench.manysessions", "--sessions", str(sessions))
 
 
 def judge(results: dict[str, Any]) -> bool:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from typing import Any
+
+from bench import servers
 
 # Redacted ≤ this × raw: 4× better than the 13.6× (21.7 s against 1.6 s) measured before the fast paths.
 RATIO_TARGET = 3.4
@@ -138,27 +137,13 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
 
 def child(frames: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-redaction-") as folder:
-        os.environ["INSPECTOR_DATA_DIR"] = folder
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
+        servers.django_on(folder)
         print(json.dumps(asyncio.run(measure(frames, rounds))))
 
 
 def run(frames: int, rounds: int = 2) -> dict[str, Any]:
     """The measurement, in a child process (Django and its database stay out of this one)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.redaction", "--frames", str(frames), "--rounds", str(rounds)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.redaction failed:\n{done.stderr[-2000:]}")
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return servers.child_json("bench.redaction", "--frames", str(frames), "--rounds", str(rounds))
 
 
 def judge(results: dict[str, Any]) -> bool:

@@ -365,7 +365,6 @@ def main() -> None:
 
         results["app"] = asyncio.run(apps.run(calls=args.app_calls, stop_sessions=args.stop_sessions))
         ok &= apps.judge(results["app"])
-    if not args.no_app and (args.app_only or not args.browser_only):
         results["bigsession"] = bigsession.run(args.big_frames, browser=not args.no_browser)
         ok &= bigsession.judge(results["bigsession"])
     if not args.no_browser:

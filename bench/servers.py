@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -11,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = ROOT / "tests" / "servers"
@@ -84,6 +86,33 @@ def sdk_http(*flags: str) -> contextlib.AbstractContextManager[str]:
     return http_server([sys.executable, str(SDK_SERVER), "http", "--port", str(port), *flags], port)
 
 
+def django_on(folder: str) -> None:
+    """Set Django up in this process on ``folder`` as its data folder, its SQLite database migrated."""
+    os.environ["INSPECTOR_DATA_DIR"] = folder
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+def child_json(module: str, *args: str, show_stderr: bool = False) -> dict[str, Any]:
+    """Run ``python -m module args`` (a section that sets Django up, in a process of its own); the JSON
+    object its last line prints. Its stderr goes with the error, or straight through with ``show_stderr``."""
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        stdout=subprocess.PIPE,
+        stderr=None if show_stderr else subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        why = " (its error is above)" if show_stderr else f":\n{done.stderr[-3000:]}"
+        raise RuntimeError(f"{module} failed{why}")
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 @contextlib.contextmanager
 def scratch_app(prefix: str) -> Iterator[str]:
     """This process as the app on a temporary data folder and SQLite database, migrated; a tiny HTTP
@@ -91,13 +120,7 @@ def scratch_app(prefix: str) -> Iterator[str]:
     import tempfile
 
     data = tempfile.mkdtemp(prefix=prefix)
-    os.environ["INSPECTOR_DATA_DIR"] = data
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    django_on(data)
     port = free_port()
     try:
         with http_server([sys.executable, "-m", "bench.tiny_http", str(port)], port) as url:
