@@ -10,8 +10,6 @@ from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
-from inspector.paths import private_dir, user_data_dir
-
 __all__ = [
     "SECRET_VARIABLES",
     "envbool",
@@ -21,9 +19,7 @@ __all__ = [
     "envstr",
     "secret_variables",
     "fernet_keys",
-    "private_dir",
     "stored_secret_key",
-    "user_data_dir",
 ]
 
 # Every variable the app reads with envsecret (tests/test_env.py checks the list is complete): none of

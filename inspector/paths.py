@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["private_dir", "user_data_dir"]
+__all__ = ["data_dir", "private_dir", "user_data_dir"]
 
 
 def user_data_dir() -> Path:
@@ -13,6 +13,11 @@ def user_data_dir() -> Path:
     xdg = os.environ.get("XDG_DATA_HOME", "")
     # The XDG spec says a relative value is invalid and must be ignored.
     return Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+
+
+def data_dir() -> Path:
+    """The app's data folder: ``INSPECTOR_DATA_DIR`` (``~`` expanded), else mcp-inspector in the user's."""
+    return Path(os.environ.get("INSPECTOR_DATA_DIR") or user_data_dir() / "mcp-inspector").expanduser()
 
 
 def private_dir(path: Path) -> None:

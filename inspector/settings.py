@@ -18,10 +18,9 @@ from inspector.env import (
     envsecret,
     envstr,
     fernet_keys,
-    private_dir,
     stored_secret_key,
-    user_data_dir,
 )
+from inspector.paths import data_dir, private_dir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),
@@ -29,7 +28,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 RESOURCE_DIR = PACKAGE_DIR if (PACKAGE_DIR / "templates").is_dir() else PACKAGE_DIR.parent
 
 # The user's data directory, never the install's: site-packages may be read-only or shared.
-DATA_DIR = Path(envstr("INSPECTOR_DATA_DIR", str(user_data_dir() / "mcp-inspector"))).expanduser()
+DATA_DIR = data_dir()
 # It holds the database and the keys: the user's alone (0700).
 private_dir(DATA_DIR)
 
@@ -139,8 +138,9 @@ if DB == "sqlite":
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
             },
-            # Kept open: each request thread (inspector/request_threads.py) and the runtime's
-            # database thread reuse theirs; opening one costs more than the queries of a call.
+            # Kept open: each request thread (inspector/request_threads.py) reuses its own; opening one
+            # costs more than the queries of a call. (The runtime's database thread keeps its own
+            # regardless: sessions/runtime/store.py.)
             "CONN_MAX_AGE": None,
             # A file, not pytest's shared in-memory database (which locks whole tables across
             # threads); one per test process, so concurrent runs never share it.

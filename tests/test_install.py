@@ -219,7 +219,7 @@ def test_the_installed_app_serves_its_pages_and_every_static_file(
 def test_the_data_directory_follows_xdg_data_home_when_it_is_absolute(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from inspector.env import user_data_dir
+    from inspector.paths import user_data_dir
 
     monkeypatch.setenv("XDG_DATA_HOME", "/srv/data")
     assert user_data_dir() == Path("/srv/data")
@@ -227,3 +227,15 @@ def test_the_data_directory_follows_xdg_data_home_when_it_is_absolute(
     assert user_data_dir() == Path.home() / ".local/share"
     monkeypatch.delenv("XDG_DATA_HOME")
     assert user_data_dir() == Path.home() / ".local/share"
+
+
+def test_the_app_and_the_cli_find_the_same_data_folder_with_a_tilde_in_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from inspector.cli.oauth import _cache_path
+    from inspector.paths import data_dir
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("INSPECTOR_DATA_DIR", "~/inspector-data")
+    assert data_dir() == Path.home() / "inspector-data"
+    assert _cache_path() == Path.home() / "inspector-data" / "oauth-tokens.json"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from support.teams import ateam_of, team_of
-from support.web import fresh_layer, logged_in_client, make_user, session_communicator
+from support.web import fresh_layer, logged_in_client, make_user, receive_until, session_communicator
 
 from sessions.frames import SUMMARY_FIELDS
 from sessions.models import McpSession, TimelineFrame
@@ -64,14 +63,6 @@ async def test_the_switcher_fragment_marks_this_session_and_is_hidden_from_other
     assert (await other.get(f"/s/{here.public_id}/switcher")).status_code == 404
 
 
-async def _until(communicator: Any, text: str) -> str:
-    seen = ""
-    async with asyncio.timeout(10):
-        while text not in seen:
-            seen += await communicator.receive_from(timeout=10)
-    return seen
-
-
 async def test_a_tab_asking_about_its_running_cards_gets_the_finished_ones_and_later_the_rest() -> None:
     async with fresh_layer():
         alice = await make_user("alice")
@@ -89,7 +80,7 @@ async def test_a_tab_asking_about_its_running_cards_gets_the_finished_ones_and_l
         connected, _ = await communicator.connect(timeout=10)
         assert connected
         await communicator.send_to(text_data=json.dumps({"action": "calls", "ids": [7, 8, "9", True, -1]}))
-        seen = await _until(communicator, 'id="call-7-body"')
+        seen = await receive_until(communicator, 'id="call-7-body"', timeout=10)
         assert 'id="call-7-state" class="call-state" hx-swap-oob="true"' in seen
         assert "seven &lt;done&gt;" in seen and 'data-call-class="call"' in seen
         assert 'id="call-8-body"' not in seen  # still running: nothing to finish yet
@@ -104,6 +95,6 @@ async def test_a_tab_asking_about_its_running_cards_gets_the_finished_ones_and_l
         stored = await TimelineFrame.objects.aget(session=session, seq=4)
         row = {name: getattr(stored, name) for name in SUMMARY_FIELDS}
         await get_channel_layer().group_send(session.group_name, m.encode_event(m.FramesStored(4, 4, [row])))
-        seen = await _until(communicator, 'id="call-8-body"')
+        seen = await receive_until(communicator, 'id="call-8-body"', timeout=10)
         assert "eight failed" in seen and 'data-call-class="call failed"' in seen
         await communicator.disconnect()

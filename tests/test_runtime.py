@@ -14,6 +14,7 @@ from support.web import (
     frames_of,
     live_runtime,
     make_user,
+    receive_until,
     request,
     session_communicator,
     start_session,
@@ -275,14 +276,6 @@ def _frame_count(last: int) -> str:
     return f'id="frame-count" class="muted" hx-swap-oob="true">{last}<'
 
 
-async def _receive_until(communicator: Any, text: str) -> str:
-    seen = ""
-    async with asyncio.timeout(15):
-        while text not in seen:
-            seen += await communicator.receive_from(timeout=15)
-    return seen
-
-
 async def test_log_lines_reach_a_tab_only_while_it_shows_the_logging_panel_which_is_redrawn_on_opening(
     bad_stdio: Any,
 ) -> None:
@@ -295,14 +288,14 @@ async def test_log_lines_reach_a_tab_only_while_it_shows_the_logging_panel_which
         await communicator.send_to(json.dumps({"action": "panel", "name": "tools"}))
         await request(session, "tools/call", {"name": "t", "arguments": {"count": 30}})
         last = (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq
-        seen = await _receive_until(communicator, _frame_count(last))  # every batch was sent
+        seen = await receive_until(communicator, _frame_count(last))  # every batch was sent
         assert "log-line" not in seen
         message = {"action": "panel", "name": "logging", "min_level": "debug"}
         await communicator.send_to(json.dumps(message))
-        redrawn = await _receive_until(communicator, 'hx-swap-oob="innerHTML"')
+        redrawn = await receive_until(communicator, 'hx-swap-oob="innerHTML"')
         assert redrawn.count('class="log-line') == 30 and '"i": 29' in redrawn.replace("&quot;", '"')
         await request(session, "tools/call", {"name": "t", "arguments": {"count": 3}})
         last = (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq
-        live = await _receive_until(communicator, _frame_count(last))
+        live = await receive_until(communicator, _frame_count(last))
         assert "beforeend:#log-lines" in live and live.count('class="log-line') == 3
         await communicator.disconnect()

@@ -29,6 +29,7 @@ from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    receive_until,
     request,
     session_communicator,
     start_session,
@@ -75,15 +76,6 @@ async def _drain(communicator: WebsocketCommunicator) -> str:
     seen = ""
     while not await communicator.receive_nothing(timeout=0.5):
         seen += await communicator.receive_from(timeout=5)
-    return seen
-
-
-async def _until(communicator: WebsocketCommunicator, text: str, timeout: float = 15) -> str:
-    """What the socket sends until ``text`` appears in it."""
-    seen = ""
-    async with asyncio.timeout(timeout):
-        while text not in seen:
-            seen += await communicator.receive_from(timeout=timeout)
     return seen
 
 
@@ -146,7 +138,7 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         )
         seq = answer["response_seq"]
         for socket in (bob_socket, carol_socket):
-            seen = await _until(socket, f'id="f-{seq}"')
+            seen = await receive_until(socket, f'id="f-{seq}"')
             seen += await _drain(socket)
             assert "see-it-live" in seen and "hx-post" not in seen
             shown = re.findall(r'id="f-(\d+)"', seen)
@@ -211,7 +203,7 @@ async def test_a_viewer_opens_a_team_link_but_cannot_act_by_post_or_by_socket(ev
             for action in ("request", "send", "answer", "cancel", "disconnect"):
                 await socket.send_json_to({**command, "action": action})
             await socket.send_json_to({"action": "live"})
-            assert 'id="timeline-rows"' in await _until(socket, 'id="timeline-rows"')
+            assert 'id="timeline-rows"' in await receive_until(socket, 'id="timeline-rows"')
             await socket.disconnect()
         assert await TimelineFrame.objects.filter(session=session, method="tools/call").acount() == calls
         assert not await TimelineFrame.objects.filter(session=session, raw__contains=b"from-viola").aexists()
@@ -260,7 +252,7 @@ async def _everything_shared_shows(
     shown["socket, catching up"] = (await _drain(socket)).encode()
     # And live: the same call again while the visitor watches.
     answer = await request(session, "tools/call", {"name": "get-env", "arguments": {}}, wait=15)
-    shown["socket, live"] = (await _until(socket, f'id="f-{answer["response_seq"]}"')).encode()
+    shown["socket, live"] = (await receive_until(socket, f'id="f-{answer["response_seq"]}"')).encode()
     await socket.disconnect()
     return shown
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
-from inspector.paths import private_dir, user_data_dir
+from inspector.paths import data_dir, private_dir
 
 if TYPE_CHECKING:
     from sessions.engine import OAuthConfig
@@ -137,7 +137,7 @@ def oauth_config(opts: argparse.Namespace, server_url: str) -> OAuthConfig:
 
 def _cache_path() -> Path:
     """``oauth-tokens.json`` in the app's data folder, kept the owner's alone as the app keeps it."""
-    folder = Path(os.environ.get("INSPECTOR_DATA_DIR") or user_data_dir() / "mcp-inspector")
+    folder = data_dir()
     private_dir(folder)
     return folder / "oauth-tokens.json"
 

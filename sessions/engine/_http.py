@@ -328,7 +328,8 @@ class StreamableHttpTransport(_HttpBase):
         self.auto = auto
         self.session_id: str | None = None
         self.stateless = False
-        # Stateless mode: each request's POST, so a cancellation can close its reply stream.
+        # Each request's POST: a cancellation (stateless mode) closes its reply stream, and close()
+        # lets those whose requests are answered end.
         self._posts: dict[int | str, asyncio.Task[None]] = {}
         self._replies: set[asyncio.Task[None]] = set()  # every POST still reading its reply
 

@@ -8,6 +8,7 @@ recorded. Every rule code is listed in docs/engine.md.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -520,18 +521,13 @@ def describe_outgoing(frame: Frame) -> None:
         frame.rpc_kind = "request"
 
 
-_schema_checks: Any = None
-
-
+@functools.cache
 def _schema() -> Any:
     """The schema checks, imported on first use: mcp-types takes about 0.35 s to import. Kept once
     imported: an import statement costs a lookup through the import system on every frame."""
-    global _schema_checks
-    if _schema_checks is None:
-        from . import _schema as schema
+    from . import _schema as schema
 
-        _schema_checks = schema
-    return _schema_checks
+    return schema
 
 
 def warm_up() -> None:

@@ -90,28 +90,24 @@ class Runtime:
 _warming: threading.Thread | None = None
 
 GC_THRESHOLDS = (50_000, 20, 100)
-"""The collector's thresholds where sessions run (Python's are 700, 10, 10): see ``_warm_up``."""
+"""The collector's thresholds where sessions run (Python's are 700, 10, 10): see ``warm_up_in_background``."""
 
 
 def warm_up_in_background() -> None:
     """Load the engine's schema checks on a thread now (once a process), not in the first handshake;
-    then tune the garbage collector for taking in frames.
+    and tune the garbage collector for taking in frames.
 
     For a process that runs sessions: the web process of the embedded set-up, an engine worker.
     """
     global _warming
     if _warming is None:
-        _warming = threading.Thread(target=_warm_up, name="mcp-schema-warm-up", daemon=True)
+        # A flood of notifications makes objects by the million, and those waiting for the database
+        # live a while: at Python's thresholds the collector ran 900 times in 100,000 frames, the older
+        # generations included, walking what is alive each time (about a tenth of the process's time).
+        # Collected after 50,000 new objects rather than 700, it runs a few times.
+        gc.set_threshold(*GC_THRESHOLDS)
+        _warming = threading.Thread(target=warm_up, name="mcp-schema-warm-up", daemon=True)
         _warming.start()
-
-
-def _warm_up() -> None:
-    warm_up()
-    # A flood of notifications makes objects by the million, and those waiting for the database live
-    # a while: at Python's thresholds the collector ran 900 times in 100,000 frames, the older
-    # generations included, walking what is alive each time (about a tenth of the process's time).
-    # Collected after 50,000 new objects rather than 700, it runs a few times.
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 _embedded: tuple[asyncio.AbstractEventLoop, Runtime, asyncio.Task[None]] | None = None

@@ -12,6 +12,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from sessions import frames
+
 __all__ = [
     "RUNTIME_CHANNEL",
     "ActivityAdded",
@@ -293,14 +295,19 @@ class Event(_Message):
 class FramesStored(Event):
     """Frames ``first``..``last`` are in the database; ``rows`` are the newest of them, without bytes.
 
-    ``answers``: whether any of them, ``rows`` or not, is a response (a running call card may wait for it).
+    ``answers``: whether any of them, ``rows`` or not, is a response (a running call card may wait for it);
+    when not given, whether one of ``rows`` is (they are all the frames, then).
     """
 
     NAME = "frames"
     first: int
     last: int
     rows: list[dict[str, Any]]
-    answers: bool = False
+    answers: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.answers is None:
+            object.__setattr__(self, "answers", frames.answers(self.rows))
 
 
 @dataclass(frozen=True)

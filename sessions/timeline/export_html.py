@@ -23,7 +23,7 @@ from sessions.teams.models import Note
 from sessions.timeline.redaction import Redactor
 from sessions.timeline.shown import Shown, truncated
 
-__all__ = ["BODY_LIMIT", "HTML_FIELDS", "FrameHtml"]
+__all__ = ["BODY_LIMIT", "HTML_FIELDS", "LONGEST_KEPT", "FrameHtml", "Memo"]
 
 BODY_LIMIT = 64 * 1024  # characters of each frame's body in the file; the JSONL export has them all
 PREVIEW = 160  # characters of the summary line's note or preview
@@ -34,23 +34,32 @@ HTML_FIELDS = (
 )  # fmt: skip
 ARROWS = {"out": "→", "in": "←"}
 MEMO = 1024  # texts a writer remembers (transport details, methods, sizes): the same come back
+LONGEST_KEPT = 4096  # transport details this long or longer are not remembered
 CUT = '<p class="muted">(cut at 64 KB; the JSONL export has every byte)</p>'
 
 
 class Memo:
-    """A few texts and what they became, forgotten all at once when full (the same come back)."""
+    """A few texts and what they became, forgotten all at once when full (the same come back); a text
+    of ``longest`` characters or more is made each time, not kept."""
 
-    def __init__(self, make: Callable[[Any], str]) -> None:
+    def __init__(self, make: Callable[[Any], str], longest: int | None = None) -> None:
         self.make = make
+        self.longest = longest
         self.done: dict[Any, str] = {}
 
     def __call__(self, key: Any) -> str:
         done = self.done.get(key)
         if done is None:
-            if len(self.done) >= MEMO:
-                self.done.clear()
-            done = self.done[key] = self.make(key)
+            done = self.make(key)
+            if self.longest is None or len(key or "") < self.longest:
+                if len(self.done) >= MEMO:
+                    self.done.clear()
+                self.done[key] = done
         return done
+
+    def knows(self, key: Any) -> bool:
+        """Whether ``key`` was made already (and is still kept)."""
+        return key in self.done
 
 
 class FrameHtml:
@@ -61,7 +70,7 @@ class FrameHtml:
         self.redactor = redactor
         self.shown = Shown()  # a value as ``{{ value }}`` shows it
         self.sizes, self.latencies = Memo(self._size), Memo(self._latency)
-        self.transports, self.texts = Memo(self._transport), Memo(self._text)
+        self.transports, self.texts = Memo(self._transport, LONGEST_KEPT), Memo(self._text)
 
     def _code(self, verdict: dict[str, Any]) -> str:
         return self.shown(verdict.get("code", ""))
@@ -154,10 +163,7 @@ class FrameHtml:
         pieces.append(
             f'\n<p class="error">parse error: {escape(parse_error)}</p>\n' if parse_error else "\n\n"
         )
-        if len(transport or "") < 4096:
-            pieces.append(self.transports(transport))
-        else:
-            pieces.append(self._transport(transport))
+        pieces.append(self.transports(transport))
         # The body, and the end of the item.
         pretty = pretty_json(raw)
         body = pretty or raw.decode("utf-8", errors="replace")

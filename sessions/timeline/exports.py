@@ -44,7 +44,7 @@ from sessions.frames import (
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
 from sessions.timeline import conformance
-from sessions.timeline.export_html import HTML_FIELDS, FrameHtml, Memo
+from sessions.timeline.export_html import HTML_FIELDS, LONGEST_KEPT, FrameHtml, Memo
 from sessions.timeline.queries import request_of
 from sessions.timeline.redaction import Redactor
 
@@ -115,7 +115,7 @@ class Records:
         self.redactor = redactor
         # SQLite keeps a JSON column as json.dumps wrote it: it can be copied (PostgreSQL rewrites it).
         self.verbatim = connection.vendor == "sqlite"
-        self.transport = Memo(self._transport)
+        self.transport = Memo(self._transport, LONGEST_KEPT)
         self.text = Memo(redactor.text if redactor is not None else str)  # methods, ids: they come back
 
     def _transport(self, stored: str) -> str:
@@ -132,9 +132,9 @@ class Records:
         if self.redactor is None:
             return [self.record(row, bytes(row[5]), True) for row in rows]
         raws = self.redactor.raws([bytes(row[5]) for row in rows])
-        seen = self.transport.done  # transport details redacted already (no rule left them): as they were
-        plain = iter(self.redactor.plains([row[6] or "" for row in rows if row[6] not in seen]))
-        plains = [row[6] not in seen and next(plain) for row in rows]
+        seen = self.transport.knows  # transport details redacted already (no rule left them): as they were
+        plain = iter(self.redactor.plains([row[6] or "" for row in rows if not seen(row[6])]))
+        plains = [not seen(row[6]) and next(plain) for row in rows]
         return [self.record(*shown) for shown in zip(rows, raws, plains, strict=True)]
 
     def record(self, row: tuple[Any, ...], raw: bytes, plain: bool) -> str:
@@ -147,10 +147,8 @@ class Records:
         redactor = self.redactor
         if redactor is None or plain:
             transport = transport_json(transport, self.verbatim)
-        elif len(transport) < 4096:
-            transport = self.transport(transport)
         else:
-            transport = self._transport(transport)
+            transport = self.transport(transport)
         if redactor is None:
             shown = verdicts_json(_stored_verdicts(verdicts)) if verdicts != "[]" else "[]"
             rpc_id = rpc_id_json(rpc_id)

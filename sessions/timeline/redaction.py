@@ -34,7 +34,6 @@ from sessions.frames import PREVIEW_CHARS, deeper_than
 from sessions.timeline.names import (
     CASELESS,
     NAME_WORDS,
-    NOT_SECRET_NAME,
     SECRET_NAME,
     SPELLING_ESCAPE,
     looks_secret,
@@ -46,7 +45,6 @@ __all__ = [
     "LARGE_PREVIEW",
     "MASK",
     "NAME_WORDS",
-    "NOT_SECRET_NAME",
     "SECRET_NAME",
     "Redactor",
     "Rules",

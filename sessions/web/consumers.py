@@ -18,7 +18,6 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from sessions.frames import answers
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -294,7 +293,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _frames_stored(self, event: m.FramesStored) -> None:
         rows = [r for r in event.rows if r["seq"] > self.after]
-        if self.calls_watched and (event.answers or answers(event.rows)):
+        if self.calls_watched and event.answers:
             await self._watch_calls(sorted(self.calls_watched))
         if not self.browsing:
             if event.last - self.after > PAGE:

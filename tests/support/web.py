@@ -143,6 +143,15 @@ async def session_communicator(user: User, path: str) -> Any:
     return WebsocketCommunicator(application, path, headers=headers)
 
 
+async def receive_until(communicator: Any, text: str, timeout: float = 15) -> str:
+    """What the socket sends until ``text`` appears in it."""
+    seen = ""
+    async with asyncio.timeout(timeout):
+        while text not in seen:
+            seen += await communicator.receive_from(timeout=timeout)
+    return seen
+
+
 async def wait_for_tool(session: McpSession, name: str, timeout: float = WAIT) -> None:
     """Wait until the server lists a tool (server-everything adds capability-gated tools a moment
     after `initialized`, and says so with notifications/tools/list_changed)."""
