@@ -186,6 +186,16 @@ async def test_http_session_expiry_is_reported_and_reinitialize_recovers(
             assert await session.ping() > 0
 
 
+async def test_no_request_goes_out_before_the_server_has_answered_the_standalone_stream(
+    bad_http: Callable[[str], str],
+) -> None:
+    # A server may drop what it sends before the GET stream is open (the TypeScript SDK drops a request
+    # it relates to no other): the handshake ends once the server has answered the GET.
+    async with connect(HttpTarget(bad_http("late-get"), transport="http")) as session:
+        listed = await session.list_tools()
+    assert [tool["name"] for tool in listed["tools"]] == ["after-get"]
+
+
 async def test_a_reply_stream_cut_mid_reply_is_resumed_with_last_event_id(
     bad_http: Callable[[str], str],
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import re
 import ssl
@@ -36,6 +37,7 @@ _SESSION_ID = re.compile(r"[\x21-\x7e]+")
 _JSON = "application/json"
 _SSE = "text/event-stream"
 _MAX_RECONNECT_DELAY = 30.0
+LISTEN_WAIT = 5.0  # seconds the handshake waits for the server to answer the standalone stream's GET
 _ANSWERED_REPLY_GRACE = 0.1  # seconds closing waits for answered reply streams to end
 DELETE_WAIT = 5.0  # seconds a DELETE that ends the HTTP session may take; then it is recorded as failed
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
@@ -432,7 +434,14 @@ class StreamableHttpTransport(_HttpBase):
             self._posts[request_id] = task
             task.add_done_callback(functools.partial(self._forget_post, request_id))
         if method == "notifications/initialized" and self.target.open_get_stream:
-            self._spawn(self._listen())
+            # What a server sends before the stream is open, it may drop (the TypeScript SDK does, for
+            # a request it relates to no other): the handshake ends once the server has answered the
+            # GET, with the stream or a refusal, so no request of ours goes out before then.
+            answered = asyncio.Event()
+            self._spawn(self._listen(answered))
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LISTEN_WAIT):
+                    await answered.wait()
         return frame
 
     async def _post(
@@ -582,49 +591,56 @@ class StreamableHttpTransport(_HttpBase):
         self.sink.record(head)
         return response
 
-    async def _listen(self) -> None:
-        """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops."""
+    async def _listen(self, answered: asyncio.Event) -> None:
+        """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops;
+        ``answered`` is set once the server has answered the first GET (or it failed)."""
         decoder = self._decoder()
         limit = self.sink.options.max_reconnects
         attempts = -1  # reconnections in a row that brought no event (-1: not connected yet)
-        while not self._closing:
-            attempts += 1
-            if attempts > limit:
-                note = f"gave up on the standalone SSE stream after {limit} reconnections in a row"
-                self.sink.record(Frame("state", "local", transport={"state": "get-stream-ended"}, note=note))
-                return
-            if attempts:
-                await self._wait_to_reconnect(decoder, attempts)
-            headers = self._headers(accept=_SSE, method="GET")
-            if decoder.last_event_id is not None:
-                headers["Last-Event-ID"] = decoder.last_event_id
-            out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
-            try:
-                request = self.client.build_request("GET", self.target.url, headers=headers)
-                response = await self.client.send(request, stream=True)
-            except _SEND_FAILED as exc:
-                self._record_failure("standalone stream failed", exc)
-                continue
-            try:
-                head = self._head(response, out.seq)
-                if response.status_code == 405:
-                    head.note = "the server offers no standalone stream"
-                    self.sink.record(head)
+        try:
+            while not self._closing:
+                attempts += 1
+                if attempts > limit:
+                    note = f"gave up on the standalone SSE stream after {limit} reconnections in a row"
+                    ended = Frame("state", "local", transport={"state": "get-stream-ended"}, note=note)
+                    self.sink.record(ended)
                     return
-                if response.status_code != 200 or _content_type(response) != _SSE:
-                    head.raw, _ = await self._body(response, head)
-                    head.flag(
-                        "get-stream",
-                        "warning",
-                        "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
-                    )
+                if attempts:
+                    await self._wait_to_reconnect(decoder, attempts)
+                headers = self._headers(accept=_SSE, method="GET")
+                if decoder.last_event_id is not None:
+                    headers["Last-Event-ID"] = decoder.last_event_id
+                out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
+                try:
+                    request = self.client.build_request("GET", self.target.url, headers=headers)
+                    response = await self.client.send(request, stream=True)
+                except _SEND_FAILED as exc:
+                    self._record_failure("standalone stream failed", exc)
+                    continue
+                finally:
+                    answered.set()
+                try:
+                    head = self._head(response, out.seq)
+                    if response.status_code == 405:
+                        head.note = "the server offers no standalone stream"
+                        self.sink.record(head)
+                        return
+                    if response.status_code != 200 or _content_type(response) != _SSE:
+                        head.raw, _ = await self._body(response, head)
+                        head.flag(
+                            "get-stream",
+                            "warning",
+                            "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
+                        )
+                        self.sink.record(head)
+                        return
                     self.sink.record(head)
-                    return
-                self.sink.record(head)
-                if await self._pump(response, decoder, "GET"):
-                    attempts = 0
-            finally:
-                await response.aclose()
+                    if await self._pump(response, decoder, "GET"):
+                        attempts = 0
+                finally:
+                    await response.aclose()
+        finally:
+            answered.set()  # closing, or given up, before any answer
 
     async def close(self) -> None:
         if self._closing:

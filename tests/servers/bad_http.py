@@ -31,6 +31,9 @@ big-json    like plain, but tools/call {"size": N} (default 20 MiB) is answered 
 big-sse     like plain, but tools/call {"size": N, "line": L} (default 20 MiB, L = N) is answered as SSE:
             an event of N bytes of "x" in ``data:`` lines of L bytes, then the response in its own
             event (text "after big").
+late-get    like plain, but GET opens the standalone SSE stream 0.5 s late, and holds it (45 s, or until
+            the client goes away); ``tools/list`` lists one tool, named ``after-get`` if the stream
+            was open by then, else ``before-get`` (a server that drops what it sends before then).
 """
 
 from __future__ import annotations
@@ -49,14 +52,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-MODES = {"expire", "expire400", "cut", "cut-abort", "plain", "hold", "big-json", "big-sse"}
-STATELESS = {"plain", "hold", "big-json", "big-sse"}  # modes without sessions
+MODES = {"expire", "expire400", "cut", "cut-abort", "plain", "hold", "big-json", "big-sse", "late-get"}
+STATELESS = {"plain", "hold", "big-json", "big-sse", "late-get"}  # modes without sessions
 TOOL = {"name": "t", "description": "test tool", "inputSchema": {"type": "object"}}
 
 MODE = ""
 sessions: dict[str, int] = {}  # session id -> POSTs seen since initialize
 replays: dict[str, list[tuple[str, dict]]] = {}  # Last-Event-ID -> remaining (event id, message)
-counters = {"session": 0, "stream": 0, "held": 0}
+counters = {"session": 0, "stream": 0, "held": 0, "listening": 0}
 MIB = 1024 * 1024
 
 
@@ -76,6 +79,8 @@ def answer(msg: dict) -> dict:
             "capabilities": {"tools": {}},
             "serverInfo": {"name": f"bad-http-{MODE}", "version": "0.0.1"},
         }
+    elif method == "tools/list" and MODE == "late-get":
+        res = {"tools": [{**TOOL, "name": "after-get" if counters["listening"] else "before-get"}]}
     elif method == "tools/list":
         res = {"tools": [TOOL]}
     elif method == "tools/call":
@@ -177,6 +182,18 @@ def big_reply(msg: dict) -> Response:
 
 
 async def handle_get(request: Request) -> Response:
+    if MODE == "late-get":
+        await asyncio.sleep(0.5)
+
+        async def listening() -> AsyncIterator[bytes]:
+            counters["listening"] += 1  # the head has gone out: the stream is open
+            try:
+                yield b": open\n\n"
+                await asyncio.sleep(45)
+            finally:
+                counters["listening"] -= 1
+
+        return StreamingResponse(listening(), media_type="text/event-stream")
     last = request.headers.get("last-event-id")
     if MODE not in ("cut", "cut-abort") or last is None:
         return Response(status_code=405, headers={"allow": "POST" if MODE in STATELESS else "POST, DELETE"})
