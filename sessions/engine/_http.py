@@ -42,8 +42,7 @@ _ANSWERED_REPLY_GRACE = 0.1  # seconds closing waits for answered reply streams 
 DELETE_WAIT = 5.0  # seconds a DELETE that ends the HTTP session may take; then it is recorded as failed
 # Stateless revision (2026-07-28): every POST names its method (and, for these, its target) in headers.
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-# What sending a request may raise: a URL httpx cannot parse (``0177.0.0.1``) is no HTTPError, and
-# uncaught it would end the sending task and leave the request waiting for its timeout.
+# What sending may raise (a URL httpx cannot parse, ``0177.0.0.1``, is no HTTPError; uncaught, it hangs).
 _SEND_FAILED = (httpx.HTTPError, httpx.InvalidURL)
 
 
@@ -420,9 +419,8 @@ class StreamableHttpTransport(_HttpBase):
         frame = self.sink.record(Frame("message", "out", raw, message=message, transport={"http": details}))
         if self._closing:
             raise ConnectionClosed("the transport is closed")
-        # Never awaited, not even initialize: a reply stream may stay open long after its response, and
-        # each message is delivered as it arrives. The session id (and the fallback to the legacy
-        # transport) come from the reply's head, which is handled before its body.
+        # Never awaited, not even initialize: a reply stream may stay open long after its response. The
+        # session id (and the fallback to the legacy transport) come from the reply's head, before its body.
         task: asyncio.Task[None] = asyncio.ensure_future(
             self._post(raw, headers, message, frame.seq, initialize=initialize)
         )
@@ -434,14 +432,12 @@ class StreamableHttpTransport(_HttpBase):
             self._posts[request_id] = task
             task.add_done_callback(functools.partial(self._forget_post, request_id))
         if method == "notifications/initialized" and self.target.open_get_stream:
-            # What a server sends before the stream is open, it may drop (the TypeScript SDK does, for
-            # a request it relates to no other): the handshake ends once the server has answered the
-            # GET, with the stream or a refusal, so no request of ours goes out before then.
+            # A server may drop what it sends before the stream is open (the TypeScript SDK does): the
+            # handshake ends once the server has answered the GET, so no request goes out before then.
             answered = asyncio.Event()
             self._spawn(self._listen(answered))
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(LISTEN_WAIT):
-                    await answered.wait()
+                await asyncio.wait_for(answered.wait(), LISTEN_WAIT)
         return frame
 
     async def _post(
@@ -592,62 +588,56 @@ class StreamableHttpTransport(_HttpBase):
         return response
 
     async def _listen(self, answered: asyncio.Event) -> None:
-        """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops;
-        ``answered`` is set once the server has answered the first GET (or it failed)."""
+        """Hold the standalone GET stream open, reconnecting; ``answered`` is set at the first reply."""
         decoder = self._decoder()
         limit = self.sink.options.max_reconnects
         attempts = -1  # reconnections in a row that brought no event (-1: not connected yet)
-        try:
-            while not self._closing:
-                attempts += 1
-                if attempts > limit:
-                    note = f"gave up on the standalone SSE stream after {limit} reconnections in a row"
-                    ended = Frame("state", "local", transport={"state": "get-stream-ended"}, note=note)
-                    self.sink.record(ended)
-                    return
-                if attempts:
-                    await self._wait_to_reconnect(decoder, attempts)
-                headers = self._headers(accept=_SSE, method="GET")
-                if decoder.last_event_id is not None:
-                    headers["Last-Event-ID"] = decoder.last_event_id
-                out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
-                try:
-                    request = self.client.build_request("GET", self.target.url, headers=headers)
-                    response = await self.client.send(request, stream=True)
-                except _SEND_FAILED as exc:
-                    self._record_failure("standalone stream failed", exc)
-                    continue
-                finally:
-                    answered.set()
-                try:
-                    head = self._head(response, out.seq)
-                    if response.status_code == 405:
-                        head.note = "the server offers no standalone stream"
-                        self.sink.record(head)
-                        return
-                    if response.status_code != 200 or _content_type(response) != _SSE:
-                        head.raw, _ = await self._body(response, head)
-                        head.flag(
-                            "get-stream",
-                            "warning",
-                            "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
-                        )
-                        self.sink.record(head)
-                        return
+        while not self._closing:
+            attempts += 1
+            if attempts > limit:
+                note = f"gave up on the standalone SSE stream after {limit} reconnections in a row"
+                self.sink.record(Frame("state", "local", transport={"state": "get-stream-ended"}, note=note))
+                return
+            if attempts:
+                await self._wait_to_reconnect(decoder, attempts)
+            headers = self._headers(accept=_SSE, method="GET")
+            if decoder.last_event_id is not None:
+                headers["Last-Event-ID"] = decoder.last_event_id
+            out = self._record_request("GET", self.target.url, headers, "open the standalone SSE stream")
+            try:
+                request = self.client.build_request("GET", self.target.url, headers=headers)
+                response = await self.client.send(request, stream=True)
+            except _SEND_FAILED as exc:
+                self._record_failure("standalone stream failed", exc)
+                continue
+            finally:
+                answered.set()
+            try:
+                head = self._head(response, out.seq)
+                if response.status_code == 405:
+                    head.note = "the server offers no standalone stream"
                     self.sink.record(head)
-                    if await self._pump(response, decoder, "GET"):
-                        attempts = 0
-                finally:
-                    await response.aclose()
-        finally:
-            answered.set()  # closing, or given up, before any answer
+                    return
+                if response.status_code != 200 or _content_type(response) != _SSE:
+                    head.raw, _ = await self._body(response, head)
+                    head.flag(
+                        "get-stream",
+                        "warning",
+                        "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
+                    )
+                    self.sink.record(head)
+                    return
+                self.sink.record(head)
+                if await self._pump(response, decoder, "GET"):
+                    attempts = 0
+            finally:
+                await response.aclose()
 
     async def close(self) -> None:
         if self._closing:
             return
         self._closing = True
-        # A POST whose requests are all answered usually ends at once (a server closes the reply
-        # stream after the response; a 202 is all there is): let it end, briefly, rather than cut it,
+        # A POST whose requests are answered usually ends at once: let it end, briefly, rather than cut it,
         # so what it still carries is recorded and its connection goes back to the pool for the DELETE.
         waiting = {task for request_id, task in self._posts.items() if self.sink.is_pending(request_id)}
         if answered := self._replies - waiting:
