@@ -68,3 +68,39 @@ def test_requests_one_after_another_share_a_thread_and_its_database_connection()
     assert len(seen) == 3
     assert len(set(seen)) == 1, seen  # one thread, one connection, not one each
     assert seen[0][0].startswith("request-")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_both_ends_housekeeping_runs_once_a_request_on_its_thread_in_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from django.core.signals import request_started
+
+    seen: list[tuple[str, str]] = []
+
+    def started(**kwargs: Any) -> None:
+        seen.append(("started", threading.current_thread().name))
+
+    def finished(**kwargs: Any) -> None:
+        seen.append(("finished", threading.current_thread().name))
+        if len(seen) == 4:
+            raise RuntimeError("a receiver failed")  # logged, the next request unharmed
+
+    request_started.connect(started, dispatch_uid="test_housekeeping")
+    request_finished.connect(finished, dispatch_uid="test_housekeeping")
+    try:
+        app = PooledThreadsHandler()
+
+        async def three() -> list[int]:
+            return [await _get(app, "/healthz") for _ in range(3)]
+
+        assert asyncio.run(three()) == [200, 200, 200]
+        # The last request's end is queued, not waited for: its thread runs it.
+        idle = app.threads.borrow()
+        idle.submit(lambda: None).result(10)
+    finally:
+        request_started.disconnect(dispatch_uid="test_housekeeping")
+        request_finished.disconnect(dispatch_uid="test_housekeeping")
+    assert [what for what, _ in seen] == ["started", "finished"] * 3
+    assert len({thread for _, thread in seen}) == 1 and seen[0][1].startswith("request-")
+    assert "request housekeeping failed" in caplog.text
