@@ -324,7 +324,7 @@ def _sign_in(request: HttpRequest, p: Provider, claims: dict[str, Any], invitati
         raise SignInProblem(str(exc), 403) from None
     request.session.pop(PENDING_INVITATION, None)
     request.session.cycle_key()
-    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    login(request, user, backend=settings.AUTHENTICATION_BACKENDS[0])
     _record_login_session(request, user)
     return user
 
