@@ -40,3 +40,29 @@ def test_nobody_for_a_missing_an_inactive_or_a_malformed_id() -> None:
     assert users.get_user(bob.pk + 1000) is None
     assert users.get_user("not a number") is None
     assert users.get_user(str(User.objects.create_user("carol").pk)) is not None  # as the session stores it
+
+
+@pytest.mark.django_db
+def test_a_session_read_as_sql_is_the_session_the_orm_reads_with_the_role_beside_it() -> None:
+    from sessions.models import McpSession
+    from sessions.teams.access import personal_team, session_with_role
+
+    alice, eve = User.objects.create_user("alice"), User.objects.create_user("eve")
+    session = McpSession.objects.create(
+        team=personal_team(alice),
+        name="everything",
+        config={"transport": "stdio", "command": "npx", "env": {"API_KEY": "s3cret"}},
+        server_info={"name": "everything", "version": "1.0"},
+        server_capabilities={"tools": {"listChanged": True}},
+        phases=[{"phase": "ready", "ms": 3.5}],
+        ended=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+        exit_code=None,
+    )
+    found = session_with_role(alice.pk, session.public_id)
+    assert found is not None
+    read, role = found
+    assert role == "admin" and read.person_role == "admin"  # type: ignore[attr-defined]
+    assert _fields(read) == _fields(McpSession.objects.get(pk=session.pk))
+    assert read.config["env"]["API_KEY"] == "s3cret" and read.ended == session.ended
+    assert session_with_role(eve.pk, session.public_id) is None  # not of her team: as if absent
+    assert session_with_role(alice.pk, "not-a-uuid") is None

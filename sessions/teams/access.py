@@ -16,6 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 
 from sessions.models import McpSession, ServerConfig
+from sessions.raw import one_row
 from sessions.teams.models import Membership, Role, Team
 
 _SESSION_WITH_ROLE = (
@@ -112,11 +113,12 @@ def session_with_role(user_id: int, public_id: Any) -> tuple[McpSession, str] | 
     Absent and not-a-member look the same, so ids of other teams' sessions stay private.
     """
     # One query, which every session view asks, so written once as SQL: building it through the
-    # ORM (a subquery annotation) cost more CPU than the rest of a tool call's reads.
+    # ORM (a subquery annotation) cost more CPU than the rest of a tool call's reads, and reading it
+    # through raw() (RawQuerySet) as much again.
     try:
         key = McpSession._meta.get_field("public_id").get_db_prep_value(public_id, connection)
     except (ValidationError, ValueError, TypeError, AttributeError):
         return None
-    found = list(McpSession.objects.raw(_SESSION_WITH_ROLE, [user_id, key]))
-    role: str | None = getattr(found[0], "person_role", None) if found else None
-    return None if role is None else (found[0], role)
+    found = one_row(McpSession, _SESSION_WITH_ROLE, [user_id, key])
+    role: str | None = getattr(found, "person_role", None)
+    return None if found is None or role is None else (found, role)
