@@ -18,13 +18,15 @@ from django.contrib.auth import get_user
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.auth.middleware import LoginRequiredMiddleware as _LoginRequired
 from django.contrib.messages.middleware import MessageMiddleware as _Messages
+from django.contrib.messages.storage import default_storage
 from django.contrib.sessions.middleware import SessionMiddleware as _Sessions
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
 from django.middleware.common import CommonMiddleware as _Common
 from django.middleware.csrf import CsrfViewMiddleware as _Csrf
 from django.middleware.security import SecurityMiddleware as _Security
+from django.utils.functional import SimpleLazyObject, empty
 
 __all__ = [
     "AuthenticationMiddleware",
@@ -130,8 +132,23 @@ class LoginRequiredMiddleware(_OnTheLoop, _LoginRequired):
 
 class MessageMiddleware(_OnTheLoop, _Messages):
     """Messages are stored only when a view added some or a page showed them (then in a thread:
-    those that do not fit the cookie go to the session)."""
+    those that do not fit the cookie go to the session). The storage is made when first used: most
+    requests (fragments, calls) never touch it, and making it cost as much as a URL lookup."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        request._messages = SimpleLazyObject(lambda: default_storage(request))  # type: ignore[attr-defined]
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        return super().process_response(request, response) if _made(request) else response
 
     def response_needs_thread(self, request: HttpRequest, response: HttpResponseBase) -> bool:
-        storage = getattr(request, "_messages", None)
-        return storage is not None and bool(storage.used or storage.added_new)
+        if not _made(request):
+            return False
+        storage = request._messages  # type: ignore[attr-defined]
+        return bool(storage.used or storage.added_new)
+
+
+def _made(request: HttpRequest) -> bool:
+    """Whether the request's message storage was made (used by a view, a template or the middleware)."""
+    storage = getattr(request, "_messages", None)
+    return storage is not None and getattr(storage, "_wrapped", None) is not empty
