@@ -31,7 +31,10 @@ from sessions.web import (
     tools,
 )
 
+# Django tries the patterns in order: what a session's page asks most (calls, panels, frames) comes first.
 session_urls = [
+    path("tools/call", tools.call_tool, name="tool_call"),
+    path("request", calls.send_request, name="request"),
     path("", sessions.session_page, name="session"),
     path("delete", sessions.delete_session, name="delete_session"),
     path("import", sessions.import_status, name="import_status"),
@@ -39,7 +42,6 @@ session_urls = [
     path("reconnect", sessions.reconnect, name="reconnect"),
     path("reinitialize", sessions.reinitialize, name="reinitialize"),
     path("panel/<str:name>", panels.panel, name="panel"),
-    path("request", calls.send_request, name="request"),
     path("calls/<int:rpc_id>", calls.call_card, name="call"),
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("switcher", switcher.session_switcher, name="session_switcher"),
@@ -53,7 +55,6 @@ session_urls = [
     path("collection.json", timeline.export_collection, name="export_collection"),
     path("tools/list", tools.list_tools, name="tools_list"),
     path("tools/form", tools.tool_form, name="tool_form"),
-    path("tools/call", tools.call_tool, name="tool_call"),
     path("list/<str:kind>", panels.list_items, name="list_items"),
     path("resources/read-template", resources.read_template, name="read_template"),
     path("resources/subscribe", resources.subscribe, name="subscribe"),
@@ -94,6 +95,7 @@ shared_urls = [
 ]
 
 urlpatterns = [
+    path("s/<uuid:public_id>/", include(session_urls)),  # first: nearly every request is a session's
     path("", sessions.home, name="home"),
     path("connect", sessions.connect, name="connect"),
     path("servers/import", sessions.import_servers, name="import_servers"),
@@ -108,7 +110,6 @@ urlpatterns = [
     path("recordings/open", sessions.open_recording, name="open_recording"),
     path("search", search.search, name="search"),
     path("compare", compare.compare, name="compare"),
-    path("s/<uuid:public_id>/", include(session_urls)),
     path("shared/<str:token>/", include(shared_urls)),
     path("account", account.account_page, name="account"),
     path("account/password", account.change_password, name="change_password"),
