@@ -104,3 +104,22 @@ def test_both_ends_housekeeping_runs_once_a_request_on_its_thread_in_order(
     assert [what for what, _ in seen] == ["started", "finished"] * 3
     assert len({thread for _, thread in seen}) == 1 and seen[0][1].startswith("request-")
     assert "request housekeeping failed" in caplog.text
+
+
+def test_twisted_keeps_no_access_log_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Daphne's HTTP factory formatted Twisted's access line for every request, query string and all."""
+    from daphne import server
+    from twisted.python import log
+
+    from inspector.__main__ import quiet_twisted_access_log
+
+    monkeypatch.setattr(server, "HTTPFactory", server.HTTPFactory)  # put back after the test
+    written: list[str] = []
+    file = type("File", (), {"write": lambda self, line: written.append(line)})()
+    monkeypatch.setattr(log, "logfile", file)
+    quiet_twisted_access_log()
+    factory = server.HTTPFactory(server=None)
+    factory.startFactory()
+    factory.log(object())  # type: ignore[arg-type]  # not even looked at
+    factory.stopFactory()
+    assert written == []
