@@ -119,11 +119,20 @@ class AuthenticationMiddleware(_OnTheLoop, _Authentication):
 
 class LoginRequiredMiddleware(_OnTheLoop, _LoginRequired):
     """Who is signed in, found in one trip to the request's thread (Django's async API takes two: the
-    session, then the user); ``request.user`` and ``request.auser()`` then reuse it."""
+    session, then the user); ``request.user`` and ``request.auser()`` then reuse it. A view marked
+    ``inspector.http.reads_first`` has its first read done in that trip too."""
 
     async def _process_view_async(self, request: HttpRequest, *args: Any) -> HttpResponseBase | None:
-        view = args[0]
-        user = await sync_to_async(get_user, thread_sensitive=True)(request)
+        view, _, view_kwargs = args
+        read, methods = getattr(view, "reads_first", (None, ()))
+
+        def find() -> Any:  # and what the view reads first (inspector.http.reads_first), in the same trip
+            user = get_user(request)
+            if read is not None and request.method in methods and user.is_authenticated:
+                request.read_first = read(request, user, **view_kwargs)  # type: ignore[attr-defined]
+            return user
+
+        user = await sync_to_async(find, thread_sensitive=True)()
         request._cached_user = request._acached_user = user  # type: ignore[attr-defined]  # what both resolve to
         if user.is_authenticated or not getattr(view, "login_required", True):
             return None
