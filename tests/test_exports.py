@@ -220,3 +220,33 @@ def test_an_id_too_long_to_store_whole_still_exports(redacted: bool) -> None:
     (line,) = "".join(_collect(jsonl_lines(session, redactor))).splitlines()
     record = json.loads(line)
     assert record["rpc_id"].startswith('"iii') and json.loads(record["raw"])["id"] == long_id
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("scope", ["all", "range", "bound-like"])
+def test_a_batch_read_by_its_query_made_once_is_what_the_queryset_reads(
+    monkeypatch: pytest.MonkeyPatch, scope: str
+) -> None:
+    """``Batches`` runs one SQL query with each batch's bounds: the rows are the queryset's, for a share's
+    scope with parameters of its own too; a scope holding a number like a bound is read as a queryset."""
+    monkeypatch.setattr(exports, "CHUNK", 3)
+    session = _session()
+    frames = TimelineFrame.objects.filter(session=session)
+    if scope == "range":
+        frames = frames.filter(seq__gte=2, seq__lte=9).exclude(seq=5)
+    elif scope == "bound-like":
+        frames = frames.exclude(seq=exports._AFTER)
+    fields = ("seq", "raw", "transport", "verdicts", "wall", "latency_ms", "note")
+    batches = exports.Batches(frames, fields)
+    assert (batches.ranged is None) == (scope == "bound-like")
+    read: list[tuple[Any, ...]] = []
+    while rows := batches.next():
+        read += rows
+    expected = list(
+        frames.annotate(**{f"{name}_text": exports.JSON_AS_TEXT[name] for name in ("transport", "verdicts")})
+        .order_by("seq")
+        .values_list("seq", "raw", "transport_text", "verdicts_text", "wall", "latency_ms", "note")
+    )
+    assert read == expected and len(read) == (7 if scope == "range" else 11)
+    kinds = [type(value) for row in read for value in row]
+    assert kinds == [type(value) for row in expected for value in row]

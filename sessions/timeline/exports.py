@@ -28,7 +28,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib.staticfiles import finders
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.template.loader import render_to_string
@@ -74,7 +74,9 @@ class Batches:
 
     The frames' sizes are read first, ``PLAN`` at a time, to cut batches of at most ``CHUNK`` frames and
     ``CHUNK_BYTES`` bytes; each batch is then read by its seq range (a frame recorded meanwhile comes
-    later, in a batch of its own). Call ``next`` in a thread (it queries).
+    later, in a batch of its own). The batch's query is made once and run again with each range's
+    bounds (``_Ranged``): building it anew for each batch cost more than reading its rows. Call ``next``
+    in a thread (it queries).
     """
 
     def __init__(self, frames: Frames, fields: tuple[str, ...]) -> None:
@@ -82,6 +84,7 @@ class Batches:
         texts = {f"{name}_text": JSON_AS_TEXT[name] for name in fields if name in JSON_AS_TEXT}
         self.frames = frames
         self.rows = frames.annotate(**texts).values_list(*names)
+        self.ranged = _Ranged.of(self.rows)
         self.after = 0
         self.plan: deque[tuple[int, int]] = deque()
 
@@ -98,9 +101,45 @@ class Batches:
             last, size = self.plan.popleft()
             total += size
             count += 1
-        rows = list(self.rows.filter(seq__gt=self.after, seq__lte=last).order_by("seq"))
+        if self.ranged is None:
+            rows = list(self.rows.filter(seq__gt=self.after, seq__lte=last).order_by("seq"))
+        else:
+            rows = self.ranged.rows(self.after, last)
         self.after = last
         return rows
+
+
+# Bounds no frame range holds, put in a batch's query to find where its bounds go among its parameters.
+_AFTER, _LAST = -7_340_029_118_911, -7_340_029_118_917
+
+
+class _Ranged:
+    """A batch's query (``rows`` of the frames with ``after < seq <= last``, in seq order), its SQL made
+    once: each batch runs it with its own bounds, its rows as the database gives them (no converter
+    would change them, or ``of`` says None)."""
+
+    def __init__(self, db: str, sql: str, params: list[Any], bounds: tuple[int, int]) -> None:
+        self.db, self.sql, self.params, self.bounds = db, sql, params, bounds
+
+    @classmethod
+    def of(cls, rows: Frames) -> _Ranged | None:
+        """The query of ``rows`` by range; None if it can only be run as a queryset."""
+        query = rows.filter(seq__gt=_AFTER, seq__lte=_LAST).order_by("seq")
+        compiler = query.query.get_compiler(using=query.db)
+        sql, params = compiler.as_sql()
+        params = list(params)
+        if params.count(_AFTER) != 1 or params.count(_LAST) != 1:
+            return None
+        if compiler.get_converters([column for column, _, _ in compiler.select]):
+            return None  # values a converter changes: the queryset's way
+        return cls(query.db, sql, params, (params.index(_AFTER), params.index(_LAST)))
+
+    def rows(self, after: int, last: int) -> list[tuple[Any, ...]]:
+        params = list(self.params)
+        params[self.bounds[0]], params[self.bounds[1]] = after, last
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(self.sql, params)
+            return cursor.fetchall()
 
 
 def _stored_verdicts(stored: str | None) -> Any:
