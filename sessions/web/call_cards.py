@@ -11,6 +11,7 @@ which draws its ten cards once, still includes the template.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,9 +45,11 @@ def _true(value: Any) -> bool:
     return value is not MISSING and bool(value)
 
 
+@functools.cache
 def _shown() -> Shown:
+    """``{{ value }}`` inside the card's ``{% localize off %}``: one for all cards (no setting moves it)."""
     shown = Shown()
-    shown.context.use_l10n = False  # the card renders inside {% localize off %}
+    shown.context.use_l10n = False
     return shown
 
 
