@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import operator
 import sqlite3
 import uuid
@@ -304,8 +305,15 @@ class TimelineFrame(models.Model):
         executemany either: it gives the GIL up and takes it back for every row, and while the event
         loop is busy taking in a flood, each take waits for it; the recorder fell behind by tens of
         thousands of frames. One statement of many rows gives it up once for all of them.
+
+        Binding runs under the GIL, and sqlite3 binds an int, a float, a str or a bytearray as it is
+        but first looks for an adapter for anything else (a tuple built, a dict and two attribute
+        lookups): on SQLite a row goes with ``is_error`` as 0 or 1, ``raw`` (up to 64 KiB) as a
+        bytearray and a missing ``pair_seq`` or ``latency_ms`` as NaN, which SQLite stores as NULL.
+        The same values are stored, in about half the binding time (a flood's frame has four such).
         """
 
+        sqlite = connection.vendor == "sqlite"
         values = []
         for row in rows:
             value = [session_pk, *_row_values(row)]
@@ -315,8 +323,16 @@ class TimelineFrame(models.Model):
                     value[at] = column.json
                 else:
                     value[at] = "{}" if column == {} else "[]" if column == [] else json.dumps(column)
+            if sqlite:
+                value[_IS_ERROR_AT] = 1 if value[_IS_ERROR_AT] else 0
+                if len(raw := value[_RAW_AT]) <= _COPIED_RAW:  # a copy, where it costs less than the lookup
+                    value[_RAW_AT] = bytearray(raw)
+                if value[_PAIR_SEQ_AT] is None:
+                    value[_PAIR_SEQ_AT] = _NULL
+                if value[_LATENCY_AT] is None:
+                    value[_LATENCY_AT] = _NULL
             values.append(value)
-        if connection.vendor != "sqlite":
+        if not sqlite:
             with connection.cursor() as cursor:
                 cursor.executemany(_insert_sql(), values)
             return
@@ -341,6 +357,11 @@ class TimelineFrame(models.Model):
 
 _row_values = operator.itemgetter(*ROW_FIELDS)  # a row's columns in order, in one C call
 _JSON_AT = [1 + i for i, name in enumerate(ROW_FIELDS) if name in JSON_FIELDS]  # after the session
+_IS_ERROR_AT, _RAW_AT, _PAIR_SEQ_AT, _LATENCY_AT = (
+    1 + ROW_FIELDS.index(name) for name in ("is_error", "raw", "pair_seq", "latency_ms")
+)
+_COPIED_RAW = 1 << 16
+_NULL = math.nan  # bound as a float (no adapter looked for), stored by SQLite as NULL
 
 
 @functools.cache
