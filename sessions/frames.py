@@ -265,10 +265,23 @@ def _verdict_columns(verdicts: tuple[Verdict, ...]) -> tuple[StoredVerdicts, str
     return stored, worst
 
 
+_last_verdicts: tuple[tuple[Verdict, ...], tuple[StoredVerdicts, str]] = ((), (StoredVerdicts(), ""))
+
+
 def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     """Flatten an engine frame into the stored columns, numbered within the session from ``base``."""
     # Runs on the event loop for every frame a flood brings: what is empty is not passed through _text.
-    verdicts, worst = _verdict_columns(tuple(frame.verdicts)) if frame.verdicts else ([], "")
+    global _last_verdicts
+    verdicts: list[dict[str, str]]
+    if frame.verdicts:
+        key = tuple(frame.verdicts)
+        if key == _last_verdicts[0]:  # a flood's frames repeat one verdict, often the same object
+            verdicts, worst = _last_verdicts[1]
+        else:
+            verdicts, worst = columns = _verdict_columns(key)
+            _last_verdicts = (key, columns)
+    else:
+        verdicts, worst = [], ""
     raw, method, note, rpc_id, transport = frame.raw, frame.method, frame.note, frame.rpc_id, frame.transport
     preview = raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ") if raw else ""
     if not preview and note:

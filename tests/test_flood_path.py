@@ -10,7 +10,8 @@ import pydantic
 import pytest
 from mcp_types import methods
 
-from sessions.engine import _rules, _schema
+from sessions.engine import Frame, Verdict, _rules, _schema
+from sessions.frames import frame_row
 
 TEXTS = [
     '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":{"i":1}}}',
@@ -92,3 +93,23 @@ def test_schema_verdicts_on_server_messages_are_model_validates(params: Any) -> 
         assert [v.message for v in verdicts] == (
             [] if described is None else [f"{method} request does not match {version}: {described}"]
         )
+
+
+def test_each_row_has_its_own_frames_verdicts_however_they_repeat() -> None:
+    # frame_row remembers the last verdicts it stored (a flood repeats one on every frame).
+    warned, failed = Verdict("w", "warning", "careful"), Verdict("e", "error", "wrong")
+    lists = [
+        [warned],
+        [warned],
+        [failed],
+        [Verdict("w", "warning", "careful")],
+        [],
+        [warned, failed],
+        [warned],
+    ]
+    rows = [
+        frame_row(Frame("message", "in", b"{}", seq=n + 1, verdicts=list(v)), 0) for n, v in enumerate(lists)
+    ]
+    assert [r["verdicts"] for r in rows] == [[v.to_dict() for v in vs] for vs in lists]
+    assert [r["worst"] for r in rows] == ["warning", "warning", "error", "warning", "", "error", "warning"]
+    assert rows[0]["verdicts"] is rows[1]["verdicts"] is rows[3]["verdicts"]
