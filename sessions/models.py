@@ -340,11 +340,8 @@ class TimelineFrame(models.Model):
         step = _rows_per_statement()
         with connection.wrap_database_errors:
             for at in range(0, len(values), step):
-                chunk = values[at : at + step]
                 # sqlite3's own execute: Django's would rewrite thousands of %s into ? for each statement.
-                connection.connection.execute(
-                    _insert_sql(len(chunk), "?"), list(itertools.chain.from_iterable(chunk))
-                )
+                connection.connection.execute(*_sqlite_insert(values[at : at + step]))
 
     @property
     def text(self) -> str:
@@ -360,6 +357,10 @@ _JSON_AT = [1 + i for i, name in enumerate(ROW_FIELDS) if name in JSON_FIELDS]  
 _IS_ERROR_AT, _RAW_AT, _PAIR_SEQ_AT, _LATENCY_AT = (
     1 + ROW_FIELDS.index(name) for name in ("is_error", "raw", "pair_seq", "latency_ms")
 )
+_TEXT_FIELDS = (
+    "kind", "direction", "method", "rpc_id", "rpc_kind", "preview", "parse_error", "transport", "verdicts",
+    "worst", "note", "uri", "level",
+)  # fmt: skip
 _COPIED_RAW = 1 << 16
 _NULL = math.nan  # bound as a float (no adapter looked for), stored by SQLite as NULL
 
@@ -373,6 +374,49 @@ def _insert_sql(rows: int = 1, mark: str = "%s") -> str:
     marks = "(" + ", ".join([mark] * len(columns)) + ")"
     head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)})"
     return f"{head} VALUES {', '.join([marks] * rows)}"
+
+
+# Columns a statement binds once when every row of it has the same value: the session, and the text
+# columns and is_error (0/1), whose values compare equal only when they are the same value and type.
+_SHARED_CANDIDATES = (
+    0,
+    *(1 + i for i, name in enumerate(ROW_FIELDS) if name in _TEXT_FIELDS + ("is_error",)),
+)
+
+
+def _sqlite_insert(chunk: list[list[Any]]) -> tuple[str, list[Any]]:
+    """The INSERT of rows of column values (the session first), and its parameters.
+
+    sqlite3 binds each text with a copy SQLite allocates under the GIL (~800 instructions each): a
+    flood's rows differ in a few columns (seq, times, bytes, preview) and repeat a dozen texts. A
+    column whose value every row shares is bound once, in ``INSERT … SELECT ?, column1, … FROM
+    (VALUES …)``; the same values are stored.
+    """
+    rows = len(chunk)
+    columns = list(zip(*chunk, strict=True))
+    shared = tuple(i for i in _SHARED_CANDIDATES if columns[i].count(columns[i][0]) == rows)
+    varying = [column for i, column in enumerate(columns) if i not in shared]
+    params = [columns[i][0] for i in shared]
+    params += itertools.chain.from_iterable(zip(*varying, strict=True))
+    return _shared_insert_sql(rows, shared), params
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_insert_sql(rows: int, shared: tuple[int, ...]) -> str:
+    """INSERT of ``rows`` rows whose columns at ``shared`` (0: the session) are one parameter each."""
+    meta, quote = TimelineFrame._meta, connection.ops.quote_name
+    names = ("session", *ROW_FIELDS)
+    columns = [str(getattr(meta.get_field(name), "column", "")) for name in names]
+    picked, varying = [], 0
+    for at in range(len(names)):
+        if at in shared:
+            picked.append("?")  # numbered before those in VALUES: they come first in the text
+        else:
+            varying += 1
+            picked.append(f"column{varying}")
+    marks = "(" + ", ".join(["?"] * varying) + ")"
+    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)})"
+    return f"{head} SELECT {', '.join(picked)} FROM (VALUES {', '.join([marks] * rows)})"
 
 
 def _rows_per_statement() -> int:

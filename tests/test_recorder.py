@@ -335,3 +335,21 @@ async def test_a_live_batch_reaches_each_viewer_without_a_copy_of_its_rows(recor
     assert first_message["rows"] is second_message["rows"]
     assert [r["seq"] for r in first_message["rows"]] == [1, 2, 3]
     assert isinstance(m.decode_event(first_message), m.FramesStored)
+
+
+def test_a_statement_binds_what_its_rows_share_once_and_stores_each_rows_own_values(db: None) -> None:
+    # A flood's rows repeat a dozen texts: a column every row of a statement shares is bound once.
+    owner = User.objects.create(username="dave")
+    ours, orm = (
+        McpSession.objects.create(owner=owner, team=team_of(owner), name=name) for name in ("ours", "orm")
+    )
+    rows = [row(seq) for seq in range(1, 601)]
+    rows[150]["note"] = "one row's note"
+    rows[300].update(is_error=True, level="error")
+    rows[599]["kind"] = "stderr"  # shared by none of the last statement's rows but one
+    TimelineFrame.insert_rows(ours.pk, rows)
+    TimelineFrame.objects.bulk_create(TimelineFrame(session=orm, **r) for r in rows)
+    fields = TimelineFrame._meta.concrete_fields
+    columns = [f.attname for f in fields if f.attname not in ("id", "session_id")]
+    stored = [list(s.frames.order_by("seq").values_list(*columns)) for s in (ours, orm)]
+    assert len(stored[0]) == 600 and stored[0] == stored[1]
