@@ -17,7 +17,9 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -298,15 +300,19 @@ async def flood(page: Any, app: App, public_id: str, count: int) -> dict[str, An
     stop = asyncio.Event()
     deadline = 20 + count / 5_000  # seconds: generous, a miss shows as FAIL, not as a hang
 
+    cpu_recorded: float | None = None
+
     async def poll_db() -> None:
-        nonlocal recorded
+        nonlocal recorded, cpu_recorded
         while not stop.is_set() and recorded is None:
             if await asyncio.to_thread(app.frames, public_id, before) >= count + 2:
                 recorded = time.perf_counter() - started
+                cpu_recorded = app.cpu_seconds() - cpu_started
             await asyncio.sleep(0.02)
 
+    profiler = _profile(app, count)
     await page.evaluate(FLOOD_JS, {"count": count, "total": total})
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), app.cpu_seconds()
     poller = asyncio.ensure_future(poll_db())
     state: dict[str, Any] = {}
     shown_at: float | None = None
@@ -325,6 +331,9 @@ async def flood(page: Any, app: App, public_id: str, count: int) -> dict[str, An
         stop.set()
         await poller
         await page.evaluate(FLOOD_STOP_JS)
+        if profiler is not None:
+            profiler.send_signal(signal.SIGINT)
+            profiler.wait()
     notifications = app.frames(public_id, before, "notifications/message")
     stored = app.frames(public_id, before)
     seconds = lambda ms: None if ms is None else ms / 1000  # noqa: E731
@@ -335,6 +344,7 @@ async def flood(page: Any, app: App, public_id: str, count: int) -> dict[str, An
         "expected_frames": count + 2,
         "lost": count - notifications,
         "recorded_s": recorded,
+        "app_cpu_us_per_frame": None if cpu_recorded is None else cpu_recorded * 1e6 / (count + 2),
         "result_shown_s": seconds(state.get("result")),
         "last_row_shown_s": seconds(state.get("lastRow")),
         "count_shown_s": seconds(state.get("counted")),
@@ -343,6 +353,19 @@ async def flood(page: Any, app: App, public_id: str, count: int) -> dict[str, An
         "max_event_loop_lag_ms": state.get("maxLag"),
         "max_long_task_ms": state.get("maxLong"),
     }
+
+
+def _profile(app: App, count: int) -> subprocess.Popen[bytes] | None:
+    """py-spy (``--gil``) on the app through a flood of at least ``BENCH_PROFILE_FLOOD`` frames, when
+    that variable is set; the profile goes to ``BENCH_PROFILE_OUT`` (default ``/tmp/flood.svg``)."""
+    least = os.environ.get("BENCH_PROFILE_FLOOD")
+    if not least or count < int(least):
+        return None
+    out = os.environ.get("BENCH_PROFILE_OUT", "/tmp/flood.svg")
+    spy = Path(sys.executable).with_name("py-spy")
+    fmt = "speedscope" if out.endswith(".json") else "flamegraph"
+    command = [str(spy), "record", "--gil", "-r", "250", "-p", str(app.proc.pid), "-o", out, "-f", fmt]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 async def floods(context: Any, app: App, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str]:
@@ -554,9 +577,11 @@ def print_table(results: dict[str, Any]) -> None:
     for row in results["flood"].values():
         if "record_per_s" in row:
             verdict = "PASS" if row["record_pass"] else "FAIL"
+            cpu = row.get("app_cpu_us_per_frame")
             print(
                 f"   recording through the app with a tab watching: {row['record_per_s']:,.0f} frames/s "
                 f"(target ≥ {RECORD_TARGET:,}, none lost)  {verdict}"
+                + ("" if cpu is None else f"; the app's CPU {cpu:.1f} µs a frame")
             )
     print(
         "   (count: when #frame-count reached the total; 'never' = not within "

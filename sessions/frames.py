@@ -265,33 +265,47 @@ def _verdict_columns(verdicts: tuple[Verdict, ...]) -> tuple[StoredVerdicts, str
     return stored, worst
 
 
+_last_verdicts: tuple[tuple[Verdict, ...], tuple[StoredVerdicts, str]] = ((), (StoredVerdicts(), ""))
+
+
 def frame_row(frame: Frame, base: int) -> dict[str, Any]:
     """Flatten an engine frame into the stored columns, numbered within the session from ``base``."""
-    verdicts, worst = _verdict_columns(tuple(frame.verdicts)) if frame.verdicts else ([], "")
-    preview = frame.raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
-    if not preview and frame.note:
-        preview = frame.note[:PREVIEW_CHARS]
+    # Runs on the event loop for every frame a flood brings: what is empty is not passed through _text.
+    global _last_verdicts
+    verdicts: list[dict[str, str]]
+    if frame.verdicts:
+        key = tuple(frame.verdicts)
+        if key == _last_verdicts[0]:  # a flood's frames repeat one verdict, often the same object
+            verdicts, worst = _last_verdicts[1]
+        else:
+            verdicts, worst = columns = _verdict_columns(key)
+            _last_verdicts = (key, columns)
+    else:
+        verdicts, worst = [], ""
+    raw, method, note, rpc_id, transport = frame.raw, frame.method, frame.note, frame.rpc_id, frame.transport
+    preview = raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ") if raw else ""
+    if not preview and note:
+        preview = note[:PREVIEW_CHARS]
     is_error, uri, level = _query_columns(frame)
-    rpc_id = json.dumps(frame.rpc_id) if frame.rpc_id is not None else ""
     return {
         "seq": base + frame.seq,
         "kind": frame.kind,
         "direction": frame.direction,
         "wall": frame.wall,
         "mono": frame.mono,
-        "method": _text(frame.method or "")[:METHOD_CHARS],
-        "rpc_id": _text(rpc_id)[:RPC_ID_CHARS],
+        "method": _text(method)[:METHOD_CHARS] if method else "",
+        "rpc_id": _text(json.dumps(rpc_id))[:RPC_ID_CHARS] if rpc_id is not None else "",
         "rpc_kind": frame.rpc_kind or "",
         "pair_seq": base + frame.pair_seq if frame.pair_seq is not None else None,
         "latency_ms": frame.latency_ms,
-        "size": frame.size,
-        "raw": frame.raw,
-        "preview": _text(preview),
-        "parse_error": _text(frame.parse_error or ""),
-        "transport": storable(frame.transport),
+        "size": len(raw),
+        "raw": raw,
+        "preview": _text(preview) if preview else "",
+        "parse_error": _text(frame.parse_error) if frame.parse_error else "",
+        "transport": storable(transport) if transport else transport,
         "verdicts": verdicts,
         "worst": worst,
-        "note": _text(frame.note or ""),
+        "note": _text(note) if note else "",
         "is_error": is_error,
         "uri": uri,
         "level": level,

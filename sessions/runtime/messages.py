@@ -29,6 +29,7 @@ __all__ = [
     "Feature",
     "ForgetTokens",
     "FramesStored",
+    "LiveRows",
     "NoteAdded",
     "Notify",
     "OAuthReturned",
@@ -289,6 +290,17 @@ def decode_reply(message: dict[str, Any]) -> Reply:
 
 class Event(_Message):
     """Something viewers of a session should show, published to the session's group."""
+
+
+class LiveRows(list[dict[str, Any]]):
+    """A live batch's rows, made for its event and only read after that: the in-memory channel layer
+    deep-copies each message for each tab it reaches, which for 200 rows cost ~2 ms of the event loop
+    a batch during a flood (a tenth of its time); these go as they are. Nobody may change them."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LiveRows:
+        return self
 
 
 @dataclass(frozen=True)

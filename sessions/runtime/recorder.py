@@ -12,7 +12,7 @@ from django.db import OperationalError
 
 from sessions.engine import Frame, Verdict
 from sessions.frames import answers, frame_row, summary
-from sessions.runtime.messages import FramesStored, encode_event
+from sessions.runtime.messages import FramesStored, LiveRows, encode_event
 from sessions.runtime.store import store_frames
 
 __all__ = ["Recorder"]
@@ -102,7 +102,7 @@ class Recorder:
         if self._stored is not None:
             async with self._stored:
                 self._stored.notify_all()
-        rows = [summary(r) for r in stored[-TAIL:]]
+        rows = LiveRows([summary(r) for r in stored[-TAIL:]])  # shared with every tab, not copied
         event = FramesStored(stored[0]["seq"], stored[-1]["seq"], rows, answers(stored))
         with contextlib.suppress(Exception):
             await self.layer.group_send(self.group, encode_event(event))
