@@ -366,14 +366,19 @@ _NULL = math.nan  # bound as a float (no adapter looked for), stored by SQLite a
 
 
 @functools.cache
-def _insert_sql(rows: int = 1, mark: str = "%s") -> str:
-    """INSERT of ``rows`` TimelineFrame rows: the session, then the fields frame_row() produces."""
+def _insert_head() -> tuple[str, int]:
+    """``INSERT INTO … (columns)`` of TimelineFrame rows (the session, then the fields frame_row()
+    produces), and how many columns that is."""
     meta, quote = TimelineFrame._meta, connection.ops.quote_name
     fields = [meta.get_field(name) for name in ("session", *ROW_FIELDS)]
-    columns = [str(getattr(field, "column", "")) for field in fields]
-    marks = "(" + ", ".join([mark] * len(columns)) + ")"
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)})"
-    return f"{head} VALUES {', '.join([marks] * rows)}"
+    columns = [quote(str(getattr(field, "column", ""))) for field in fields]
+    return f"INSERT INTO {quote(meta.db_table)} ({', '.join(columns)})", len(columns)
+
+
+def _insert_sql() -> str:
+    """INSERT of one TimelineFrame row, ``%s`` for each column (executemany's)."""
+    head, count = _insert_head()
+    return f"{head} VALUES ({', '.join(['%s'] * count)})"
 
 
 # Columns a statement binds once when every row of it has the same value: the session, and the text
@@ -404,18 +409,15 @@ def _sqlite_insert(chunk: list[list[Any]]) -> tuple[str, list[Any]]:
 @functools.lru_cache(maxsize=256)
 def _shared_insert_sql(rows: int, shared: tuple[int, ...]) -> str:
     """INSERT of ``rows`` rows whose columns at ``shared`` (0: the session) are one parameter each."""
-    meta, quote = TimelineFrame._meta, connection.ops.quote_name
-    names = ("session", *ROW_FIELDS)
-    columns = [str(getattr(meta.get_field(name), "column", "")) for name in names]
+    head, count = _insert_head()
     picked, varying = [], 0
-    for at in range(len(names)):
+    for at in range(count):
         if at in shared:
             picked.append("?")  # numbered before those in VALUES: they come first in the text
         else:
             varying += 1
             picked.append(f"column{varying}")
     marks = "(" + ", ".join(["?"] * varying) + ")"
-    head = f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(c) for c in columns)})"
     return f"{head} SELECT {', '.join(picked)} FROM (VALUES {', '.join([marks] * rows)})"
 
 

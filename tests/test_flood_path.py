@@ -75,24 +75,19 @@ PARAMS = [
 
 @pytest.mark.parametrize("params", PARAMS, ids=range(len(PARAMS)))
 def test_schema_verdicts_on_server_messages_are_model_validates(params: Any) -> None:
-    for (method, version), model in methods.SERVER_NOTIFICATIONS.items():
-        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            body["params"] = params
-        described = _described(model, body)
-        verdicts = _schema.check_server_notification(method, version, params)
-        assert [v.message for v in verdicts] == (
-            [] if described is None else [f"{method} notification does not match {version}: {described}"]
-        )
-    for (method, version), model in methods.SERVER_REQUESTS.items():
-        body = {"jsonrpc": "2.0", "id": 0, "method": method}
-        if params is not None:
-            body["params"] = params
-        described = _described(model, body)
-        verdicts = _schema.check_server_request(method, version, params)
-        assert [v.message for v in verdicts] == (
-            [] if described is None else [f"{method} request does not match {version}: {described}"]
-        )
+    for kind, table, check, head in (
+        ("notification", methods.SERVER_NOTIFICATIONS, _schema.check_server_notification, {}),
+        ("request", methods.SERVER_REQUESTS, _schema.check_server_request, {"id": 0}),
+    ):
+        for (method, version), model in table.items():
+            body: dict[str, Any] = {"jsonrpc": "2.0", **head, "method": method}
+            if params is not None:
+                body["params"] = params
+            described = _described(model, body)
+            verdicts = check(method, version, params)
+            assert [v.message for v in verdicts] == (
+                [] if described is None else [f"{method} {kind} does not match {version}: {described}"]
+            )
 
 
 def test_each_row_has_its_own_frames_verdicts_however_they_repeat() -> None:

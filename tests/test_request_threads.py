@@ -47,6 +47,15 @@ async def _get(app: Any, path: str) -> int:
     return int(start["status"])
 
 
+def _three_healthz(app: Any) -> list[int]:
+    """Three requests one after another: their statuses."""
+
+    async def three() -> list[int]:
+        return [await _get(app, "/healthz") for _ in range(3)]
+
+    return asyncio.run(three())
+
+
 @pytest.mark.django_db(transaction=True)
 def test_requests_one_after_another_share_a_thread_and_its_database_connection() -> None:
     seen: list[tuple[str, int]] = []
@@ -58,11 +67,7 @@ def test_requests_one_after_another_share_a_thread_and_its_database_connection()
     request_finished.connect(record, dispatch_uid="test_request_threads")
     try:
         app = PooledThreadsHandler()
-
-        async def three() -> list[int]:
-            return [await _get(app, "/healthz") for _ in range(3)]
-
-        assert asyncio.run(three()) == [200, 200, 200]
+        assert _three_healthz(app) == [200, 200, 200]
     finally:
         request_finished.disconnect(dispatch_uid="test_request_threads")
     assert len(seen) == 3
@@ -90,11 +95,7 @@ def test_both_ends_housekeeping_runs_once_a_request_on_its_thread_in_order(
     request_finished.connect(finished, dispatch_uid="test_housekeeping")
     try:
         app = PooledThreadsHandler()
-
-        async def three() -> list[int]:
-            return [await _get(app, "/healthz") for _ in range(3)]
-
-        assert asyncio.run(three()) == [200, 200, 200]
+        assert _three_healthz(app) == [200, 200, 200]
         # The last request's end is queued, not waited for: its thread runs it.
         idle = app.threads.borrow()
         idle.submit(lambda: None).result(10)

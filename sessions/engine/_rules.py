@@ -437,16 +437,9 @@ def check_capability(method: str, frame: Frame, at: str, peer: PeerState) -> Non
 def _undeclared(at: str, method: str, capability: str, flag: str | None) -> Verdict:
     """The verdict on a notification the server's capabilities do not allow: made once, not for each
     of a flood's frames (verdicts are frozen)."""
-    if flag is None:
-        return Verdict(
-            "undeclared-notification",
-            "warning",
-            f"{at}{method} although the server did not declare the {capability!r} capability",
-        )
+    what = f"the {capability!r} capability" if flag is None else f"{capability}.{flag}"
     return Verdict(
-        "undeclared-notification",
-        "warning",
-        f"{at}{method} although the server did not declare {capability}.{flag}",
+        "undeclared-notification", "warning", f"{at}{method} although the server did not declare {what}"
     )
 
 

@@ -13,9 +13,21 @@ from django.template.base import render_value_in_context
 from django.template.defaultfilters import truncatechars
 from django.utils.formats import localize
 
-__all__ = ["MISSING", "Shown", "truncated"]
+__all__ = ["MISSING", "Shown", "lookup", "truncated"]
 
 MISSING: Any = object()  # what a template lookup does not find (shown as "", false in a condition)
+
+
+def lookup(value: Any, *keys: str) -> Any:
+    """``value.a.b`` as the template language finds it in JSON values (dicts, lists, strings, numbers):
+    a key of a dict, else MISSING (the others have no attribute of these names)."""
+    for key in keys:
+        if not isinstance(value, dict):
+            return MISSING
+        value = value.get(key, MISSING)
+        if value is MISSING:
+            return MISSING
+    return value
 
 
 class Shown:

@@ -21,7 +21,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 
-from sessions.timeline.shown import MISSING, Shown
+from sessions.timeline.shown import MISSING, Shown, lookup
 
 __all__ = ["card_html"]
 
@@ -29,15 +29,6 @@ _BANNER = (
     '<p class="tool-error-banner" role="alert"><strong>isError: true</strong> — the tool reports that'
     " this call failed (a tool error, not a protocol error).</p>"
 )
-
-
-def _get(value: Any, *keys: str) -> Any:
-    """``value.a.b`` as the template language finds it in JSON values: a dict's key, else missing."""
-    for key in keys:
-        if not isinstance(value, dict):
-            return MISSING
-        value = value.get(key, MISSING)
-    return value
 
 
 def _true(value: Any) -> bool:
@@ -57,9 +48,9 @@ def _kind(running: Any, outcome: Any) -> str:
     """The card's class after ``call``: running, failed (an error), tool-error (isError), or none."""
     if _true(running):
         return " running"
-    if _true(_get(outcome, "error")):
+    if _true(lookup(outcome, "error")):
         return " failed"
-    if _true(_get(outcome, "result", "isError")):
+    if _true(lookup(outcome, "result", "isError")):
         return " tool-error"
     return ""
 
@@ -96,7 +87,11 @@ def _text_only(context: Mapping[str, Any], kind: str) -> list[dict[str, Any]] | 
     ):
         return None
     result = outcome.get("result")
-    if _true(outcome.get("too_big")) or not isinstance(result, dict) or _true(_get(result, "task", "taskId")):
+    if (
+        _true(outcome.get("too_big"))
+        or not isinstance(result, dict)
+        or _true(lookup(result, "task", "taskId"))
+    ):
         return None
     content = result.get("content")
     if result.get("structuredContent") is not None or _true(context.get("output_verdict")):
@@ -135,12 +130,12 @@ def card_html(context: Mapping[str, Any], request: HttpRequest | None = None) ->
     params = context.get("params", MISSING)
     kind = _kind(context.get("running", MISSING), context.get("outcome", MISSING))
     oob = ' hx-swap-oob="true"' if _true(context.get("oob", MISSING)) else ""
-    name, uri = _get(params, "name"), _get(params, "uri")
+    name, uri = lookup(params, "name"), lookup(params, "uri")
     target = (
         f"<code>{show(name)}</code>" if _true(name) else f"<code>{show(uri)}</code>" if _true(uri) else ""
     )
     arguments = ""
-    if _true(_get(params, "arguments")) or _true(_get(params, "argument")):
+    if _true(lookup(params, "arguments")) or _true(lookup(params, "argument")):
         arguments = (
             '<details><summary>Arguments</summary><pre class="json">'
             f"{show(context.get('arguments_json', MISSING))}</pre></details>"

@@ -21,23 +21,11 @@ from django.utils.html import conditional_escape
 from django.utils.safestring import SafeString, mark_safe
 
 from sessions.templatetags.instrument import clock, duration_ms, since
-from sessions.timeline.shown import MISSING, Shown, truncated
+from sessions.timeline.shown import MISSING, Shown, lookup, truncated
 
 __all__ = ["timeline_rows"]
 
 PREVIEW_CUT = 160  # the preview column's width, in characters (truncatechars)
-
-
-def _get(value: Any, *keys: str) -> Any:
-    """``value.a.b`` as the template language finds it in stored rows (dicts of JSON values):
-    a key of a dict, else nothing (lists, strings and numbers have no attribute of these names)."""
-    for key in keys:
-        if not isinstance(value, dict):
-            return MISSING
-        value = value.get(key, MISSING)
-        if value is MISSING:
-            return MISSING
-    return value
 
 
 def _cond(value: Any) -> Any:
@@ -81,11 +69,11 @@ def _what(shown: _Shown, f: dict[str, Any]) -> str:
         return shown(f.get("method") or f.get("rpc_kind", MISSING))
     transport = f.get("transport")
     if kind == "http":
-        prefix = "OAuth HTTP " if _cond(_get(transport, "http", "oauth")) else "HTTP "
-        method = _get(transport, "http", "method")
-        return prefix + shown(method if _cond(method) else _get(transport, "http", "status"))
-    if _get(transport, "state") == "oauth":
-        return "OAuth " + shown(_cond(_get(transport, "oauth", "step")) or "")
+        prefix = "OAuth HTTP " if _cond(lookup(transport, "http", "oauth")) else "HTTP "
+        method = lookup(transport, "http", "method")
+        return prefix + shown(method if _cond(method) else lookup(transport, "http", "status"))
+    if lookup(transport, "state") == "oauth":
+        return "OAuth " + shown(_cond(lookup(transport, "oauth", "step")) or "")
     return shown(kind)
 
 
@@ -96,10 +84,10 @@ def _verdicts(shown: _Shown, verdicts: Any) -> str:
         verdicts = list(verdicts)
     out = []
     for v in verdicts:
-        code, severity = shown(_get(v, "code")), shown(_get(v, "severity"))
+        code, severity = shown(lookup(v, "code")), shown(lookup(v, "severity"))
         out.append(
             f'<button type="button" class="verdict sev-{severity}" data-filter-rule="{code}"'
-            f' title="{shown(_get(v, "message"))} (click to show only the frames that broke {code})"'
+            f' title="{shown(lookup(v, "message"))} (click to show only the frames that broke {code})"'
             f' aria-label="Show {code} frames in the timeline">{code}</button>'
         )
     return "".join(out)
