@@ -365,6 +365,37 @@ def test_a_reload_mid_session_keeps_the_timeline_once_and_new_calls_still_arrive
     assert_clean(home)
 
 
+def test_a_flood_redraws_the_newest_rows_in_order_which_still_open_their_frame_and_page_back(
+    home: Any, bad_stdio: Any
+) -> None:
+    # The page puts the timeline's rows in place itself (static/inspector/app.js), not htmx: a flood
+    # redraws the newest page of rows again and again, and appends between.
+    connect(home, stdio=bad_stdio("flood"))
+    send_raw(home, "tools/call", '{"name": "t", "arguments": {"count": 3000}}')
+    count = home.locator("#frame-count")
+    expect(count).to_have_text(re.compile(r"^\s*30\d\d\s*$"), timeout=20_000)
+    total = int(count.text_content() or "0")
+    expect(timeline_rows(home).last).to_have_id(f"f-{total}")
+    expect(timeline_rows(home).last).to_contain_text("tools/call")
+    ids = _assert_unique_rows(home)
+    seqs = [int(i.removeprefix("f-")) for i in ids]
+    assert seqs == list(range(seqs[0], total + 1)), "the rows shown are not the newest, in order"
+    assert len(seqs) < 1000, "a flood is shown a page at a time, not every row"
+    pane = home.locator("#timeline-rows")
+    bottom = "p => p.scrollTop + p.clientHeight >= p.scrollHeight - 2"
+    wait_until(lambda: pane.evaluate(bottom), 10, "the timeline did not follow the newest row")
+
+    timeline_rows(home).last.click()
+    expect(home.locator("#frame-detail")).to_contain_text("flooded 3000")
+    # The controls came with the rows: their button still asks the live socket for older frames.
+    home.locator("#timeline-controls").get_by_role("button", name="Older").click()
+    expect(home.locator("#timeline-controls")).to_contain_text("browsing older frames")
+    expect(timeline_rows(home).first).not_to_have_id(ids[0])
+    older = [int(i.removeprefix("f-")) for i in _assert_unique_rows(home)]
+    assert older[0] < seqs[0], "Older did not show older frames"
+    assert_clean(home)
+
+
 def test_two_tabs_on_one_session_see_each_others_calls_and_pending_reviews(
     home: Any, app_context: Any, browser: Any, everything_stdio: dict
 ) -> None:

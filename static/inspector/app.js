@@ -41,6 +41,24 @@
     }
   }, true);
 
+  // Following the newest row waits for the next frame: reading scrollHeight lays the page out, and
+  // done for every message (a flood sends many a frame) it made each message a layout of its own.
+  var scrolling = false;
+
+  function followLater() {
+    if (scrolling) {
+      return;
+    }
+    scrolling = true;
+    requestAnimationFrame(function () {
+      scrolling = false;
+      var rows = pane();
+      if (rows && follow) {
+        rows.scrollTop = rows.scrollHeight;
+      }
+    });
+  }
+
   function afterMessage() {
     var rows = pane();
     if (rows) {
@@ -49,7 +67,7 @@
         rows.removeChild(rows.firstElementChild);
       }
       if (follow) {
-        rows.scrollTop = rows.scrollHeight;
+        followLater();
       }
     }
     var log = document.getElementById("log-lines");
@@ -66,11 +84,68 @@
     }
   }
 
+  // The timeline's rows, most of what a busy session sends, are put in place here, not by htmx: they
+  // carry no hx- attributes (one listener serves them all), and htmx's clean-up of every old row and
+  // its pass over every new one made each redraw of a flood's newest 50 rows a task of about 30 ms
+  // on 2 cores, which the page could not answer input during. A message of rows (a page that
+  // replaces them, or rows to append) may carry whole elements to replace by id besides (the
+  // timeline's controls); anything else goes to htmx as before. The flow view stays with htmx.
+  var REPLACE_ROWS = '<div id="timeline-rows" class="frames" ';
+  var APPEND_ROWS = '<div hx-swap-oob="beforeend:#timeline-rows">';
+
+  function rowsSwap(message) {
+    var rows = pane();
+    var replace = message.lastIndexOf(REPLACE_ROWS, 0) === 0;
+    if (!rows || rows.classList.contains("flow") || (!replace && message.lastIndexOf(APPEND_ROWS, 0) !== 0)) {
+      return null;
+    }
+    var template = document.createElement("template");
+    template.innerHTML = message;
+    var parts = Array.prototype.slice.call(template.content.children);
+    var others = parts.slice(1);
+    if (!others.every(function (part) { return part.id && part.getAttribute("hx-swap-oob") === "true"; })) {
+      return null;
+    }
+    return function () {
+      var fresh = parts[0];
+      fresh.removeAttribute("hx-swap-oob");
+      if (replace) {
+        rows.dataset.frameUrl = fresh.dataset.frameUrl;
+        if (!follow) {
+          rows.scrollTop = 0; // as on a new pane: the page starts at its top
+        }
+        rows.replaceChildren.apply(rows, Array.prototype.slice.call(fresh.childNodes));
+      } else {
+        rows.append.apply(rows, Array.prototype.slice.call(fresh.childNodes));
+      }
+      others.forEach(function (part) {
+        var old = document.getElementById(part.id);
+        if (old) {
+          part.removeAttribute("hx-swap-oob");
+          old.replaceWith(part);
+          htmx.process(part);
+        }
+      });
+    };
+  }
+
   // The live socket sends every tab the same fragments; a tab that does not show a fragment's
   // target (another panel, a call made elsewhere) skips it rather than logging an htmx error.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
-    if (event.detail.message.length > 20000) {
-      return; // a page of timeline rows: its target is always there, and parsing it twice costs
+    var message = event.detail.message;
+    var swap = rowsSwap(message);
+    if (swap) {
+      event.preventDefault();
+      var socket = event.target;
+      // After the other listeners of this event (interact.js notes where focus is), as htmx would.
+      queueMicrotask(function () {
+        swap();
+        htmx.trigger(socket, "htmx:wsAfterMessage", { message: message });
+      });
+      return;
+    }
+    if (message.length > 20000) {
+      return; // a page of flow rows: its target is always there, and parsing it twice costs
     }
     var template = document.createElement("template");
     template.innerHTML = event.detail.message;
