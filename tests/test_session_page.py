@@ -130,3 +130,29 @@ def test_a_call_with_a_string_id_and_no_answer_shows_without_a_cancel_button() -
     assert page.status_code == 200
     html = page.content.decode()
     assert 'id="call-req-1"' in html and "calls/req-1/cancel" not in html and ">Cancel<" not in html
+
+
+def test_a_reload_shows_a_running_calls_cancel_button_and_a_finished_ones_output_verdict() -> None:
+    """The page draws each call card as the live socket does: a running call this inspector sent can
+    be cancelled, and a tools/call result says what it was held to (its outputSchema)."""
+    alice = User.objects.create(username="alice")
+    session = McpSession.objects.create(owner=alice, team=team_of(alice), name="live", status="ready")
+    slow = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "slow"}}
+    shaped = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "shaped"}}
+    result = {"content": [], "structuredContent": {"n": "one"}}
+    broken = Verdict("output-schema", "error", "structuredContent.n: 'one' is not of type 'integer'")
+    frames = [
+        message(1, "out", slow),
+        message(2, "out", shaped),
+        message(3, "in", {"jsonrpc": "2.0", "id": 8, "result": result}, method="tools/call", pair_seq=2),
+    ]
+    frames[2].verdicts = [broken]
+    TimelineFrame.insert_rows(session.pk, [frame_row(f, 0) for f in frames])
+    McpSession.objects.filter(pk=session.pk).update(last_seq=3)
+    client = Client()
+    client.force_login(alice)
+    html = client.get(f"/s/{session.public_id}/").content.decode()
+    finished = html[html.index('id="call-8"') : html.index('id="call-7"')]  # newest first
+    assert "is not of type &#x27;integer&#x27;" in finished
+    running = html[html.index('id="call-7"') :]
+    assert "/calls/7/cancel" in running and ">Cancel<" in running
