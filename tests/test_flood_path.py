@@ -70,6 +70,13 @@ PARAMS = [
     {"data": "no level"},
     {"level": "info", "data": None, "logger": 5, "_meta": "x"},
     {"level": ["info"], "data": 1, "extra": True},
+    {"progressToken": 1, "progress": 0.5, "total": 2, "message": "half"},
+    {"progressToken": "t", "progress": "x"},
+    {"progressToken": None, "progress": 1},
+    {"requestId": 1, "reason": "stop"},
+    {"uri": "file:///x"},
+    {"uri": 5},
+    {"_meta": {"progressToken": 1}},
 ]
 
 
@@ -88,6 +95,14 @@ def test_schema_verdicts_on_server_messages_are_model_validates(params: Any) -> 
             assert [v.message for v in verdicts] == (
                 [] if described is None else [f"{method} {kind} does not match {version}: {described}"]
             )
+
+
+def test_a_floods_notifications_are_held_to_their_params_model_alone() -> None:
+    # The quicker path the test above holds to model_validate: a log message and progress take it.
+    for method in ("notifications/message", "notifications/progress"):
+        for version in ("2024-11-05", "2025-11-25", "2026-07-28"):
+            model = methods.SERVER_NOTIFICATIONS[(method, version)]
+            assert _schema._params_validator(model, method) is not None, (method, version)
 
 
 def test_each_row_has_its_own_frames_verdicts_however_they_repeat() -> None:

@@ -6,7 +6,8 @@ has no model for (the tasks of 2025-11-25) is held to the spec's published JSON 
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, get_args
 
 import pydantic
 from mcp_types import methods
@@ -65,6 +66,12 @@ def check_server_notification(method: str, version: str, params: Any) -> list[Ve
         if published is not None:
             return _published.check(version, published, body, f"{method} notification")
         return [_unknown("notification", method, version)]
+    if isinstance(params, dict) and (by_params := _params_validator(surface, method)) is not None:
+        try:
+            by_params.validate_python(params, by_name=False)
+            return []
+        except pydantic.ValidationError:
+            pass  # the whole notification's error says where, as it always has
     try:
         _validate(surface, body)
     except pydantic.ValidationError as exc:
@@ -72,6 +79,29 @@ def check_server_notification(method: str, version: str, params: Any) -> list[Ve
             Verdict("schema", "error", f"{method} notification does not match {version}: {_describe(exc)}")
         ]
     return []
+
+
+@functools.cache
+def _params_validator(surface: type[pydantic.BaseModel], method: str) -> Any:
+    """The validator of a notification's params model, when the notification is nothing but its
+    ``jsonrpc``, its ``method`` (that one) and required params of that model: then the params pass
+    exactly when the whole notification does, in half the time (a flood checks one per frame)."""
+    fields = surface.model_fields
+    decorators = surface.__pydantic_decorators__
+    params = fields.get("params")
+    model = params.annotation if params is not None else None
+    if (
+        set(fields) != {"jsonrpc", "method", "params"}
+        or get_args(fields["jsonrpc"].annotation) != ("2.0",)
+        or get_args(fields["method"].annotation) != (method,)
+        or params is None
+        or not params.is_required()
+        or not (isinstance(model, type) and issubclass(model, pydantic.BaseModel))
+        or decorators.model_validators
+        or decorators.field_validators
+    ):
+        return None
+    return model.__pydantic_validator__
 
 
 def check_result(method: str, version: str, result: Any) -> list[Verdict]:
