@@ -139,14 +139,17 @@ def _collect(stream: Any) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stepped", [True, False], ids=["stepped", "planned"])
 @pytest.mark.parametrize("redacted", [False, True])
 @pytest.mark.parametrize("batch", [(500, 256 * 1024), (3, 10**9), (4, 600)])
 def test_the_json_lines_are_what_each_frame_made_alone_whatever_the_batches(
-    monkeypatch: pytest.MonkeyPatch, redacted: bool, batch: tuple[int, int]
+    monkeypatch: pytest.MonkeyPatch, redacted: bool, batch: tuple[int, int], stepped: bool
 ) -> None:
     monkeypatch.setattr(exports, "CHUNK", batch[0])
     monkeypatch.setattr(exports, "CHUNK_BYTES", batch[1])
     monkeypatch.setattr(exports, "PLAN", 5)
+    if not stepped:  # cut as on PostgreSQL
+        monkeypatch.setattr(exports, "_steps", lambda db: False)
     session = _session()
     redactor = Redactor.for_session(CONFIG) if redacted else None
     sent = _collect(jsonl_lines(session, redactor))
@@ -154,7 +157,8 @@ def test_the_json_lines_are_what_each_frame_made_alone_whatever_the_batches(
     assert "".join(sent) == "".join(expected)
     assert all(chunk.endswith("\n") for chunk in sent)  # every batch ends on a whole line
     if batch[0] == 3:
-        assert len(sent) == 5  # 11 frames, 3 a batch, cut where the sizes read (5 at a time) end
+        # 11 frames, 3 a batch; planned, cut too where the sizes read (5 at a time) end
+        assert len(sent) == (4 if stepped else 5)
     if batch[1] == 600:  # a batch of small frames, or one big frame alone
         assert len(sent) > 4 and all(len(chunk.encode()) < 4000 or chunk.count("\n") == 1 for chunk in sent)
     if redacted:
@@ -181,9 +185,14 @@ def test_each_frame_of_the_html_file_is_what_the_template_made_of_it(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_big_session_is_read_a_bounded_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("stepped", [True, False], ids=["stepped", "planned"])
+def test_a_big_session_is_read_a_bounded_batch_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, stepped: bool
+) -> None:
     """No list of the whole session: each batch is at most CHUNK frames and CHUNK_BYTES of their bytes."""
     monkeypatch.setattr(exports, "CHUNK_BYTES", 20_000)
+    if not stepped:
+        monkeypatch.setattr(exports, "_steps", lambda db: False)
     person = User.objects.create(username="bob")
     session = McpSession.objects.create(owner=person, team=team_of(person), name="big")
     sizes = [100] * 700 + [50_000] * 3 + [100] * 10
@@ -238,7 +247,7 @@ def test_a_batch_read_by_its_query_made_once_is_what_the_queryset_reads(
         frames = frames.exclude(seq=exports._AFTER)
     fields = ("seq", "raw", "transport", "verdicts", "wall", "latency_ms", "note")
     batches = exports.Batches(frames, fields)
-    assert (batches.ranged is None) == (scope == "bound-like")
+    assert (batches.ranged is None) == (batches.stepped is None) == (scope == "bound-like")
     read: list[tuple[Any, ...]] = []
     while rows := batches.next():
         read += rows
