@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import unicodedata
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.template import engines
+from django.template.defaultfilters import truncatechars
 from support.teams import team_of
 
 from sessions.engine import Frame
@@ -20,6 +22,7 @@ from sessions.teams.models import Note
 from sessions.timeline import exports
 from sessions.timeline.exports import _notes, document, jsonl_lines
 from sessions.timeline.redaction import Redactor
+from sessions.timeline.shown import truncated
 
 CONFIG = {
     "transport": "http",
@@ -259,3 +262,21 @@ def test_a_batch_read_by_its_query_made_once_is_what_the_queryset_reads(
     assert read == expected and len(read) == (7 if scope == "range" else 11)
     kinds = [type(value) for row in read for value in row]
     assert kinds == [type(value) for row in expected for value in row]
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 160])
+def test_a_preview_is_cut_as_truncatechars_cuts_it(cut: int) -> None:
+    """``truncated`` (quick for Latin-1 text) gives what ``|truncatechars`` gives, at every length."""
+    heads = ["", "a", "x" * 200, "ünïcödé & <b>", "\x00\x1f\x7f\x85\xa0\xff", "e\u0301", "🔑", "İK\u2028"]
+    texts = [head * times + tail for head in heads for times in (1, 40) for tail in ("", "…", "é", "\u0301")]
+    for text in texts:
+        for length in (cut - 1, cut, cut + 1, len(text)):
+            shown = text[: max(length, 0)]
+            assert truncated(shown, cut) == truncatechars(shown, cut), (shown, cut)
+
+
+def test_nfc_leaves_latin_1_alone_and_none_of_it_is_combining() -> None:
+    """What ``truncated``'s quick way rests on, for every Latin-1 character and every pair of them."""
+    latin_1 = [chr(code) for code in range(256)]
+    assert not any(unicodedata.combining(char) for char in latin_1)
+    assert all(unicodedata.normalize("NFC", a + b) == a + b for a in latin_1 for b in latin_1)
