@@ -91,9 +91,11 @@ LINES_MIN = 4
 # - names and whether they are masked;
 VERDICTS = 10_000
 # - texts of at most NAMED_CHARS characters, their digits as 0s, and whether a name rule could change
-#   them (``plain``): messages come back but for their ids, counters and times.
+#   them (``plain``): messages come back but for their ids, counters and times. NAMED of them at most,
+#   and NAMED_BYTES of their UTF-8.
 NAMED = 2048
 NAMED_CHARS = 2048
+NAMED_BYTES = 1024 * 1024
 # Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
 FEW_SECRETS = 8
 MAX_DEPTH = 200
@@ -226,6 +228,7 @@ class Redactor:
         self.name_words = NAME_WORDS + tuple(n for n in self.names if _NAME_CHARS.fullmatch(n))
         self.verdicts: dict[str, bool] = {}  # name → masked or not
         self.named: dict[bytes, bool] = {}  # text, its digits as 0s → ``_names_plain`` of it
+        self.named_bytes = 0
         self.head_verdicts: dict[str, bool] = {}  # the same for QUOTED_PAIR's '"name": ' as matched
         self.texts: dict[str, str] = {}  # text → redacted, least recently used first
         # Line → the line through the line rules: all three; those before QUOTED_PAIR; QUOTED_PAIR and
@@ -628,7 +631,7 @@ class Redactor:
         (a digit is one of them, whichever it is), whether a quote, an escape, ``=`` or ``:`` borders
         it, and whether it or a string is a secret name (no name word and no part of ``SECRET_NAME``
         or ``NOT_SECRET_NAME`` holds a digit; ``\\w`` takes any). The search for the name words was a
-        quarter of a redacted JSON Lines export; the texts, their digits as 0s, are a tenth of it.
+        quarter of a redacted JSON Lines export; writing a text's digits as 0s costs a tenth of it.
         """
         named = self.named
         keys = [
@@ -642,12 +645,14 @@ class Redactor:
         if len(unseen) < len(texts):
             texts = [texts[i] for i in unseen]
             joined = "\x00".join(texts)
-        if len(named) + len(unseen) > NAMED:
+        if len(named) + len(unseen) > NAMED or self.named_bytes > NAMED_BYTES:
             named.clear()
+            self.named_bytes = 0
         for i, plain in zip(unseen, self._names_searched(texts, joined), strict=True):
             known[i] = plain
             if keys[i]:
                 named[keys[i]] = plain
+                self.named_bytes += len(keys[i])
         return known  # type: ignore[return-value]  # every one is known now
 
     @staticmethod
