@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import unicodedata
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.template import engines
+from django.template.defaultfilters import truncatechars
 from support.teams import team_of
 
 from sessions.engine import Frame
@@ -20,6 +22,7 @@ from sessions.teams.models import Note
 from sessions.timeline import exports
 from sessions.timeline.exports import _notes, document, jsonl_lines
 from sessions.timeline.redaction import Redactor
+from sessions.timeline.shown import truncated
 
 CONFIG = {
     "transport": "http",
@@ -139,14 +142,17 @@ def _collect(stream: Any) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stepped", [True, False], ids=["stepped", "planned"])
 @pytest.mark.parametrize("redacted", [False, True])
 @pytest.mark.parametrize("batch", [(500, 256 * 1024), (3, 10**9), (4, 600)])
 def test_the_json_lines_are_what_each_frame_made_alone_whatever_the_batches(
-    monkeypatch: pytest.MonkeyPatch, redacted: bool, batch: tuple[int, int]
+    monkeypatch: pytest.MonkeyPatch, redacted: bool, batch: tuple[int, int], stepped: bool
 ) -> None:
     monkeypatch.setattr(exports, "CHUNK", batch[0])
     monkeypatch.setattr(exports, "CHUNK_BYTES", batch[1])
     monkeypatch.setattr(exports, "PLAN", 5)
+    if not stepped:  # cut as on PostgreSQL
+        monkeypatch.setattr(exports, "_steps", lambda db: False)
     session = _session()
     redactor = Redactor.for_session(CONFIG) if redacted else None
     sent = _collect(jsonl_lines(session, redactor))
@@ -154,7 +160,8 @@ def test_the_json_lines_are_what_each_frame_made_alone_whatever_the_batches(
     assert "".join(sent) == "".join(expected)
     assert all(chunk.endswith("\n") for chunk in sent)  # every batch ends on a whole line
     if batch[0] == 3:
-        assert len(sent) == 5  # 11 frames, 3 a batch, cut where the sizes read (5 at a time) end
+        # 11 frames, 3 a batch; planned, cut too where the sizes read (5 at a time) end
+        assert len(sent) == (4 if stepped else 5)
     if batch[1] == 600:  # a batch of small frames, or one big frame alone
         assert len(sent) > 4 and all(len(chunk.encode()) < 4000 or chunk.count("\n") == 1 for chunk in sent)
     if redacted:
@@ -181,9 +188,14 @@ def test_each_frame_of_the_html_file_is_what_the_template_made_of_it(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_big_session_is_read_a_bounded_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("stepped", [True, False], ids=["stepped", "planned"])
+def test_a_big_session_is_read_a_bounded_batch_at_a_time(
+    monkeypatch: pytest.MonkeyPatch, stepped: bool
+) -> None:
     """No list of the whole session: each batch is at most CHUNK frames and CHUNK_BYTES of their bytes."""
     monkeypatch.setattr(exports, "CHUNK_BYTES", 20_000)
+    if not stepped:
+        monkeypatch.setattr(exports, "_steps", lambda db: False)
     person = User.objects.create(username="bob")
     session = McpSession.objects.create(owner=person, team=team_of(person), name="big")
     sizes = [100] * 700 + [50_000] * 3 + [100] * 10
@@ -238,7 +250,7 @@ def test_a_batch_read_by_its_query_made_once_is_what_the_queryset_reads(
         frames = frames.exclude(seq=exports._AFTER)
     fields = ("seq", "raw", "transport", "verdicts", "wall", "latency_ms", "note")
     batches = exports.Batches(frames, fields)
-    assert (batches.ranged is None) == (scope == "bound-like")
+    assert (batches.ranged is None) == (batches.stepped is None) == (scope == "bound-like")
     read: list[tuple[Any, ...]] = []
     while rows := batches.next():
         read += rows
@@ -250,3 +262,21 @@ def test_a_batch_read_by_its_query_made_once_is_what_the_queryset_reads(
     assert read == expected and len(read) == (7 if scope == "range" else 11)
     kinds = [type(value) for row in read for value in row]
     assert kinds == [type(value) for row in expected for value in row]
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, 160])
+def test_a_preview_is_cut_as_truncatechars_cuts_it(cut: int) -> None:
+    """``truncated`` (quick for Latin-1 text) gives what ``|truncatechars`` gives, at every length."""
+    heads = ["", "a", "x" * 200, "ünïcödé & <b>", "\x00\x1f\x7f\x85\xa0\xff", "e\u0301", "🔑", "İK\u2028"]
+    texts = [head * times + tail for head in heads for times in (1, 40) for tail in ("", "…", "é", "\u0301")]
+    for text in texts:
+        for length in (cut - 1, cut, cut + 1, len(text)):
+            shown = text[: max(length, 0)]
+            assert truncated(shown, cut) == truncatechars(shown, cut), (shown, cut)
+
+
+def test_nfc_leaves_latin_1_alone_and_none_of_it_is_combining() -> None:
+    """What ``truncated``'s quick way rests on, for every Latin-1 character and every pair of them."""
+    latin_1 = [chr(code) for code in range(256)]
+    assert not any(unicodedata.combining(char) for char in latin_1)
+    assert all(unicodedata.normalize("NFC", a + b) == a + b for a in latin_1 for b in latin_1)

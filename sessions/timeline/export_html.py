@@ -71,6 +71,9 @@ class FrameHtml:
         self.shown = Shown()  # a value as ``{{ value }}`` shows it
         self.sizes, self.latencies = Memo(self._size), Memo(self._latency)
         self.transports, self.texts = Memo(self._transport, LONGEST_KEPT), Memo(self._text)
+        # The batch's notes, previews and transport details that no rule changes (``all`` looks): shown
+        # as they are. Any other is redacted the long way, which gives a plain one back unchanged.
+        self.plain: set[str] = set()
 
     def _code(self, verdict: dict[str, Any]) -> str:
         return self.shown(verdict.get("code", ""))
@@ -84,7 +87,7 @@ class FrameHtml:
     def _transport(self, stored: str) -> str:
         """The transport details as the file shows them: indented JSON in a ``<pre>``, or nothing."""
         value = json.loads(stored) if stored else {}
-        if self.redactor is not None and not (isinstance(value, dict) and self.redactor.plain(stored)):
+        if self.redactor is not None and not (isinstance(value, dict) and stored in self.plain):
             value = self.redactor.transport(value)
         return f"<pre>{escape(indented_json(value))}</pre>" if value else ""
 
@@ -94,18 +97,30 @@ class FrameHtml:
     def _redacted(self, text: str) -> str:
         """A text redacted, at a glance when no rule can change it (a preview: JSON cut anywhere)."""
         assert self.redactor is not None
-        return text if not text or self.redactor.plain(text) else self.redactor.text(text)
+        return text if not text or text in self.plain else self.redactor.text(text)
 
     def _preview(self, text: str) -> str:
         """``{{ text|truncatechars:160 }}``."""
         return self.shown(truncated(text, PREVIEW))
 
     def all(self, rows: list[tuple[Any, ...]], notes: dict[int, list[Note]]) -> str:
-        """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``)."""
+        """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``; their notes,
+        previews and transport details looked at together: ``Redactor.plains``)."""
         raws = [bytes(row[9]) for row in rows]
         if self.redactor is not None:
             raws = self.redactor.raws(raws)
+            self.plain = self._plain(rows)
         return "".join([self.item(row, raw, notes.get(row[0])) for row, raw in zip(rows, raws, strict=True)])
+
+    def _plain(self, rows: list[tuple[Any, ...]]) -> set[str]:
+        """The notes, previews and transport details (those not written already) of a batch that no rule
+        changes: ``Redactor.plains`` of them all at once, quicker than ``plain`` of each."""
+        assert self.redactor is not None
+        known = self.transports.knows
+        texts = {text for row in rows for text in (row[11], row[12]) if text}
+        texts.update(row[15] for row in rows if row[15] and not known(row[15]))
+        looked = list(texts)
+        return {text for text, plain in zip(looked, self.redactor.plains(looked), strict=True) if plain}
 
     def _verdict(self, verdict: dict[str, Any]) -> str:
         severity = self.shown(verdict.get("severity", ""))
