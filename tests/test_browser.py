@@ -393,6 +393,20 @@ def test_a_flood_redraws_the_newest_rows_in_order_which_still_open_their_frame_a
     expect(timeline_rows(home).first).not_to_have_id(ids[0])
     older = [int(i.removeprefix("f-")) for i in _assert_unique_rows(home)]
     assert older[0] < seqs[0], "Older did not show older frames"
+
+    # The same as a flow: the pane takes the flow's attributes, and a flood's rows come as flow rows.
+    home.locator("#timeline-controls").get_by_role("button", name="Back to live").click()
+    home.get_by_role("button", name="Flow", exact=True).click()
+    expect(pane).to_have_class(re.compile(r"\bflow\b"))
+    send_raw(home, "tools/call", '{"name": "t", "arguments": {"count": 2000}}')
+    expect(count).to_have_text(str(total + 2002), timeout=20_000)
+    expect(timeline_rows(home).last).to_have_id(f"f-{total + 2002}")
+    expect(timeline_rows(home).last).to_have_class(re.compile(r"\bflow-row\b"))
+    flowed = [int(i.removeprefix("f-")) for i in _assert_unique_rows(home)]
+    assert flowed == list(range(flowed[0], total + 2003)), "the flow's rows are not the newest, in order"
+    home.get_by_role("button", name="Table", exact=True).click()
+    expect(pane).not_to_have_class(re.compile(r"\bflow\b"))
+    expect(timeline_rows(home).last).to_have_id(f"f-{total + 2002}")
     assert_clean(home)
 
 

@@ -88,34 +88,46 @@
   // carry no hx- attributes (one listener serves them all), and htmx's clean-up of every old row and
   // its pass over every new one made each redraw of a flood's newest 50 rows a task of about 30 ms
   // on 2 cores, which the page could not answer input during. A message of rows (a page that
-  // replaces them, or rows to append) may carry whole elements to replace by id besides (the
-  // timeline's controls); anything else goes to htmx as before. The flow view stays with htmx.
-  var REPLACE_ROWS = '<div id="timeline-rows" class="frames" ';
-  var APPEND_ROWS = '<div hx-swap-oob="beforeend:#timeline-rows">';
+  // replaces them, as a table or a flow, or rows to append) may carry whole elements to replace by
+  // id besides (the timeline's controls, which htmx then processes); anything else goes to htmx.
+  // The pane itself stays, taking the new one's attributes (the view it shows).
+  var REPLACE_ROWS = '<div id="timeline-rows" ';
+  var APPEND_ROWS = '<div hx-swap-oob="beforeend:';
 
   function rowsSwap(message) {
     var rows = pane();
     var replace = message.lastIndexOf(REPLACE_ROWS, 0) === 0;
-    if (!rows || rows.classList.contains("flow") || (!replace && message.lastIndexOf(APPEND_ROWS, 0) !== 0)) {
+    if (!rows || (!replace && message.lastIndexOf(APPEND_ROWS, 0) !== 0)) {
       return null;
     }
     var template = document.createElement("template");
     template.innerHTML = message;
     var parts = Array.prototype.slice.call(template.content.children);
+    var fresh = parts[0];
     var others = parts.slice(1);
+    var target = (fresh.getAttribute("hx-swap-oob") || "").replace(/^beforeend:/, "");
+    if (replace ? target !== "true" : !/^#timeline-rows(\.[\w-]+)*$/.test(target)) {
+      return null;
+    }
     if (!others.every(function (part) { return part.id && part.getAttribute("hx-swap-oob") === "true"; })) {
       return null;
     }
     return function () {
-      var fresh = parts[0];
       fresh.removeAttribute("hx-swap-oob");
       if (replace) {
-        rows.dataset.frameUrl = fresh.dataset.frameUrl;
+        rows.getAttributeNames().forEach(function (name) {
+          if (!fresh.hasAttribute(name)) {
+            rows.removeAttribute(name);
+          }
+        });
+        fresh.getAttributeNames().forEach(function (name) {
+          rows.setAttribute(name, fresh.getAttribute(name));
+        });
         if (!follow) {
           rows.scrollTop = 0; // as on a new pane: the page starts at its top
         }
         rows.replaceChildren.apply(rows, Array.prototype.slice.call(fresh.childNodes));
-      } else {
+      } else if (rows.matches(target)) { // rows of the view the pane shows (htmx's target), else none
         rows.append.apply(rows, Array.prototype.slice.call(fresh.childNodes));
       }
       others.forEach(function (part) {
@@ -143,9 +155,6 @@
         htmx.trigger(socket, "htmx:wsAfterMessage", { message: message });
       });
       return;
-    }
-    if (message.length > 20000) {
-      return; // a page of flow rows: its target is always there, and parsing it twice costs
     }
     var template = document.createElement("template");
     template.innerHTML = event.detail.message;
