@@ -25,10 +25,8 @@ import json
 import re
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from sessions.frames import PREVIEW_CHARS, deeper_than
 from sessions.timeline.names import (
@@ -39,6 +37,14 @@ from sessions.timeline.names import (
     looks_secret,
     plain_name,
     url_password,
+)
+from sessions.timeline.secret_rules import (
+    JSON_PATH,
+    MIN_SECRET,
+    URL_PASSWORD,
+    Rules,
+    config_secrets,
+    path_parts,
 )
 
 __all__ = [
@@ -53,12 +59,6 @@ __all__ = [
 ]
 
 MASK = "[redacted]"
-# A value shorter than this is not hunted for everywhere: "1" or "abc" would mask half the timeline.
-MIN_SECRET = 6
-# scheme://user:password@host
-URL_PASSWORD = re.compile(
-    r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s/:@\"']*:)(?P<password>[^\s@/\"']+)(?=@)", re.I
-)
 # name=value in text (query strings, env dumps, argument lists): the name ends where the value starts.
 # The quantifiers are possessive where giving back could never help (a name holds no "=", ":" or quote),
 # so a long word without "=" costs one pass instead of one per length.
@@ -99,99 +99,8 @@ NAMED_BYTES = 1024 * 1024
 # Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
 FEW_SECRETS = 8
 MAX_DEPTH = 200
-MAX_PATTERNS = 20
-MAX_PATTERN_CHARS = 200
 # What a row shows instead of its preview when its bytes were too big to redact for a list.
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
-
-
-@dataclass
-class Rules:
-    """What a sharer adds to the built-in rules."""
-
-    names: list[str] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    patterns: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Rules:
-        data = data if isinstance(data, dict) else {}
-
-        def strings(key: str) -> list[str]:
-            values = data.get(key)
-            return [str(v).strip() for v in values if str(v).strip()] if isinstance(values, list) else []
-
-        return cls(names=strings("names"), paths=strings("paths"), patterns=strings("patterns"))
-
-    def to_dict(self) -> dict[str, list[str]]:
-        return {"names": self.names, "paths": self.paths, "patterns": self.patterns}
-
-    def problems(self) -> list[str]:
-        """What is wrong with the sharer's rules (a pattern that is not a regular expression)."""
-        found = []
-        # Every pattern runs over every frame a share shows: keep them few and short.
-        if len(self.patterns) > MAX_PATTERNS or any(len(p) > MAX_PATTERN_CHARS for p in self.patterns):
-            found.append(f"at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_CHARS} characters")
-        for pattern in self.patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                found.append(f"{pattern!r} is not a regular expression: {exc}")
-        for path in self.paths:
-            if not _PATH.fullmatch(path):
-                found.append(
-                    f"{path!r} is not a JSON path like params.arguments.password or result.content[*].text"
-                )
-        return found
-
-
-_PATH = re.compile(r"[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?(?:\.[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?)*")
-
-
-def _path_parts(path: str) -> list[str]:
-    """params.content[*].text → ["params", "content", "*", "text"]."""
-    parts: list[str] = []
-    for piece in path.split("."):
-        name, _, index = piece.partition("[")
-        parts.append(name)
-        if index:
-            parts.append(index.rstrip("]"))
-    return parts
-
-
-def _arg_secrets(args: list[Any]) -> list[str]:
-    """Values of secret-looking options: ``--token=x``, ``--api-key x``."""
-    found = []
-    words = [str(a) for a in args]
-    for i, word in enumerate(words):
-        name, eq, value = word.partition("=")
-        if not word.startswith("-") or not looks_secret(name.lstrip("-")):
-            continue
-        if eq:
-            found.append(value)
-        elif i + 1 < len(words) and not words[i + 1].startswith("-"):
-            found.append(words[i + 1])
-    return found
-
-
-def config_secrets(config: Any) -> list[str]:
-    """The secret values of a session's configuration, to be hunted for everywhere."""
-    if not isinstance(config, dict):
-        return []
-    found: list[str] = []
-    marked = {str(n) for n in config.get("secret_env") or []}
-    env: dict[str, Any] = config["env"] if isinstance(config.get("env"), dict) else {}
-    found += [str(v) for k, v in env.items() if k in marked or looks_secret(str(k))]
-    found += [str(v) for v in env.values() if URL_PASSWORD.search(str(v))]  # DATABASE_URL with a password
-    headers: dict[str, Any] = config["headers"] if isinstance(config.get("headers"), dict) else {}
-    found += [str(v) for k, v in headers.items() if looks_secret(str(k))]
-    found += [str(config.get("bearer_token") or "")]
-    url = str(config.get("url") or "")
-    found += [v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=False) if looks_secret(k)]
-    found += [m["password"] for text in [url, *map(str, env.values())] for m in URL_PASSWORD.finditer(text)]
-    found += _arg_secrets(list(config.get("args") or []))
-    # Longest first, so a secret that contains another is masked whole.
-    return sorted({s for s in found if len(s) >= MIN_SECRET}, key=len, reverse=True)
 
 
 class Redactor:
@@ -200,7 +109,7 @@ class Redactor:
     def __init__(self, secrets: list[str], rules: Rules | None = None) -> None:
         self.rules = rules or Rules()
         self.names = {n.lower() for n in self.rules.names}
-        self.paths = [_path_parts(p) for p in self.rules.paths if _PATH.fullmatch(p)]
+        self.paths = [path_parts(p) for p in self.rules.paths if JSON_PATH.fullmatch(p)]
         patterns = []
         for pattern in self.rules.patterns:
             try:
