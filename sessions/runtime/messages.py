@@ -27,6 +27,7 @@ __all__ = [
     "Event",
     "Failed",
     "Feature",
+    "Flush",
     "ForgetTokens",
     "FramesStored",
     "LiveRows",
@@ -180,6 +181,14 @@ class Disconnect(Command):
 
 
 @dataclass(frozen=True)
+class Flush(Command):
+    """Reply ``Done`` once every frame the owner has seen is in the database (two seconds at most):
+    a call card drawn from the owner's answer links to frames the recorder may not have stored yet."""
+
+    NAME = "flush"
+
+
+@dataclass(frozen=True)
 class Viewer(Command):
     """A tab started (+1) or stopped (-1) watching: sessions nobody watches end after a while."""
 
@@ -227,6 +236,7 @@ COMMANDS: dict[str, type[Command]] = {
         Feature,
         Reinitialize,
         Disconnect,
+        Flush,
         Viewer,
         OAuthReturned,
         ForgetTokens,

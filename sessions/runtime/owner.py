@@ -84,6 +84,7 @@ class SessionOwner:
         m.Feature: "on_feature",
         m.Reinitialize: "on_reinitialize",
         m.Disconnect: "on_disconnect",
+        m.Flush: "on_flush",
         m.Viewer: "on_viewer",
         m.OAuthReturned: "on_oauth_returned",
         m.ForgetTokens: "on_forget_tokens",
@@ -579,6 +580,9 @@ class SessionOwner:
 
     async def on_disconnect(self, command: m.Disconnect) -> None:
         self.stop("disconnected by the user")
+
+    async def on_flush(self, command: m.Flush) -> None:
+        await self._until_stored()
 
     async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
         """The person came back from the authorization server: the waiting flow goes on."""

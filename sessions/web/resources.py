@@ -29,6 +29,7 @@ from sessions.web.shortcuts import (
     capabilities,
     feature,
     latest,
+    once_stored,
     owned_session,
     render_call,
     render_panel,
@@ -196,7 +197,8 @@ async def subscribe(request: AuthedRequest, public_id: Any) -> HttpResponse:
     return await render_panel(request, session, "resources", context, list_error=failed)
 
 
-def _blob(session: McpSession, rpc_id: int, index: int) -> tuple[bytes, str]:
+def _blob(session: McpSession, rpc_id: int, index: int) -> tuple[bytes, str] | None:
+    """The bytes and name of a content of a stored resources/read response; None: no such response."""
     frame = (
         TimelineFrame.objects.filter(
             session=session,
@@ -209,7 +211,7 @@ def _blob(session: McpSession, rpc_id: int, index: int) -> tuple[bytes, str]:
         .first()
     )
     if frame is None:
-        raise Http404("No such response")
+        return None
     contents = (message_of(frame.raw).get("result") or {}).get("contents")
     if (
         not isinstance(contents, list)
@@ -230,7 +232,10 @@ def _blob(session: McpSession, rpc_id: int, index: int) -> tuple[bytes, str]:
 async def resource_blob(request: AuthedRequest, public_id: Any, rpc_id: int, index: int) -> HttpResponse:
     """Download a binary resource content from a stored resources/read response (never sent inline)."""
     session = await owned_session(request, public_id)
-    data, name = await sync_to_async(_blob)(session, rpc_id, index)
+    blob = await once_stored(session, lambda: _blob(session, rpc_id, index))
+    if blob is None:
+        raise Http404("No such response")
+    data, name = blob
     response = HttpResponse(data, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(True, name) or "attachment"
     response["X-Content-Type-Options"] = "nosniff"

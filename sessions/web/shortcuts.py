@@ -3,10 +3,12 @@ through its owner, its call card."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -153,6 +155,22 @@ async def person_scope_async(request: HttpRequest, needed: str = Role.VIEWER) ->
 def error_response(message: str, status: int) -> HttpResponse:
     """A fragment that says what went wrong, with its status."""
     return HttpResponse(render_to_string("sessions/_error.html", {"message": message}), status=status)
+
+
+_Found = TypeVar("_Found")
+
+
+async def once_stored(session: McpSession, read: Callable[[], _Found | None]) -> _Found | None:
+    """``read()`` (what a stored frame says) on the request's thread; when it finds nothing in a live
+    session, again once the owner has stored every frame it has seen: a call card is drawn from the
+    owner's answer (``render_call``), not the database, and links to frames that may be a moment
+    from it."""
+    found = await sync_to_async(read)()
+    if found is None and session.is_live:
+        with contextlib.suppress(client.NoAnswer, client.CommandFailed):
+            await client.call(session, m.Flush(), timeout=3.0)
+        found = await sync_to_async(read)()
+    return found
 
 
 async def render_call(
