@@ -58,6 +58,13 @@ def check_server_request(method: str, version: str, params: Any) -> list[Verdict
 
 def check_server_notification(method: str, version: str, params: Any) -> list[Verdict]:
     surface = methods.SERVER_NOTIFICATIONS.get((method, version))
+    by_params = _params_validator(surface, method) if surface is not None else None
+    if by_params is not None and isinstance(params, dict):
+        try:
+            by_params.validate_python(params, by_name=False)
+            return []
+        except pydantic.ValidationError:
+            pass  # the whole notification's error says where, as it always has
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
     if params is not None:
         body["params"] = params
@@ -66,12 +73,6 @@ def check_server_notification(method: str, version: str, params: Any) -> list[Ve
         if published is not None:
             return _published.check(version, published, body, f"{method} notification")
         return [_unknown("notification", method, version)]
-    if isinstance(params, dict) and (by_params := _params_validator(surface, method)) is not None:
-        try:
-            by_params.validate_python(params, by_name=False)
-            return []
-        except pydantic.ValidationError:
-            pass  # the whole notification's error says where, as it always has
     try:
         _validate(surface, body)
     except pydantic.ValidationError as exc:

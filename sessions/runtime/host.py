@@ -112,7 +112,7 @@ def warm_up_in_background() -> None:
         # While a flood keeps the event loop busy, the database thread gives the GIL up for each
         # SQLite step of a batch (its BEGIN, INSERTs, UPDATE, COMMIT) and waits for it back until the
         # loop is made to yield: up to 5 ms each time at Python's interval, so a batch of 2,000 rows
-        # took 80–90 ms to store against 15 ms with the loop idle, and the frames waited for it. At
+        # took 64–95 ms to store against 15 ms with the loop idle, and the frames waited for it. At
         # 1 ms, storing 100,000 rows beside a thread that never lets go of the GIL took 1.6–2.4 s
         # rather than 2.9–3.9 s; a request thread waits less for the GIL in a flood too.
         sys.setswitchinterval(SWITCH_INTERVAL)

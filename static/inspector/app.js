@@ -91,24 +91,16 @@
   // replaces them, as a table or a flow, or rows to append) may carry whole elements to replace by
   // id besides (the timeline's controls, which htmx then processes); anything else goes to htmx.
   // The pane itself stays, taking the new one's attributes (the view it shows).
-  var REPLACE_ROWS = '<div id="timeline-rows" ';
-  var APPEND_ROWS = '<div hx-swap-oob="beforeend:';
-
-  function rowsSwap(message) {
+  function rowsSwap(parts) {
     var rows = pane();
-    var replace = message.lastIndexOf(REPLACE_ROWS, 0) === 0;
-    if (!rows || (!replace && message.lastIndexOf(APPEND_ROWS, 0) !== 0)) {
-      return null;
-    }
-    var template = document.createElement("template");
-    template.innerHTML = message;
-    var parts = Array.prototype.slice.call(template.content.children);
     var fresh = parts[0];
-    var others = parts.slice(1);
-    var target = (fresh.getAttribute("hx-swap-oob") || "").replace(/^beforeend:/, "");
-    if (replace ? target !== "true" : !/^#timeline-rows(\.[\w-]+)*$/.test(target)) {
+    var oob = fresh ? fresh.getAttribute("hx-swap-oob") || "" : "";
+    var replace = oob === "true" && fresh.id === "timeline-rows";
+    var target = oob.replace(/^beforeend:/, "");
+    if (!rows || (!replace && (target === oob || !/^#timeline-rows(\.[\w-]+)*$/.test(target)))) {
       return null;
     }
+    var others = parts.slice(1);
     if (!others.every(function (part) { return part.id && part.getAttribute("hx-swap-oob") === "true"; })) {
       return null;
     }
@@ -141,11 +133,15 @@
     };
   }
 
-  // The live socket sends every tab the same fragments; a tab that does not show a fragment's
-  // target (another panel, a call made elsewhere) skips it rather than logging an htmx error.
+  // Each message is parsed once here: rows are swapped as above; of anything else, a tab that does
+  // not show a fragment's target (another panel, a call made elsewhere) skips it rather than
+  // logging an htmx error. The live socket sends every tab the same fragments.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
     var message = event.detail.message;
-    var swap = rowsSwap(message);
+    var template = document.createElement("template");
+    template.innerHTML = message;
+    var parts = Array.prototype.slice.call(template.content.children);
+    var swap = rowsSwap(parts);
     if (swap) {
       event.preventDefault();
       var socket = event.target;
@@ -156,9 +152,7 @@
       });
       return;
     }
-    var template = document.createElement("template");
-    template.innerHTML = event.detail.message;
-    var targets = Array.prototype.map.call(template.content.children, function (element) {
+    var targets = parts.map(function (element) {
       var oob = element.getAttribute("hx-swap-oob");
       if (!oob) {
         return true;
