@@ -86,7 +86,8 @@ async def test_an_unsupported_version_error_is_reported_with_its_data() -> None:
 
 def test_the_engine_imports_nothing_from_django_nor_heavy_modules_it_does_not_need() -> None:
     code = (
-        "import sys; import sessions.engine as e; from sessions.engine import _session, _stdio, _http, _sse;"
+        "import sys; import sessions.engine as e;"
+        "from sessions.engine import _session, _stdio, _http, _streamable, _legacy_sse, _sse;"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('django', 'channels', 'daphne', 'mcp_types')];"
         "print(','.join(bad))"
     )

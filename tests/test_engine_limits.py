@@ -31,9 +31,9 @@ from sessions.engine import (
     connect,
 )
 from sessions.engine._frames import HEAD_BYTES
-from sessions.engine._http import StreamableHttpTransport
 from sessions.engine._sse import SseDecoder
 from sessions.engine._stdio import read_messages
+from sessions.engine._streamable import StreamableHttpTransport
 from sessions.engine.testing import ManualClock, Recorder, ScriptedTransport, mock_http
 
 REPO = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ from support.oauth import (
 )
 
 from sessions.engine import ClientOptions, ClientSession, Frame, HttpTarget, OAuthConfig, connect
-from sessions.engine._http import StreamableHttpTransport
+from sessions.engine._streamable import StreamableHttpTransport
 from sessions.engine.testing import mock_http
 
 pytestmark = pytest.mark.slow

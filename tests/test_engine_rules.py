@@ -29,8 +29,9 @@ from sessions.engine import (
     SessionExpired,
     TransportError,
 )
-from sessions.engine._http import LegacySseTransport, StreamableHttpTransport
+from sessions.engine._legacy_sse import LegacySseTransport
 from sessions.engine._stdio import read_messages
+from sessions.engine._streamable import StreamableHttpTransport
 from sessions.engine.testing import (
     ManualClock,
     Recorder,

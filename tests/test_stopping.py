@@ -18,7 +18,7 @@ from support.teams import ateam_of
 from support.web import http_config, live_runtime, make_user, wait_until
 
 from inspector.layers import InMemoryChannelLayer
-from sessions.engine import _http
+from sessions.engine import _streamable
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime.host import stop_embedded_runtime
@@ -162,7 +162,8 @@ async def test_a_delete_that_never_answers_is_recorded_as_failed_and_the_stop_st
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The engine waits DELETE_WAIT for a DELETE; one that does not answer by then is a frame, not lost."""
-    monkeypatch.setattr(_http, "DELETE_WAIT", 0.2)  # the server never answers: how long is not the point
+    # The server never answers: how long is not the point.
+    monkeypatch.setattr(_streamable, "DELETE_WAIT", 0.2)
     release = asyncio.Event()
     server, url = await _hanging_delete_server(release)
     user = await make_user()

@@ -13,7 +13,8 @@ def make_transport(target: Target) -> Transport:
     """Build the transport for a target; HTTP support is imported only when needed."""
     if isinstance(target, StdioTarget):
         return StdioTransport(target)
-    from ._http import LegacySseTransport, StreamableHttpTransport
+    from ._legacy_sse import LegacySseTransport
+    from ._streamable import StreamableHttpTransport
 
     if target.transport == "sse":
         return LegacySseTransport(target)
