@@ -1,4 +1,4 @@
-"""Limits: how much one session may record, and how many live sessions a team may run.
+"""Limits: how much one session may record.
 
 A session counts its frames and their bytes (what the timeline stores of each: ``Frame.raw``) across
 reconnects. The frame that reaches ``INSPECTOR_MAX_SESSION_FRAMES`` or ``INSPECTOR_MAX_SESSION_BYTES``
@@ -8,6 +8,8 @@ session ends: what the engine receives after it is not recorded. 0 means no limi
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -17,7 +19,10 @@ from sessions.engine import Frame
 __all__ = [
     "LimitReached",
     "SessionBudget",
+    "SessionLimits",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,46 @@ class SessionBudget:
                 "(INSPECTOR_MAX_SESSION_BYTES): ended, every frame up to the limit is kept",
             )
         return None
+
+
+class SessionLimits:
+    """A live session's limits: it counts each frame recorded, and ends the session at a limit."""
+
+    __slots__ = ("_record", "_stop", "budget", "limited", "session_pk")
+
+    def __init__(
+        self, session_pk: int, record: Callable[[Callable[[int], Frame]], None], stop: Callable[[str], None]
+    ) -> None:
+        self.session_pk = session_pk
+        self._record = record
+        """Records the frame the callable makes from the next sequence number of the engine's count."""
+        self._stop = stop
+        self.budget = SessionBudget(0, 0)
+        self.limited = False
+        """The session reached a limit: it is ending, and records nothing more."""
+
+    def start(self, frames: int, size: int) -> None:
+        """Take the current settings' limits, with what the session already holds (it may be a reconnect)."""
+        self.budget = SessionBudget.from_settings(frames=frames, size=size)
+
+    def end_if_full(self) -> bool:
+        """End the session if it already holds all it may (a reconnect); whether it did."""
+        if (reached := self.budget.reached()) is None:
+            return False
+        self.end(reached)
+        return True
+
+    def count(self, size: int) -> None:
+        """Count one frame recorded, of ``size`` bytes; the session ends if it reached a limit."""
+        if (reached := self.budget.count(size)) is not None:
+            self.end(reached)
+
+    def end(self, reached: LimitReached) -> None:
+        """Every frame so far is recorded; one more says which limit was reached, then the session ends."""
+        self.limited = True
+        self._record(reached.frame)
+        log.warning("session %s ended: %s", self.session_pk, reached.message)
+        self._stop(reached.message)
 
 
 def _bytes(count: int) -> str:

@@ -12,27 +12,34 @@ it an ``Authorizer`` and a ``TokenStore``:
 - ``TeamTokenStore``: the team's ``OAuthTokens`` row, encrypted. The engine calls the store on the
   event loop, where the database may not be touched: the row is read before connecting, and
   writes go behind, in order, on the runtime's database thread.
+- ``SessionOAuth``: what a live session's owner holds of it: the authorizations waiting, the token
+  store, and an OAuth debugger's runner (``oauth_debug.py``) once the session has one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from sessions.engine import HttpTarget, OAuthFailed
+from sessions.engine import EngineError, HttpTarget, OAuthFailed
 from sessions.models import McpSession, OAuthAuthorization, OAuthTokens
 from sessions.runtime import messages as m
 from sessions.runtime.store import in_db_thread
 from sessions.teams.models import token_digest
 
+if TYPE_CHECKING:
+    from sessions.runtime.oauth_debug import OAuthDebugger
+
 __all__ = [
     "AUTHORIZE_WAIT",
     "CALLBACK_PATH",
+    "SessionOAuth",
     "TeamTokenStore",
     "WebAuthorizer",
     "prepare",
@@ -180,3 +187,75 @@ async def prepare(
     oauth.store = store
     oauth.store_key = key
     return store
+
+
+class SessionOAuth:
+    """A live session's OAuth: the authorizations waiting for the browser, the team's tokens, a debugger."""
+
+    __slots__ = ("_debugger_set", "authorizations", "debugger", "publish", "session_pk", "tokens")
+
+    DEBUGGER_WAIT = 10.0
+    """How long a step waits for a debugger's session to have its debugger (seconds)."""
+
+    def __init__(self, session_pk: int, publish: Callable[[m.Event], None]) -> None:
+        self.session_pk = session_pk
+        self.publish = publish
+        self.authorizations: dict[str, asyncio.Future[str]] = {}
+        """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
+        self.tokens: TeamTokenStore | None = None
+        self.debugger: OAuthDebugger | None = None
+        self._debugger_set: asyncio.Event | None = None
+        """Set once an OAuth debugger's session has its debugger (its commands may come before)."""
+
+    async def prepare(self, target: Any, config: dict[str, Any]) -> None:
+        """An HTTP target with OAuth gets the browser and the team's tokens (kept across reconnects)."""
+        if isinstance(target, HttpTarget) and target.oauth is not None:
+            self.tokens = await prepare(
+                target,
+                session_pk=self.session_pk,
+                config=config,
+                waiting=self.authorizations,
+                publish=self.publish,
+                store=self.tokens,
+            )
+
+    def expect_debugger(self) -> None:
+        """The session is an OAuth debugger's: its steps wait until ``debugging`` says whether it has one."""
+        self._debugger_set = asyncio.Event()
+
+    def debugging(self, debugger: OAuthDebugger | None) -> None:
+        """The debugger's session has its debugger (None: it cannot have one); the steps waiting go on."""
+        self.debugger = debugger
+        assert self._debugger_set is not None
+        self._debugger_set.set()
+
+    def returned(self, state_sha256: str, url: str) -> None:
+        """The person came back from the authorization server: the waiting flow goes on."""
+        arrived = self.authorizations.get(state_sha256)
+        if arrived is None or arrived.done():
+            raise EngineError("no authorization of this session is waiting for this answer")
+        arrived.set_result(url)
+
+    async def forget(self, client: Any) -> None:
+        """Drop the token ``client`` uses, and what the store holds (the asker deletes the stored ones)."""
+        transport = getattr(client, "transport", None)
+        auth = getattr(transport, "auth", None)
+        if auth is not None:
+            auth.forget()
+        if self.tokens is not None:
+            await self.tokens.flush()
+            self.tokens.data.clear()
+
+    async def step(self, run_all: bool) -> m.Done:
+        """Start the debugger's next step (or all that are left)."""
+        if self._debugger_set is not None:
+            await asyncio.wait_for(self._debugger_set.wait(), self.DEBUGGER_WAIT)
+        if self.debugger is None:
+            raise EngineError("this session is not an OAuth debugger")
+        return await self.debugger.start(run_all)
+
+    async def aclose(self) -> None:
+        """Stop the debugger's running step and close its HTTP client, if the session has one."""
+        if self.debugger is not None:
+            with contextlib.suppress(Exception):
+                await self.debugger.aclose()

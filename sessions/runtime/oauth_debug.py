@@ -124,7 +124,7 @@ class OAuthDebugger:
             "seq": last,
         }
         await store.append_phases(self.owner.pk, [phase])
-        self.owner._outbox.put_nowait(m.StateChanged("", f"oauth {step}: {outcome}"))
+        self.owner.journal.publish(m.StateChanged("", f"oauth {step}: {outcome}"))
 
     async def _discover(self) -> None:
         """An unauthenticated initialize, as a client's first request: the 401 and its challenge."""

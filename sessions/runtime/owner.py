@@ -1,4 +1,12 @@
-"""A session's owner: the one long-lived task that holds its connection, takes commands, publishes events."""
+"""A session's owner: the one long-lived task that holds its connection, takes commands, publishes events.
+
+The owner keeps the connection's life (connect, watch, disconnect), the command loop and its
+``on_<command>`` handlers, and the dispatch of what the engine reports. The rest is its
+collaborators': ``SessionOAuth`` (``oauth.py``: authorizations, tokens, the OAuth debugger),
+``SessionLimits`` (``limits.py``: counting, ending at a limit), ``Viewers`` (``viewers.py``: the
+viewer count and the idle timer), ``Journal`` (``journal.py``: phases, reviews, activity rows, the
+outbox), and the ``Recorder`` (``recorder.py``: the frames).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
@@ -29,21 +37,18 @@ from sessions.engine import (
     make_transport,
 )
 from sessions.frames import frame_row
-from sessions.models import McpSession
 from sessions.runtime import messages as m
-from sessions.runtime import oauth, store
-from sessions.runtime.limits import LimitReached, SessionBudget
+from sessions.runtime import store
+from sessions.runtime.journal import Journal, cancelling, facts
+from sessions.runtime.limits import SessionLimits
+from sessions.runtime.oauth import SessionOAuth
 from sessions.runtime.recorder import Recorder
+from sessions.runtime.viewers import Viewers
 from sessions.servers import Confinement, build_options, build_target
-
-if TYPE_CHECKING:
-    from sessions.runtime.oauth_debug import OAuthDebugger
 
 __all__ = ["SessionOwner", "confinement"]
 
 log = logging.getLogger(__name__)
-
-FINAL_STATES = {"closed", "failed"}
 
 
 def confinement() -> Confinement:
@@ -53,19 +58,6 @@ def confinement() -> Confinement:
         withheld_env=secret_variables(),
         egress_allow=tuple(settings.INSPECTOR_EGRESS_ALLOW),
     )
-
-
-def _facts(client: ClientSession) -> dict[str, Any]:
-    """What the handshake (or discovery) settled, as the session row keeps it."""
-    return {
-        "protocol_version": client.protocol_version or "",
-        "mode": client.mode or "",
-        "transport_name": client.transport.name,
-        "server_info": client.server_info,
-        "server_capabilities": client.server_capabilities,
-        "client_capabilities": client.client_capabilities,
-        "instructions": client.instructions or "",
-    }
 
 
 class SessionOwner:
@@ -106,26 +98,16 @@ class SessionOwner:
         # asked (``on_request`` takes its own). A response may arrive before its handle is known
         # (over HTTP, inside the POST), so they are all noted; only the newest few are kept.
         self.responses: OrderedDict[int | str, dict[str, Any]] = OrderedDict()
-        self.viewers = 0
         self._stop = asyncio.Event()
         self._stop_reason = ""
         self._connect_failed = False
-        self._idle: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._answers: dict[str, dict[str, Any]] = {}
-        self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.recorder: Recorder | None = None
-        self._last_words: tuple[list[dict[str, Any]], dict[str, Any]] = ([], {})
-        """Phases and fields seen while the process stops, written with the session's end, in one go."""
-        self.budget = SessionBudget(0, 0)
-        self.limited = False
-        """The session reached a limit: it is ending, and records nothing more."""
-        self.authorizations: dict[str, asyncio.Future[str]] = {}
-        """OAuth authorizations waiting for the person's browser, by their state's SHA-256."""
-        self.tokens: oauth.TeamTokenStore | None = None
-        self.debugger: OAuthDebugger | None = None
-        self._debugger_set: asyncio.Event | None = None
-        """Set once an OAuth debugger's session has its debugger (its commands may come before)."""
+        self.journal = Journal(session_pk, layer, self._spawn)
+        stop = self.stop  # one bound method for both (thousands of owners may be live)
+        self.limits = SessionLimits(session_pk, self._record_own, stop)
+        self.viewers = Viewers(stop)
+        self.oauth = SessionOAuth(session_pk, self.journal.publish)
 
     # --- running --------------------------------------------------------------------------
 
@@ -137,10 +119,10 @@ class SessionOwner:
         self.config: dict[str, Any] = loaded["config"]
         self.roots: list[Any] = loaded["roots"]
         if self.config.get("oauth_debug"):
-            self._debugger_set = asyncio.Event()
+            self.oauth.expect_debugger()
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
-        self.budget = SessionBudget.from_settings(frames=self.base, size=loaded["stored_bytes"])
+        self.limits.start(frames=self.base, size=loaded["stored_bytes"])
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
         await store.update_session(
@@ -148,16 +130,15 @@ class SessionOwner:
         )
         workers = [
             asyncio.create_task(self._serve_commands(), name=f"owner-commands-{self.pk}"),
-            asyncio.create_task(self._publish_outbox(), name=f"owner-outbox-{self.pk}"),
+            asyncio.create_task(self.journal.serve(self.group), name=f"owner-outbox-{self.pk}"),
         ]
-        self._arm_idle()
+        self.viewers.arm()
         try:
-            if (reached := self.budget.reached()) is not None:  # a reconnect, the session already full
-                self._end_at_limit(reached)
-            elif self.config.get("oauth_debug"):
-                await self._start_debugger()
-            else:
-                await self._connect()
+            if not self.limits.end_if_full():  # a reconnect of a full session ends at once
+                if self.config.get("oauth_debug"):
+                    await self._start_debugger()
+                else:
+                    await self._connect()
             await self._stop.wait()
         finally:
             await self._disconnect()
@@ -167,11 +148,7 @@ class SessionOwner:
             await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
             await self.recorder.close()
             status = self.final_status
-            phases, fields = self._last_words
-            await store.append_phases(
-                self.pk,
-                phases,
-                **fields,
+            await self.journal.end(
                 status=status,
                 status_note=self._stop_reason,
                 ended=timezone.now(),
@@ -212,22 +189,14 @@ class SessionOwner:
             return
         if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
-        await store.update_session(self.pk, **_facts(client))
-        self._outbox.put_nowait(m.StateChanged("ready"))
+        await store.update_session(self.pk, **facts(client))
+        self.journal.publish(m.StateChanged("ready"))
         self._spawn(self._watch(client))
 
     async def _target(self) -> Any:
         """The engine target of the config; an HTTP one with OAuth gets the browser and the team's tokens."""
         target = build_target(self.config, confinement())
-        if isinstance(target, HttpTarget) and target.oauth is not None:
-            self.tokens = await oauth.prepare(
-                target,
-                session_pk=self.pk,
-                config=self.config,
-                waiting=self.authorizations,
-                publish=self._outbox.put_nowait,
-                store=self.tokens,
-            )
+        await self.oauth.prepare(target, self.config)
         return target
 
     async def _start_debugger(self) -> None:
@@ -241,14 +210,11 @@ class SessionOwner:
         except Exception as exc:
             self._connect_failed = True
             self.stop(f"cannot debug: {exc}")
-            assert self._debugger_set is not None
-            self._debugger_set.set()
+            self.oauth.debugging(None)
             return
-        self.debugger = OAuthDebugger(self, target)
-        assert self._debugger_set is not None
-        self._debugger_set.set()
+        self.oauth.debugging(OAuthDebugger(self, target))
         await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
-        self._outbox.put_nowait(m.StateChanged("ready"))
+        self.journal.publish(m.StateChanged("ready"))
 
     async def _unless_stopped(self, work: Awaitable[Any]) -> None:
         """Await ``work`` (in a task of its own), or cancel it when the session is stopped first.
@@ -279,9 +245,7 @@ class SessionOwner:
             self.stop(f"the connection ended: {client.state}")
 
     async def _disconnect(self) -> None:
-        if self.debugger is not None:
-            with contextlib.suppress(Exception):
-                await self.debugger.aclose()
+        await self.oauth.aclose()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 await self.client.aclose()
@@ -299,21 +263,11 @@ class SessionOwner:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _arm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        timeout = settings.INSPECTOR_IDLE_TIMEOUT
-        if self.viewers <= 0 and timeout > 0:
-            self._idle = asyncio.get_running_loop().call_later(
-                timeout, self.stop, f"no viewer for {timeout:g} s (INSPECTOR_IDLE_TIMEOUT)"
-            )
-
     # --- what the engine reports -----------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
         assert self.recorder is not None
-        if self.limited:
+        if self.limits.limited:
             return  # the session is ending at its limit: what the engine receives now is not recorded
         if isinstance(event, Frame):
             self.engine_seq = event.seq
@@ -333,88 +287,32 @@ class SessionOwner:
                 while len(self.responses) > self.RESPONSES_KEPT:
                     self.responses.popitem(last=False)
             if event.kind == "state":
-                self._phase_seen(event)
+                # A step of the lifecycle; while the process stops, written with the session's end.
+                self.journal.phase_seen(event, self.base + event.seq, self.client, held=self.recorder.held)
                 server = event.transport.get("stdio", {}).get("process")
                 if server:  # who to kill if this process dies before it closes the session
-                    self._spawn(store.update_session(self.pk, server_process=server))
+                    self.journal.update({"server_process": server})
             elif event.kind == "exit":
                 code = event.transport.get("stdio", {}).get("returncode")
-                if self.recorder.held:
-                    self._last_words[1]["exit_code"] = code
-                else:
-                    self._spawn(store.update_session(self.pk, exit_code=code))
-            if (reached := self.budget.count(row["size"])) is not None:
-                self._end_at_limit(reached)
+                self.journal.update({"exit_code": code}, held=self.recorder.held)
+            self.limits.count(row["size"])
         elif isinstance(event, Progress):
-            self._outbox.put_nowait(
-                m.CallProgress(event.request_id, event.progress, event.total, event.message)
-            )
+            self.journal.publish(m.CallProgress(event.request_id, event.progress, event.total, event.message))
         elif isinstance(event, PendingRequest):
-            self._spawn(self._review_opened(event))
+            self.journal.review_opened(event, self.base)
         elif isinstance(event, PendingResolved):
-            self._spawn(self._review_closed(event))
+            self.journal.review_closed(event)
 
-    def _end_at_limit(self, reached: LimitReached) -> None:
-        """Every frame so far is recorded; one more says which limit was reached, then the session ends."""
+    def _record_own(self, make: Callable[[int], Frame]) -> None:
+        """Record a frame of the owner's own (a limit's), made with the number the engine's next would get."""
         assert self.recorder is not None
-        self.limited = True
-        self.engine_seq += 1  # the number the engine's next frame would have had: it is not recorded
-        self.recorder.add(frame_row(reached.frame(self.engine_seq), self.base))
-        log.warning("session %s ended: %s", self.pk, reached.message)
-        self.stop(reached.message)
-
-    def _phase_seen(self, frame: Frame) -> None:
-        """A state frame that is a step of the lifecycle goes into the session's phases (with its status).
-
-        While the process stops (the recorder held), the steps of the ending (closing, closed) are
-        written with the session's end, in its one write: nobody watches, and a write each was a
-        third of the stop's database work with a thousand sessions. They were often not written at
-        all before: the task writing them was cancelled with the owner's others.
-        """
-        state = frame.transport.get("state", "")
-        if state not in McpSession.PHASES:
-            return  # a note on the timeline, not a step of the lifecycle
-        phase = {"state": state, "note": frame.note or "", "wall": frame.wall, "seq": self.base + frame.seq}
-        if self.recorder is not None and self.recorder.held:
-            self._last_words[0].append(phase)
-            return
-        self._spawn(self._record_phase(state, phase))
-
-    async def _record_phase(self, state: str, phase: dict[str, Any]) -> None:
-        fields: dict[str, Any] = {"status_note": phase["note"]}
-        if state in McpSession.Status.values and state not in FINAL_STATES:
-            fields["status"] = state
-        if state == "ready" and self.client is not None:
-            # With the negotiated facts, in the same write: whoever sees "ready" sees what was agreed.
-            fields.update(_facts(self.client))
-        await store.append_phases(self.pk, [phase], **fields)
-        self._outbox.put_nowait(m.StateChanged(fields.get("status", ""), phase["note"]))
-
-    async def _review_opened(self, pending: PendingRequest) -> None:
-        await store.save_review(self.pk, pending, self.base)
-        self._outbox.put_nowait(m.ReviewChanged(pending.key))
-
-    async def _review_closed(self, resolved: PendingResolved) -> None:
-        await store.resolve_review(self.pk, resolved, self._answers.pop(resolved.key, None))
-        self._outbox.put_nowait(m.ReviewChanged(resolved.key))
-
-    async def _activity(self, user_id: int, action: str, detail: str, seq: int | None = None) -> None:
-        """Record who did what (``teams.Activity``) and tell the viewers."""
-        activity_id = await store.record_activity(self.pk, user_id, action, detail, seq)
-        self._outbox.put_nowait(m.ActivityAdded(activity_id))
-
-    async def _publish_outbox(self) -> None:
-        # Until cancelled, even if the channel layer swallows the cancellation mid-send (channels-redis
-        # can): a task left "cancelling" but waiting on the queue would hold the stop for ever.
-        while not _cancelling():
-            event = await self._outbox.get()
-            with contextlib.suppress(Exception):
-                await self.layer.group_send(self.group, m.encode_event(event))
+        self.engine_seq += 1  # that next frame of the engine's, if any, is not recorded
+        self.recorder.add(frame_row(make(self.engine_seq), self.base))
 
     # --- commands --------------------------------------------------------------------------
 
     async def _serve_commands(self) -> None:
-        while not _cancelling():
+        while not cancelling():
             message = await self.layer.receive(self.channel)
             if message.get("type") == END_COMMANDS:
                 return
@@ -471,10 +369,8 @@ class SessionOwner:
         await self._reply(reply, m.Started(handle.id))
         if command.user_id is not None:
             seq = handle.leg.frame_seq
-            self._spawn(
-                self._activity(
-                    command.user_id, "sent", command.method, None if seq is None else self.base + seq
-                )
+            self.journal.activity(
+                command.user_id, "sent", command.method, None if seq is None else self.base + seq
             )
         outcome: dict[str, Any] = {"rpc_id": handle.id, "method": command.method}
         try:
@@ -493,7 +389,7 @@ class SessionOwner:
         await self._reply(reply, m.Done(outcome))
         if command.wait is None or time.monotonic() - started >= command.wait * 0.8:
             # The asker may have shown a running card: viewers finish it from this event.
-            self._outbox.put_nowait(m.CallDone(outcome))
+            self.journal.publish(m.CallDone(outcome))
 
     async def on_notify(self, command: m.Notify) -> m.Done:
         """Send a notification exactly as typed; it is on the timeline when the asker hears back."""
@@ -501,7 +397,7 @@ class SessionOwner:
         frame = await client.send_notification(command.method, command.params)
         seq = self.base + frame.seq
         if command.user_id is not None:
-            self._spawn(self._activity(command.user_id, "sent", command.method, seq))
+            self.journal.activity(command.user_id, "sent", command.method, seq)
         await self._until_stored()
         return m.Done({"method": command.method, "seq": seq})
 
@@ -512,11 +408,10 @@ class SessionOwner:
 
     async def on_respond(self, command: m.Respond) -> None:
         client = self._live_client()
-        self._answers[command.key] = {
-            "answer": command.result,
-            "edited": command.edited,
-            "answered_by_id": command.user_id,
-        }
+        self.journal.answered(
+            command.key,
+            {"answer": command.result, "edited": command.edited, "answered_by_id": command.user_id},
+        )
         if command.note:
             note: str | None = command.note
         elif command.by:
@@ -527,7 +422,7 @@ class SessionOwner:
 
     async def on_reject(self, command: m.Reject) -> None:
         client = self._live_client()
-        self._answers[command.key] = {"answered_by_id": command.user_id}
+        self.journal.answered(command.key, {"answered_by_id": command.user_id})
         message = command.message or "User rejected the request"
         client.reject(
             command.key, command.code, message, note=f"rejected by {command.by}" if command.by else None
@@ -553,7 +448,7 @@ class SessionOwner:
         client = self._live_client()
         action, value = command.action, command.value
         if command.user_id is not None and action != "listen":
-            self._spawn(self._activity(command.user_id, action, value))
+            self.journal.activity(command.user_id, action, value)
         try:
             if action == "ping":
                 await client.ping()
@@ -586,38 +481,18 @@ class SessionOwner:
 
     async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
         """The person came back from the authorization server: the waiting flow goes on."""
-        arrived = self.authorizations.get(command.state_sha256)
-        if arrived is None or arrived.done():
-            raise EngineError("no authorization of this session is waiting for this answer")
-        arrived.set_result(command.url)
+        self.oauth.returned(command.state_sha256, command.url)
 
     async def on_forget_tokens(self, command: m.ForgetTokens) -> None:
         """Drop the token in use (the asker deletes the stored ones once this is done)."""
-        transport = getattr(self.client, "transport", None)
-        auth = getattr(transport, "auth", None)
-        if auth is not None:
-            auth.forget()
-        if self.tokens is not None:
-            await self.tokens.flush()
-            self.tokens.data.clear()
+        await self.oauth.forget(self.client)
 
     async def on_oauth_step(self, command: m.OAuthStep) -> m.Done:
-        if self._debugger_set is not None:
-            await asyncio.wait_for(self._debugger_set.wait(), 10)
-        if self.debugger is None:
-            raise EngineError("this session is not an OAuth debugger")
-        return await self.debugger.start(command.run_all)
+        return await self.oauth.step(command.run_all)
 
     async def on_viewer(self, command: m.Viewer) -> None:
-        self.viewers += int(command.delta)
-        self._arm_idle()
+        self.viewers.changed(int(command.delta))
 
 
 END_COMMANDS = "owner.end"  # the message that ends an owner's command loop (``_end_commands``)
 END_COMMANDS_WAIT = 2.0  # seconds it may take to arrive before the loop is cancelled instead
-
-
-def _cancelling() -> bool:
-    """Whether the current task was asked to stop (a cancellation something below it swallowed)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
