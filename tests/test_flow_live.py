@@ -39,7 +39,7 @@ async def test_a_tab_that_asks_for_the_flow_gets_it_live_and_can_switch_back(eve
         async with asyncio.timeout(10):
             while "shape-response" not in seen:
                 seen += await communicator.receive_from(timeout=10)
-        assert "beforeend:#timeline-rows.flow" in seen
+        assert 'hx-swap-oob="rowsend:#timeline-rows" data-view="flow"' in seen
         row = (
             r'class="frame flow-row ([^"]*)" role="listitem" id="f-(\d+)" data-seq="\d+" data-pair="([\d ]*)"'
         )

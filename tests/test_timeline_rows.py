@@ -1,7 +1,7 @@
-"""The timeline's rows rendered in Python (sessions/web/rows.py) are byte for byte what the template they
-replaced renders (kept here as the oracle: tests/templates/timeline_rows_oracle.html), for every row
-shape the app makes and for hostile text; and the pages and fragments that show rows use them. So are
-the plots' marks (heatmap cells, frames-per-second bars, latency bars: sessions/templatetags/instrument.py)
+"""The timeline's rows, rendered by their template (sessions/_timeline_row.html) for every row shape the
+app makes, odd stored values and hostile text; the pages and fragments that show rows; the live
+pipeline's batches (sessions/web/feed.py), rendered once and picked from per filter. And the plots'
+marks (heatmap cells, frames-per-second bars, latency bars: sessions/templatetags/instrument.py)
 against the template loops they replaced."""
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import random
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,9 +26,8 @@ from sessions.teams.models import Note
 from sessions.templatetags.instrument import fps_bars, heat_cells, method_bars
 from sessions.timeline import plots
 from sessions.timeline.queries import TimelineFilter, page_of_rows
-from sessions.web.rows import timeline_rows
+from sessions.web import feed
 
-ORACLE = Template((Path(__file__).parent / "templates" / "timeline_rows_oracle.html").read_text())
 START = 1_732_430_000.125
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -45,8 +42,9 @@ HOSTILE = [
 ]
 
 
-def oracle(**context: Any) -> str:
-    return ORACLE.render(Context(context))
+def rows_html(rows: Any, session: Any = None, t0: Any = None) -> str:
+    """The rows as a page includes them."""
+    return render_to_string("sessions/_timeline_rows.html", {"rows": rows, "session": session, "t0": t0})
 
 
 def engine_rows() -> list[dict[str, Any]]:
@@ -150,48 +148,97 @@ def odd_rows() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("t0", [None, "", 0, START + 1, "1732430001.5"])
-def test_rows_match_the_template_for_every_shape_and_start(t0: Any) -> None:
+def test_every_row_shape_renders_as_a_row_of_its_own(t0: Any) -> None:
     session = McpSession(name="s", phases=[{"wall": START}])
-    for rows in (engine_rows(), odd_rows(), []):
-        context: dict[str, Any] = {"rows": rows, "session": session}
-        if t0 is not None:
-            context["t0"] = t0
-        assert timeline_rows(rows, session, t0) == oracle(**context)
-    # Each row alone too, so a difference names its row.
-    for row in engine_rows() + odd_rows():
-        assert timeline_rows([row], session, t0) == oracle(rows=[row], session=session, t0=t0), row
+    rows = engine_rows() + odd_rows()
+    html = rows_html(rows, session, t0)
+    assert html.count('role="listitem"') == len(rows)
+    # The live path renders each row alone, the page all at once: the same bytes.
+    assert "".join(feed.render_rows(rows, t0 or START)) == rows_html(rows, session, t0 or START)
 
 
-def test_rows_match_without_a_session_or_a_start() -> None:
-    rows = engine_rows()
-    assert timeline_rows(rows) == oracle(rows=rows)
-    assert timeline_rows(rows, McpSession()) == oracle(rows=rows, session=McpSession())
-    assert timeline_rows(None) == oracle() == "\n"
+def test_a_row_shows_what_a_person_reads() -> None:
+    session = McpSession(phases=[{"wall": START}])
+    html = rows_html(engine_rows(), session)
+    assert '<span class="t-rel">+0.000 s</span>' in html and '<span class="seq">1</span>' in html
+    assert (
+        '<span class="dir" title="out">→</span>' in html and '<span class="dir" title="in">←</span>' in html
+    )
+    assert (
+        '<span class="what">HTTP POST</span>' in html and '<span class="what">OAuth HTTP 401</span>' in html
+    )
+    assert '<span class="size" title="5000 bytes">4.9\xa0KB</span>' in html
+    assert 'title="17 notes">✎17</span>' in html and 'title="1 note">✎1</span>' in html
+    assert '<span class="lat">742 ms</span>' in html and '<span class="rid">#1001</span>' in html
+    assert 'data-filter-rule="X&amp;Y"' in html and "worst-error" in html and "rpc-error" in html
 
 
 def test_hostile_text_is_escaped() -> None:
-    html = timeline_rows(engine_rows(), McpSession(phases=[{"wall": START}]))
+    html = rows_html(engine_rows(), McpSession(phases=[{"wall": START}]))
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&quot;quoted&quot; &#x27;single&#x27; &amp; ampersand &amp;amp; &lt;b&gt;" in html
     assert "\x00" not in html and "␀" in html
-    cut = timeline_rows([{**engine_rows()[0], "preview": "a" * 161}])
+    cut = rows_html([{**engine_rows()[0], "preview": "a" * 161}])
     assert '<span class="preview">' + "a" * 159 + "…</span>" in cut
     assert '<span class="what">OAuth token &lt;exchange&gt; &amp; &quot;go&quot;</span>' in html
 
 
-def test_the_fragments_that_carry_rows_render_them() -> None:
-    session = McpSession(name="s", phases=[{"wall": START}])
+def test_the_fragments_that_carry_rows_swap_them_in_place() -> None:
     rows = engine_rows()
-    expected = oracle(rows=rows, session=session)
-    appended = render_to_string("sessions/_timeline_append.html", {"rows": rows, "session": session})
-    assert appended == f'<div hx-swap-oob="beforeend:#timeline-rows">{expected}</div>\n'
-    shared = {"rows": rows, "t0": START + 3, "shared": {"base": "/shared/t/"}}
+    expected = rows_html(rows, t0=START)
+    appended = feed.appended(feed.render_rows(rows, START))
+    assert appended == f'<div hx-swap-oob="rowsend:#timeline-rows" data-view="table">{expected}</div>\n'
+    shared = {"rows_html": expected, "shared": {"base": "/shared/t/"}, "live": True}
     replaced = render_to_string("sessions/_timeline_replace.html", shared)
-    assert f'hx-swap-oob="true">{oracle(**shared)}</div>' in replaced
+    assert 'data-frame-url="/shared/t/frames/0" hx-swap-oob="rows:#timeline-rows">' + expected in replaced
+
+
+def test_a_batch_is_rendered_once_and_each_filter_picks_its_rows() -> None:
+    rows = engine_rows()
+    before = dict(feed.stats)
+    batch = feed.Batch(rows, START, rows[-1]["seq"])
+    assert feed.stats == before, "nothing rendered before a tab needs it"
+    everything = batch.message(TimelineFilter(), 0)
+    assert feed.stats["batches"] == before["batches"] + 1 and feed.stats["rows"] == before["rows"] + len(rows)
+    assert everything is batch.message(TimelineFilter(), 0), "the same message, made once"
+    assert everything.count('role="listitem"') == len(rows) and 'id="frame-count"' in everything
+    errors = batch.message(TimelineFilter(errors=True), 0)
+    assert errors.count('role="listitem"') == sum(1 for r in rows if r["is_error"]) > 0
+    later = batch.message(TimelineFilter(), rows[-3]["seq"])
+    assert later.count('role="listitem"') == 2
+    none = batch.message(TimelineFilter(method="nothing/matches"), 0)
+    assert "listitem" not in none and 'id="frame-count"' in none
+    assert feed.stats["rows"] == before["rows"] + len(rows), "picking re-renders nothing"
+
+
+async def test_once_makes_an_answer_once_for_every_asker_and_forgets_a_failure() -> None:
+    import asyncio
+
+    made: list[int] = []
+    gate = asyncio.Event()
+
+    async def make() -> int:
+        made.append(1)
+        await gate.wait()
+        return 42
+
+    key = ("test", object())
+    askers = [asyncio.ensure_future(feed.once(key, make)) for _ in range(20)]
+    await asyncio.sleep(0)
+    gate.set()
+    assert await asyncio.gather(*askers) == [42] * 20 and made == [1]
+
+    async def fail() -> int:
+        raise ValueError("no")
+
+    other = ("test", object())
+    with pytest.raises(ValueError):
+        await feed.once(other, fail)
+    assert await feed.once(other, make) == 42, "a failure is not remembered"
 
 
 @pytest.mark.django_db
-def test_the_timeline_page_and_the_session_page_show_stored_rows_as_the_template_did() -> None:
+def test_the_timeline_page_and_the_session_page_show_stored_rows() -> None:
     alice = User.objects.create(username="alice")
     team = team_of(alice)
     session = McpSession.objects.create(owner=alice, team=team, name="rows", phases=[{"wall": START}])
@@ -208,27 +255,11 @@ def test_the_timeline_page_and_the_session_page_show_stored_rows_as_the_template
     client = Client()
     client.force_login(alice)
     page = client.get(f"/s/{session.public_id}/timeline")
-    assert page.status_code == 200 and page.content.decode() == oracle(rows=rows, session=session)
+    assert page.status_code == 200
+    expected = rows_html(rows, session)
+    assert page.content.decode() == expected
     whole = client.get(f"/s/{session.public_id}/").content.decode()
-    assert oracle(rows=rows, session=session) in whole
-
-
-def test_the_python_rows_are_faster_than_the_template() -> None:
-    """Not a benchmark (bench/bigsession.py and the report time it): the point of the module, held."""
-    session = McpSession(phases=[{"wall": START}])
-    rows = (engine_rows() * 10)[:200]
-
-    def best(render: Any) -> float:
-        times = []
-        for _ in range(5):
-            began = time.perf_counter()
-            render()
-            times.append(time.perf_counter() - began)
-        return min(times)
-
-    template = best(lambda: oracle(rows=rows, session=session))
-    python = best(lambda: timeline_rows(rows, session))
-    assert python < template / 2, (python, template)
+    assert expected in whole
 
 
 # The loops the plot tags replaced, as the templates had them.

@@ -7,6 +7,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from inspector.http import AuthedRequest, signed_in_user
@@ -14,7 +15,6 @@ from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
-from sessions.web.call_cards import card_html
 from sessions.web.shortcuts import (
     BadParameter,
     error_response,
@@ -70,7 +70,7 @@ async def call_card(request: AuthedRequest, public_id: Any, rpc_id: int) -> Http
     """A call card as the timeline has it now (a running card is finished over the live socket, not here)."""
     session = await owned_session(request, public_id)
     context = await sync_to_async(call_context)(session, rpc_id)
-    return HttpResponse(await sync_to_async(card_html)(context, request))
+    return HttpResponse(await sync_to_async(render_to_string)("sessions/_call.html", context, request))
 
 
 @require_POST
@@ -87,4 +87,4 @@ async def cancel(request: AuthedRequest, public_id: Any, rpc_id: int) -> HttpRes
     if context["running"]:
         context["outcome"] = {"error": {"code": None, "message": "cancelled"}}
         context["running"] = False
-    return HttpResponse(await sync_to_async(card_html)(context, request))
+    return HttpResponse(await sync_to_async(render_to_string)("sessions/_call.html", context, request))

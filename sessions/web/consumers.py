@@ -1,20 +1,17 @@
-"""The live view of one session: frames after N from the database, then whatever the owner publishes.
+"""The session page's live socket: its timeline (``TimelineConsumer``), and everything else the owner
+publishes: state, call progress and answers, review cards, authorizations, activity, notes, presence.
 
-The browser speaks htmx's websocket extension: we send HTML fragments that swap out of band; it
-sends JSON (form values) for filters and paging, the ids of the running call cards it shows, and which
-panel it shows.
+Besides filters and paging, the tab sends the ids of the running call cards it shows, and which panel it
+shows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
-from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.template.loader import render_to_string
 
@@ -26,13 +23,10 @@ from sessions.teams import access
 from sessions.timeline.calls import call_context
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
-from sessions.timeline.queries import PAGE, TimelineFilter, page_of_rows
-from sessions.web import flow, live, logs, oauth, tasks, together
+from sessions.timeline.queries import TimelineFilter, page_of_rows
+from sessions.web import feed, flow, live, logs, oauth, tasks, together
+from sessions.web.timeline_live import TimelineConsumer
 
-# How often, at most, a flood redraws the newest rows of a viewer's timeline (seconds), and how many
-# it draws: a screenful, not a page (older rows are a click away), so the tab stays quick to answer.
-JUMP_INTERVAL = 0.25
-JUMP_ROWS = 50
 # How many of the review cards a tab showed stay once ended, saying how and who answered.
 ENDED_SHOWN = 3
 # How many running call cards one tab may ask the socket to finish for it (see ``_watch_calls``).
@@ -121,23 +115,11 @@ def _render_note(session: McpSession, note_id: int, user_id: int) -> list[str]:
     ]
 
 
-def _frame_number(text: str) -> int:
-    """A frame number from the socket's query string: ASCII digits in range, else 0 (from the start)."""
-    if text.isascii() and text.isdigit() and len(text) < 19:
-        return int(text)
-    return 0
-
-
-class SessionConsumer(AsyncWebsocketConsumer):
+class SessionConsumer(TimelineConsumer):
     """Stream one session's timeline and state to a browser tab; thin: rendering and forwarding only."""
 
     session: McpSession
     group: str
-    after: int
-    filter: TimelineFilter
-    browsing: bool
-    oldest: int
-    view: str  # "table" or "flow" (sessions/web/flow.py): how this tab draws the timeline
     flow: FlowState
 
     async def connect(self) -> None:
@@ -150,24 +132,22 @@ class SessionConsumer(AsyncWebsocketConsumer):
             await self.close(code=4404)
             return
         self.session = found
-        self.group = found.group_name
-        query = parse_qs(self.scope.get("query_string", b"").decode())
-        self.after = _frame_number(query.get("after", ["0"])[0])
-        self.filter = TimelineFilter.from_data({k: v[0] for k, v in query.items()})
-        self.oldest = _frame_number(query.get("first", ["0"])[0])
-        self.view = "flow" if query.get("view", [""])[0] == "flow" else "table"
+        self.group = self.source = found.group_name
+        self.start = found.start_wall
+        query = self.read_query()
+        self.view = "flow" if query.get("view") == "flow" else "table"
         self.flow = FlowState()
-        self.browsing = False
         self.panel: str | None = None  # the panel the tab shows, once it says
-        self._jump_pending = False
-        self._jump_task: asyncio.Task[None] | None = None
         self.reviews_shown: set[int] = set()
         self.calls_watched: set[int] = set()
         self.user_id, self.name = user.pk, user.get_username()
         self.roster = together.Roster()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self._catch_up()
+        self.session = await _refresh(self.session)
+        await self.catch_up(self.session.last_seq)
+        # The state may have changed between the page's render and joining the group.
+        await self._send_state()
         await self._send_reviews()
         await self._send_authorizations()
         self.watching = ""
@@ -183,10 +163,10 @@ class SessionConsumer(AsyncWebsocketConsumer):
             self.watching = self.session.worker_channel
 
     async def disconnect(self, code: int) -> None:
-        for name in ("_jump_task", "_beat_task"):
-            task = getattr(self, name, None)
-            if task is not None:
-                task.cancel()
+        if hasattr(self, "filter"):
+            self.stop_jumping()
+        if getattr(self, "_beat_task", None) is not None:
+            self._beat_task.cancel()
         if hasattr(self, "roster"):
             with contextlib.suppress(Exception):  # the others drop this tab within EXPIRY anyway
                 await self._announce("leave")
@@ -198,29 +178,51 @@ class SessionConsumer(AsyncWebsocketConsumer):
                 with contextlib.suppress(client.CommandFailed):
                     await client.send_command(self.session, m.Viewer(-1))
 
+    # --- the timeline, as this session's page has it -------------------------------------------
+
+    async def read_rows(self, flt: TimelineFilter, **where: Any) -> list[dict[str, Any]]:
+        return await _rows(self.session, flt, **where)
+
+    async def batch_rows(self, event: m.FramesStored) -> list[dict[str, Any]]:
+        return event.rows
+
+    def pane_context(self) -> dict[str, Any]:
+        return {"session": self.session}
+
+    async def replaced(self, rows: list[dict[str, Any]], context: dict[str, Any]) -> str:
+        if self.view != "flow":
+            return await super().replaced(rows, context)
+        html, self.flow = await database_sync_to_async(flow.replaced)(self.session, rows, context)
+        return html
+
+    async def appended(self, rows: list[dict[str, Any]]) -> str | None:
+        if self.view != "flow":
+            return None
+        return flow.appended(self.session, self.flow, rows) if rows else ""
+
+    async def after_batch(self, event: m.FramesStored, rows: list[dict[str, Any]]) -> None:
+        if self.calls_watched and event.answers:
+            await self._watch_calls(sorted(self.calls_watched))
+        fresh = [r for r in rows if r["seq"] > self.caught_up]  # the page, read after, showed the others
+        make = _async(live.fragments, self.session, fresh, self.panel)
+        key = (self.source, "fragments", event.first, event.last, self.panel, len(fresh))
+        for fragment in await feed.once(key, make):
+            await self.send(text_data=fragment)
+        if tasks.touches(fresh):
+            await self.send(
+                text_data=await feed.once((self.source, "tasks", event.last), _tasks(self.session))
+            )
+
     # --- what the browser asks ----------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        try:
-            data = json.loads(text_data or "{}")
-        except (ValueError, RecursionError):  # not JSON, or nested past the parser: nothing asked
-            return
-        if not isinstance(data, dict):
+        data = self.parsed(text_data)
+        if data is None or await self.timeline_action(data):
             return
         action = data.get("action")
-        if action == "filter":
-            self.filter = TimelineFilter.from_data(data)
-            self.browsing = False
-            await self._replace_rows(await _rows(self.session, self.filter), live=True)
-        elif action == "older":
-            rows = await _rows(self.session, self.filter, before=self.oldest or self.after + 1)
-            if rows:
-                self.browsing = True
-                await self._replace_rows(rows, live=False)
-        elif action == "live" or (action == "view" and data.get("view") in flow.VIEWS):
-            self.view = data["view"] if action == "view" else self.view
-            self.browsing = False
-            await self._replace_rows(await _rows(self.session, self.filter), live=True)
+        if action == "view" and data.get("view") in flow.VIEWS:
+            self.view = data["view"]
+            await self.replace_rows(await self.read_rows(self.filter), live=True)
         elif action == "calls":
             await self._watch_calls(_call_ids(data.get("ids")))
         elif action == "panel" and isinstance(data.get("name"), str) and len(data["name"]) <= 40:
@@ -235,7 +237,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
         """Every event of the session's group (see sessions/runtime/messages.py), by its kind."""
         match m.decode_event(message):
             case m.FramesStored() as event:
-                await self._frames_stored(event)
+                await self.frames_stored(event)
             case m.StateChanged():
                 await self._state_changed()
             case m.CallProgress() as event:
@@ -291,47 +293,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
         context = {"people": self.roster.people(), "me": self.user_id}
         await self._send("sessions/activity/_presence.html", context)
 
-    async def _frames_stored(self, event: m.FramesStored) -> None:
-        rows = [r for r in event.rows if r["seq"] > self.after]
-        if self.calls_watched and event.answers:
-            await self._watch_calls(sorted(self.calls_watched))
-        if not self.browsing:
-            if event.last - self.after > PAGE:
-                # More arrived than a viewer shows (a flood): show the newest page instead of
-                # appending, at most a few times a second however fast batches come.
-                self._schedule_jump()
-            else:
-                if rows and rows[0]["seq"] > self.after + 1:
-                    # A batch was dropped or cut short: fetch what is missing from the database.
-                    missing = await _rows(self.session, TimelineFilter(), after=self.after, limit=PAGE)
-                    rows = [r for r in missing if r["seq"] < rows[0]["seq"]] + rows
-                shown = [r for r in rows if self.filter.matches(r)]
-                if shown and not self._jump_pending and self.view == "flow":
-                    await self.send(text_data=flow.appended(self.session, self.flow, shown))
-                elif shown and not self._jump_pending:
-                    await self._send(
-                        "sessions/_timeline_append.html", {"rows": shown, "session": self.session}
-                    )
-        for fragment in live.fragments(self.session, rows, self.panel):
-            await self.send(text_data=fragment)
-        if tasks.touches(rows):
-            await self.send(text_data=await database_sync_to_async(tasks.render_list)(self.session))
-        self.after = max(self.after, event.last)
-        await self._send("sessions/_frame_count.html", {"count": event.last})
-
-    def _schedule_jump(self) -> None:
-        if self._jump_pending:
-            return
-        self._jump_pending = True
-        loop = asyncio.get_running_loop()
-        self._jump_task = loop.create_task(self._jump_later())
-
-    async def _jump_later(self) -> None:
-        await asyncio.sleep(JUMP_INTERVAL)  # coalesce a flood's batches into one redraw
-        self._jump_pending = False
-        if not self.browsing:
-            await self._replace_rows(await _rows(self.session, self.filter, limit=JUMP_ROWS), live=True)
-
     async def _state_changed(self) -> None:
         self.session = await _refresh(self.session)
         await self._watch()
@@ -344,7 +305,7 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
         The tab asks on every (re)connect and for every running card it adds: an answer that came
         while its socket was down, or before the card was on the page, is not lost. A response not
-        stored yet finishes the card when its frame is (``_frames_stored``), or ``CallDone`` does.
+        stored yet finishes the card when its frame is (``after_batch``), or ``CallDone`` does.
         """
         fragments, running = await _render_calls(self.session, rpc_ids)
         watched = (self.calls_watched - set(rpc_ids)) | running
@@ -363,28 +324,6 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     # --- helpers --------------------------------------------------------------------------
 
-    async def _catch_up(self) -> None:
-        rows = await _rows(self.session, self.filter, after=self.after, limit=PAGE + 1)
-        if len(rows) > PAGE or (rows and not self.oldest) or self.view == "flow":
-            rows = await _rows(self.session, self.filter)
-            await self._replace_rows(rows, live=True)
-        elif rows:
-            await self._send("sessions/_timeline_append.html", {"rows": rows, "session": self.session})
-        self.session = await _refresh(self.session)
-        self.after = max(self.after, self.session.last_seq)
-        await self._send("sessions/_frame_count.html", {"count": self.session.last_seq})
-        # The state may have changed between the page's render and joining the group.
-        await self._send_state()
-
-    async def _replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
-        self.oldest = rows[0]["seq"] if rows else 0
-        context = {"rows": rows, "session": self.session, "live": live, "filter": self.filter}
-        if self.view == "flow":
-            html, self.flow = await database_sync_to_async(flow.replaced)(self.session, rows, context)
-            await self.send(text_data=html)
-        else:
-            await self._send("sessions/_timeline_replace.html", context)
-
     async def _send_reviews(self) -> None:
         html, self.reviews_shown = await _render_reviews(self.session, self.reviews_shown)
         await self.send(text_data=html)
@@ -401,3 +340,19 @@ class SessionConsumer(AsyncWebsocketConsumer):
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         await self.send(text_data=render_to_string(template, context))
+
+
+def _async(function: Any, *args: Any) -> Any:
+    """``function(*args)`` as something ``feed.once`` awaits (it reads no database)."""
+
+    async def make() -> Any:
+        return function(*args)
+
+    return make
+
+
+def _tasks(session: McpSession) -> Any:
+    async def make() -> str:
+        return await database_sync_to_async(tasks.render_list)(session)
+
+    return make

@@ -33,7 +33,6 @@ from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter
 from sessions.timeline.redaction import Redactor, Rules
 from sessions.timeline.shared import SharedSession, find_share, log_opening, preview
-from sessions.web.rows import timeline_rows
 from sessions.web.shortcuts import int_param, owned_session
 from sessions.web.timeline import attachment
 from sessions.web.together import threads
@@ -339,7 +338,8 @@ def shared_timeline(request: HttpRequest, token: str) -> HttpResponse:
 
     def rows(share: Share, shared: SharedSession, base: dict[str, Any]) -> HttpResponse:
         found = shared.rows(flt, before=before, after=after)
-        return HttpResponse(timeline_rows(found, t0=shared.session.start_wall))
+        context = {"rows": found, "t0": shared.session.start_wall}
+        return render(request, "sessions/_timeline_rows.html", context)
 
     return _shared(request, token, rows)
 

@@ -25,7 +25,6 @@ from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline.calls import call_context, whole
 from sessions.timeline.listings import latest_result
-from sessions.web.call_cards import card_html
 
 __all__ = [
     "BadParameter",
@@ -197,7 +196,7 @@ async def render_call(
         context = call_context(session, rpc_id, outcome=outcome, sent=sent)
         if outcome is None:
             context["running"] = True
-        return HttpResponse(card_html(context, request))
+        return HttpResponse(render_to_string("sessions/_call.html", context, request))
 
     if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
         return card()

@@ -17,7 +17,6 @@ from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
 from sessions.web import together
-from sessions.web.rows import timeline_rows
 from sessions.web.shortcuts import int_param, once_stored, owned_session
 
 __all__ = ["attachment", "export", "export_collection", "export_html", "frame", "frame_raw", "timeline_page"]
@@ -30,7 +29,8 @@ async def timeline_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     flt = TimelineFilter.from_data(request.GET)
     before, after = int_param(request.GET, "before"), int_param(request.GET, "after")
     rows = await sync_to_async(page_of_rows)(session, flt, before=before, after=after)
-    return HttpResponse(timeline_rows(rows, session))
+    context = {"rows": rows, "session": session}
+    return await sync_to_async(render)(request, "sessions/_timeline_rows.html", context)
 
 
 @require_GET

@@ -84,75 +84,44 @@
     }
   }
 
-  // The timeline's rows, most of what a busy session sends, are put in place here, not by htmx: they
-  // carry no hx- attributes (one listener serves them all), and htmx's clean-up of every old row and
-  // its pass over every new one made each redraw of a flood's newest 50 rows a task of about 30 ms
-  // on 2 cores, which the page could not answer input during. A message of rows (a page that
-  // replaces them, as a table or a flow, or rows to append) may carry whole elements to replace by
-  // id besides (the timeline's controls, which htmx then processes); anything else goes to htmx.
-  // The pane itself stays, taking the new one's attributes (the view it shows).
-  function rowsSwap(parts) {
-    var rows = pane();
-    var fresh = parts[0];
-    var oob = fresh ? fresh.getAttribute("hx-swap-oob") || "" : "";
-    var replace = oob === "true" && fresh.id === "timeline-rows";
-    var target = oob.replace(/^beforeend:/, "");
-    if (!rows || (!replace && (target === oob || !/^#timeline-rows(\.[\w-]+)*$/.test(target)))) {
-      return null;
-    }
-    var others = parts.slice(1);
-    if (!others.every(function (part) { return part.id && part.getAttribute("hx-swap-oob") === "true"; })) {
-      return null;
-    }
-    return function () {
-      fresh.removeAttribute("hx-swap-oob");
-      if (replace) {
-        rows.getAttributeNames().forEach(function (name) {
-          if (!fresh.hasAttribute(name)) {
-            rows.removeAttribute(name);
+  // The timeline's rows, most of what a busy session sends, are swapped by two swap styles of this
+  // extension: "rows" replaces the pane's rows and takes the new pane's attributes (the view it
+  // shows), "rowsend" appends rows of the view the pane shows. Rows carry no hx- attributes, so
+  // htmx's clean-up of every old row and its processing of every new one would find nothing to do,
+  // at a cost a flood's redraws, several a second, make the page feel.
+  htmx.defineExtension("timeline", {
+    handleSwap: function (swapStyle, target, fragment) {
+      if (swapStyle === "rows") {
+        target.getAttributeNames().forEach(function (name) {
+          if (!fragment.hasAttribute(name)) {
+            target.removeAttribute(name);
           }
         });
-        fresh.getAttributeNames().forEach(function (name) {
-          rows.setAttribute(name, fresh.getAttribute(name));
+        fragment.getAttributeNames().forEach(function (name) {
+          target.setAttribute(name, fragment.getAttribute(name));
         });
         if (!follow) {
-          rows.scrollTop = 0; // as on a new pane: the page starts at its top
+          target.scrollTop = 0; // as on a new pane: the page starts at its top
         }
-        rows.replaceChildren.apply(rows, Array.prototype.slice.call(fresh.childNodes));
-      } else if (rows.matches(target)) { // rows of the view the pane shows (htmx's target), else none
-        rows.append.apply(rows, Array.prototype.slice.call(fresh.childNodes));
+        target.replaceChildren.apply(target, Array.prototype.slice.call(fragment.childNodes));
+        return true;
       }
-      others.forEach(function (part) {
-        var old = document.getElementById(part.id);
-        if (old) {
-          part.removeAttribute("hx-swap-oob");
-          old.replaceWith(part);
-          htmx.process(part);
+      if (swapStyle === "rowsend") {
+        if ((target.dataset.view || "table") === (fragment.dataset.view || "table")) {
+          target.append.apply(target, Array.prototype.slice.call(fragment.childNodes));
         }
-      });
-    };
-  }
+        return true; // rows of the other view, sent before the tab's switch arrived, are dropped
+      }
+      return false;
+    },
+  });
 
-  // Each message is parsed once here: rows are swapped as above; of anything else, a tab that does
-  // not show a fragment's target (another panel, a call made elsewhere) skips it rather than
-  // logging an htmx error. The live socket sends every tab the same fragments.
+  // A tab that does not show any of a message's targets (another panel, a call made elsewhere)
+  // skips it rather than logging an htmx error: the live socket sends every tab the same fragments.
   document.addEventListener("htmx:wsBeforeMessage", function (event) {
-    var message = event.detail.message;
     var template = document.createElement("template");
-    template.innerHTML = message;
-    var parts = Array.prototype.slice.call(template.content.children);
-    var swap = rowsSwap(parts);
-    if (swap) {
-      event.preventDefault();
-      var socket = event.target;
-      // After the other listeners of this event (interact.js notes where focus is), as htmx would.
-      queueMicrotask(function () {
-        swap();
-        htmx.trigger(socket, "htmx:wsAfterMessage", { message: message });
-      });
-      return;
-    }
-    var targets = parts.map(function (element) {
+    template.innerHTML = event.detail.message;
+    var targets = Array.prototype.map.call(template.content.children, function (element) {
       var oob = element.getAttribute("hx-swap-oob");
       if (!oob) {
         return true;

@@ -1,0 +1,101 @@
+"""The live pipeline's rendering: what a stored batch of frames becomes for the tabs watching it.
+
+A web process renders a batch once, however many tabs watch it: each row once, by the row template, so a
+tab's filter picks among them by a cheap match; tabs that show the same thing are sent the very same
+message, made once. Everything here is memoized per process by a key the caller names (``once``); the
+consumers (``sessions/web/consumers.py``) decide what to ask for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, TypeVar
+
+from django.template import Context
+from django.template.loader import get_template, render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+from sessions.timeline.queries import TimelineFilter
+
+__all__ = ["Batch", "once", "render_rows", "stats"]
+
+T = TypeVar("T")
+
+# How many answers a process keeps: a few per live session is all a tab that lags behind can ask for.
+REMEMBERED = 512
+
+_answers: OrderedDict[Hashable, asyncio.Future[Any]] = OrderedDict()
+stats = {"batches": 0, "rows": 0}  # what this process rendered, for the tests that count it
+
+
+async def once(key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
+    """``make()``'s answer, made once per key in this process; every later asker gets the same one.
+
+    Askers that come while it is being made wait for it. A failure is not remembered: the next asker
+    tries again.
+    """
+    found = _answers.get(key)
+    if found is not None:
+        _answers.move_to_end(key)
+        return await asyncio.shield(found)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    _answers[key] = future
+    while len(_answers) > REMEMBERED:
+        _answers.popitem(last=False)
+    try:
+        future.set_result(await make())
+    except BaseException as exc:
+        _answers.pop(key, None)
+        future.set_exception(exc)
+        future.exception()  # retrieved: the askers waiting get it, nobody else needs to
+        raise
+    return future.result()
+
+
+def render_rows(rows: Sequence[dict[str, Any]], start: Any) -> list[SafeString]:
+    """Each row as the timeline shows it (``sessions/_timeline_row.html``), times counted from ``start``."""
+    template = get_template("sessions/_timeline_row.html").template  # type: ignore[attr-defined]
+    context = Context({"start": start})
+    out = []
+    for row in rows:
+        with context.push(f=row):
+            out.append(template.render(context))
+    stats["rows"] += len(out)
+    return out
+
+
+class Batch:
+    """A batch of rows rendered once, and the messages made of them, one per filter a tab applies."""
+
+    def __init__(self, rows: list[dict[str, Any]], start: Any, count: int) -> None:
+        self.rows = rows
+        self.start = start
+        self.count = render_to_string("sessions/_frame_count.html", {"count": count})
+        self._html: list[SafeString] | None = None
+        self._messages: dict[tuple[TimelineFilter, int], str] = {}
+
+    @property
+    def html(self) -> list[SafeString]:
+        """Each row rendered, once, when a tab first needs them (a tab in a flood does not)."""
+        if self._html is None:
+            self._html = render_rows(self.rows, self.start)
+            stats["batches"] += 1
+        return self._html
+
+    def message(self, flt: TimelineFilter, after: int) -> str:
+        """The rows after ``after`` that ``flt`` shows, appended to the timeline, and the frame count."""
+        key = (flt, after)
+        if key not in self._messages:
+            shown = [
+                h for r, h in zip(self.rows, self.html, strict=True) if r["seq"] > after and flt.matches(r)
+            ]
+            rows = appended(shown) if shown else ""
+            self._messages[key] = rows + self.count
+        return self._messages[key]
+
+
+def appended(html: Sequence[str]) -> str:
+    """Rows put at the end of the timeline's table (the ``timeline`` htmx extension's swap)."""
+    return render_to_string("sessions/_timeline_append.html", {"rows_html": mark_safe("".join(html))})
