@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from support.teams import ateam_of
 from support.web import (
+    WAIT,
     frames_of,
     live_runtime,
     make_user,
@@ -89,16 +90,16 @@ async def test_the_consumer_sends_frames_after_n_then_live_ones_without_gaps_or_
             )
         )
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=3&first=1")
-        connected, _ = await communicator.connect(timeout=10)
+        connected, _ = await communicator.connect(timeout=WAIT)
         assert connected
-        first = await communicator.receive_from(timeout=10)
+        first = await communicator.receive_from(timeout=WAIT)
         assert 'id="f-4"' in first and 'id="f-3"' not in first
         assert f'id="f-{stored}"' in first
         await request(session, "tools/call", {"name": "echo", "arguments": {"message": "live"}})
         seen = first
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT):
             while "Echo: live" not in seen:
-                seen += await communicator.receive_from(timeout=10)
+                seen += await communicator.receive_from(timeout=WAIT)
         for seq in range(4, stored + 1):
             assert seen.count(f'id="f-{seq}"') == 1
         await communicator.disconnect()
@@ -111,10 +112,10 @@ async def test_another_users_session_is_refused_on_the_websocket(everything_stdi
             owner=alice, team=await ateam_of(alice), name="x", config=everything(everything_stdio)
         )
         communicator = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
-        assert await communicator.connect(timeout=10) == (False, 4404)  # as if it did not exist
+        assert await communicator.connect(timeout=WAIT) == (False, 4404)  # as if it did not exist
         ours = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
         nobody = WebsocketCommunicator(application, f"/ws/sessions/{session.public_id}/", headers=ours)
-        assert await nobody.connect(timeout=10) == (False, 4401)  # not logged in
+        assert await nobody.connect(timeout=WAIT) == (False, 4401)  # not logged in
 
 
 async def test_a_sampling_request_is_stored_for_review_and_answered_through_the_owner(
@@ -155,23 +156,23 @@ async def test_the_consumer_filters_and_pages_on_request_and_resumes_live(everyt
         for n in range(3):
             await request(session, "tools/call", {"name": "echo", "arguments": {"message": f"m{n}"}})
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?after=0")
-        connected, _ = await communicator.connect(timeout=10)
+        connected, _ = await communicator.connect(timeout=WAIT)
         assert connected
-        first = await communicator.receive_from(timeout=10)
+        first = await communicator.receive_from(timeout=WAIT)
         assert 'id="f-1"' in first
         while await communicator.receive_nothing(timeout=0.5) is False:
-            await communicator.receive_from(timeout=10)
+            await communicator.receive_from(timeout=WAIT)
         await communicator.send_to(
             text_data=json.dumps({"action": "filter", "method": "tools/", "HEADERS": {}})
         )
-        filtered = await communicator.receive_from(timeout=10)
+        filtered = await communicator.receive_from(timeout=WAIT)
         assert "tools/call" in filtered and "initialize" not in filtered
         assert 'hx-swap-oob="true"' in filtered  # the whole window is replaced
         await communicator.send_to(text_data=json.dumps({"action": "live", "HEADERS": {}}))
-        live = await communicator.receive_from(timeout=10)
+        live = await communicator.receive_from(timeout=WAIT)
         assert "following live" in live and "initialize" not in live  # back to live keeps the filter
         await communicator.send_to(text_data=json.dumps({"action": "filter", "method": "", "HEADERS": {}}))
-        everything_again = await communicator.receive_from(timeout=10)
+        everything_again = await communicator.receive_from(timeout=WAIT)
         assert "initialize" in everything_again and "tools/call" in everything_again
         await communicator.send_to(text_data="not json")
         assert await communicator.receive_nothing(timeout=0.3)
@@ -260,15 +261,15 @@ async def test_the_consumer_survives_hostile_query_strings_and_messages(everythi
         await wait_until(lambda: TimelineFrame.objects.filter(session=session).count() >= 4)
         query = "after=%C2%B2&first=" + "9" * 30  # a Unicode digit, a number past any column
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/?{query}")
-        connected, _ = await communicator.connect(timeout=10)
+        connected, _ = await communicator.connect(timeout=WAIT)
         assert connected
-        assert 'id="f-1"' in await communicator.receive_from(timeout=10)  # read from the start
+        assert 'id="f-1"' in await communicator.receive_from(timeout=WAIT)  # read from the start
         await communicator.send_to(text_data="[" * 100_000 + "]" * 100_000)  # deeper than the parser goes
         await communicator.send_to(text_data=json.dumps({"action": "filter", "method": "initialize"}))
         seen = ""
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(WAIT):
             while 'id="f-4"' not in seen:  # the filtered rows: the consumer is still there
-                seen += await communicator.receive_from(timeout=10)
+                seen += await communicator.receive_from(timeout=WAIT)
         await communicator.disconnect()
 
 
@@ -284,7 +285,7 @@ async def test_log_lines_reach_a_tab_only_while_it_shows_the_logging_panel_which
         spec = bad_stdio("flood")
         session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
         communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
-        assert (await communicator.connect(timeout=10))[0]
+        assert (await communicator.connect(timeout=WAIT))[0]
         await communicator.send_to(json.dumps({"action": "panel", "name": "tools"}))
         await request(session, "tools/call", {"name": "t", "arguments": {"count": 30}})
         last = (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq

@@ -1,7 +1,7 @@
 """``{{ value }}`` without the template engine: what a value looks like in a page, for the parts of
-pages and files written in Python because they repeat (timeline rows, plot marks, the HTML export's
-frames); byte for byte what the template language shows (tests/test_timeline_rows.py and
-tests/test_exports.py hold each such part against its template)."""
+pages and files written in Python because they repeat by the thousand (plot marks, the HTML export's
+frames); what the template language shows (tests/test_timeline_rows.py and tests/test_exports.py hold
+each such part against its template)."""
 
 from __future__ import annotations
 
@@ -14,21 +14,7 @@ from django.template.defaultfilters import truncatechars
 from django.utils.formats import localize
 from django.utils.text import add_truncation_text, calculate_truncate_chars_length
 
-__all__ = ["MISSING", "Shown", "lookup", "truncated"]
-
-MISSING: Any = object()  # what a template lookup does not find (shown as "", false in a condition)
-
-
-def lookup(value: Any, *keys: str) -> Any:
-    """``value.a.b`` as the template language finds it in JSON values (dicts, lists, strings, numbers):
-    a key of a dict, else MISSING (the others have no attribute of these names)."""
-    for key in keys:
-        if not isinstance(value, dict):
-            return MISSING
-        value = value.get(key, MISSING)
-        if value is MISSING:
-            return MISSING
-    return value
+__all__ = ["Shown", "truncated"]
 
 
 class Shown:
@@ -45,8 +31,6 @@ class Shown:
             return html.escape(value)  # django.utils.html.escape of a plain str, without the SafeString
         if kind is int and self.plain_ints:
             return str(value)
-        if value is MISSING:
-            return ""
         return render_value_in_context(value, self.context)
 
 
@@ -54,7 +38,7 @@ def truncated(value: Any, cut: int) -> str:
     """``value|truncatechars:cut``, quickly for Latin-1 text (ASCII included): NFC leaves it alone and
     none of its characters is combining, so truncatechars counts each as one. Such text that fits is
     itself; longer, it is its head cut as truncatechars cuts it (its Python loop over each character
-    cost more than the rest of a timeline row), with truncatechars's own functions. The tests hold it
+    cost more than the rest of an exported frame), with truncatechars's own functions. The tests hold it
     to truncatechars."""
     if type(value) is str and cut > 0 and _latin_1(value):
         if len(value) <= cut:

@@ -130,7 +130,9 @@ class TimelineConsumer(AsyncWebsocketConsumer):
     async def frames_stored(self, event: m.FramesStored) -> None:
         """A batch is stored: append the tab's new rows, or schedule a redraw of the newest in a flood."""
         batch = await feed.once((self.source, "batch", event.first, event.last), lambda: self._batch(event))
-        await self.after_batch(event, batch.rows)  # the frame count, which ends the timeline's part, comes last
+        await self.after_batch(
+            event, batch.rows
+        )  # the frame count, which ends the timeline's part, comes last
         if self.browsing or self._jump_pending:
             await self.send(text_data=batch.count)
         elif event.last - self.after > PAGE:

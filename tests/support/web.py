@@ -143,7 +143,7 @@ async def session_communicator(user: User, path: str) -> Any:
     return WebsocketCommunicator(application, path, headers=headers)
 
 
-async def receive_until(communicator: Any, text: str, timeout: float = 15) -> str:
+async def receive_until(communicator: Any, text: str, timeout: float = WAIT) -> str:
     """What the socket sends until ``text`` appears in it."""
     seen = ""
     async with asyncio.timeout(timeout):

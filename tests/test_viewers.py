@@ -1,0 +1,126 @@
+"""Many tabs on one session: each is sent every row, in order, none lost or repeated, through calls one at a
+time, a flood and a page change; and a stored batch is rendered once for all of them, not once per tab."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from support.web import (
+    WAIT,
+    live_runtime,
+    make_user,
+    request,
+    session_communicator,
+    start_session,
+    stdio_config,
+)
+
+from sessions.models import McpSession
+from sessions.web import feed
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+VIEWERS = 50
+ROW = re.compile(r'<div class="frame [^"]*" role="listitem" id="f-(\d+)"')
+COUNT = re.compile(r'id="frame-count" class="muted" hx-swap-oob="true">(\d+)<')
+
+
+class Tab:
+    """What a browser tab would show: its pane's rows, as the socket's messages replace and append them."""
+
+    def __init__(self, communicator: Any) -> None:
+        self.communicator = communicator
+        self.rows: list[int] = []
+        self.count = 0
+        self.counts: list[int] = []  # every frame count, in order: one per stored batch it heard of
+        self.appended: list[int] = []  # every row appended, in order
+
+    async def read_until(self, done: Any) -> None:
+        async with asyncio.timeout(WAIT * 2):
+            while not done(self):
+                self.apply(await self.communicator.receive_from(timeout=WAIT))
+
+    def apply(self, message: str) -> None:
+        for part in re.split(r'(?=<div id="timeline-rows")|(?=<div hx-swap-oob="rowsend)', message):
+            seqs = [int(s) for s in ROW.findall(part)]
+            if part.startswith('<div id="timeline-rows"'):
+                self.rows = seqs
+            elif part.startswith('<div hx-swap-oob="rowsend'):
+                self.rows += seqs
+                self.appended += seqs
+        for found in COUNT.findall(message):
+            self.count = int(found)
+            self.counts.append(self.count)
+
+    def shows_newest(self, last: int) -> bool:
+        return self.count == last and bool(self.rows) and self.rows[-1] == last
+
+
+def _in_order_without_gaps(rows: list[int]) -> bool:
+    return rows == list(range(rows[0], rows[0] + len(rows))) if rows else True
+
+
+async def _last_seq(session: McpSession) -> int:
+    return (await database_sync_to_async(McpSession.objects.get)(pk=session.pk)).last_seq
+
+
+async def test_fifty_tabs_get_every_row_in_order_and_each_batch_is_rendered_once(bad_stdio: Any) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        spec = bad_stdio("flood")
+        session = await start_session(alice, stdio_config(spec["command"], spec["args"]))
+        tabs = []
+        for _ in range(VIEWERS):
+            communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+            assert (await communicator.connect(timeout=WAIT))[0]
+            tabs.append(Tab(communicator))
+        last = await _last_seq(session)
+        await asyncio.gather(*(tab.read_until(lambda t: t.shows_newest(last)) for tab in tabs))
+
+        # Calls one at a time: every tab is sent each new row once, appended in order, and the batch that
+        # carries them is rendered once for all fifty.
+        before, caught_up = dict(feed.stats), last
+        for i in range(5):
+            await request(session, "tools/call", {"name": "t", "arguments": {"count": 3 + i}})
+        last = await _last_seq(session)
+        await asyncio.gather(*(tab.read_until(lambda t: t.shows_newest(last)) for tab in tabs))
+        for tab in tabs:
+            assert tab.appended[-(last - caught_up) :] == list(range(caught_up + 1, last + 1))
+            assert len(tab.appended) == len(set(tab.appended)), "a row appended twice"
+        batches = len([c for c in tabs[0].counts if c > caught_up])
+        assert 0 < feed.stats["batches"] - before["batches"] <= batches, (
+            "a batch is rendered once, not per tab"
+        )
+        assert feed.stats["rows"] - before["rows"] <= last - caught_up
+
+        # A flood: more than a page at once. Each tab ends showing the newest rows, in order, none twice,
+        # and its frame count is the session's; the redraws are shared by the tabs, not made per tab.
+        before = dict(feed.stats)
+        await request(session, "tools/call", {"name": "t", "arguments": {"count": 3000}})
+        last = await _last_seq(session)
+        await asyncio.gather(*(tab.read_until(lambda t: t.shows_newest(last)) for tab in tabs))
+        for tab in tabs:
+            assert _in_order_without_gaps(tab.rows) and len(tab.rows) == len(set(tab.rows)), tab.rows
+            assert tab.counts == sorted(tab.counts), "frame counts go back"
+        assert feed.stats["rows"] - before["rows"] < 3000 + 10 * 200, "the flood was rendered per tab"
+
+        # A page change on one tab (Older, then back to live) changes that tab alone.
+        browsing = tabs[0]
+        await browsing.communicator.send_to(json.dumps({"action": "older"}))
+        await browsing.read_until(lambda t: t.rows and t.rows[-1] < last)
+        assert _in_order_without_gaps(browsing.rows)
+        await request(session, "tools/call", {"name": "t", "arguments": {"count": 2}})
+        newest = await _last_seq(session)
+        await asyncio.gather(*(tab.read_until(lambda t: t.shows_newest(newest)) for tab in tabs[1:]))
+        await browsing.read_until(lambda t: t.count == newest)
+        assert browsing.rows[-1] < last, "a tab browsing older rows is not pulled to the newest"
+        await browsing.communicator.send_to(json.dumps({"action": "live"}))
+        await browsing.read_until(lambda t: t.shows_newest(newest))
+        assert _in_order_without_gaps(browsing.rows)
+        for tab in tabs:
+            await tab.communicator.disconnect()
