@@ -30,7 +30,6 @@ from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.host import ensure_embedded_runtime
-from sessions.runtime.owner import SessionOwner
 from sessions.timeline.queries import TimelineFilter, page_of_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -236,21 +235,22 @@ async def test_reconnecting_while_the_old_owner_is_still_stopping_starts_a_new_o
         assert (await request(renewed, "ping"))["event"] == "done"
 
 
-async def test_an_owner_keeps_only_the_newest_responses_and_still_times_each_call(
-    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+async def test_an_owner_keeps_nothing_of_a_call_once_answered_and_its_frames_are_stored_first(
+    everything_stdio: dict,
 ) -> None:
-    """Responses to panel actions and the engine's own requests are not kept for ever."""
-    monkeypatch.setattr(SessionOwner, "RESPONSES_KEPT", 2)
+    """The timeline is the one record of a call: the answer names its frames, stored before it comes."""
     async with live_runtime():
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
         for _ in range(5):
             await client.call(session, m.Feature("ping"))
         answer = await request(session, "tools/list")
-        assert answer["latency_ms"] is not None and answer["response_seq"] > answer["request_seq"]
+        assert answer["response_seq"] > answer["request_seq"]
+        stored = await frames_of(session, seq__in=[answer["request_seq"], answer["response_seq"]])
+        assert [(f.method, f.direction) for f in stored] == [("tools/list", "out"), ("tools/list", "in")]
+        assert stored[1].latency_ms is not None
         owner = ensure_embedded_runtime().owners[session.pk]  # type: ignore[union-attr]
-        assert len(owner.responses) <= 2
-        assert owner.calls == {}
+        assert owner.calls == {} and not hasattr(owner, "responses")
         await client.call(session, m.Disconnect())
 
 

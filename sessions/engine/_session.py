@@ -185,10 +185,10 @@ class ClientSession:
 
     def _carry_out(self, outcome: _rules.Outcome, frame_seq: int) -> None:
         if isinstance(outcome, _rules.Answered):
+            outcome.outgoing.reply_seq = frame_seq
             if outcome.error is not None:
                 self._requests.settle(outcome.outgoing, error=outcome.error)
             else:
-                outcome.outgoing.reply_seq = frame_seq
                 self._requests.settle(outcome.outgoing, result=outcome.result)
         elif isinstance(outcome, _rules.ServerRequest):
             self._serving.serve(outcome.request_id, outcome.method, outcome.params, frame_seq)

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -63,8 +62,6 @@ def confinement() -> Confinement:
 class SessionOwner:
     """The long-lived task that owns one connection: it enters and leaves the engine's context."""
 
-    RESPONSES_KEPT = 1000
-
     # Each command's handler, by name: one table for every owner (thousands may be live), not a
     # dictionary of bound methods each.
     _HANDLERS: ClassVar[dict[type[m.Command], str]] = {
@@ -76,7 +73,6 @@ class SessionOwner:
         m.Feature: "on_feature",
         m.Reinitialize: "on_reinitialize",
         m.Disconnect: "on_disconnect",
-        m.Flush: "on_flush",
         m.Viewer: "on_viewer",
         m.OAuthReturned: "on_oauth_returned",
         m.ForgetTokens: "on_forget_tokens",
@@ -97,7 +93,6 @@ class SessionOwner:
         # Where each recent response sits on the timeline, for the call card of the request that
         # asked (``on_request`` takes its own). A response may arrive before its handle is known
         # (over HTTP, inside the POST), so they are all noted; only the newest few are kept.
-        self.responses: OrderedDict[int | str, dict[str, Any]] = OrderedDict()
         self._stop = asyncio.Event()
         self._stop_reason = ""
         self._connect_failed = False
@@ -273,19 +268,6 @@ class SessionOwner:
             self.engine_seq = event.seq
             row = frame_row(event, self.base)
             self.recorder.add(row)
-            if event.direction == "in" and event.rpc_kind in ("result", "error") and event.rpc_id is not None:
-                self.responses[event.rpc_id] = {
-                    "response_seq": self.base + event.seq,
-                    "request_seq": self.base + event.pair_seq if event.pair_seq is not None else None,
-                    "latency_ms": event.latency_ms,
-                    "size": event.size,  # a card shows only the head of a big answer
-                    # What the engine judged (a tools/call result against its outputSchema, say), for
-                    # a call card rendered before the recorder has stored the frame.
-                    "verdicts": [v.to_dict() for v in event.verdicts],
-                    "note": event.note,
-                }
-                while len(self.responses) > self.RESPONSES_KEPT:
-                    self.responses.popitem(last=False)
             if event.kind == "state":
                 # A step of the lifecycle; while the process stops, written with the session's end.
                 self.journal.phase_seen(event, self.base + event.seq, self.client, held=self.recorder.held)
@@ -366,6 +348,7 @@ class SessionOwner:
         started = time.monotonic()
         handle = await client.start_request(command.method, command.params, **options)
         self.calls[handle.id] = handle
+        await self._until_stored()  # a running call's card reads its request from the timeline
         await self._reply(reply, m.Started(handle.id))
         if command.user_id is not None:
             seq = handle.leg.frame_seq
@@ -381,11 +364,11 @@ class SessionOwner:
             outcome["error"] = {"code": None, "message": str(exc), "kind": type(exc).__name__}
         finally:
             self.calls.pop(handle.id, None)
-        response = self.responses.pop(handle.current_id, None)
-        if response is not None:
-            outcome.update(response)
-        if command.stored:
-            await self._until_stored()
+        # Where its frames sit; the card and the asker read them from the timeline, stored by now.
+        leg = handle.leg
+        for name, seq in (("request_seq", leg.frame_seq), ("response_seq", leg.reply_seq)):
+            outcome[name] = None if seq is None else self.base + seq
+        await self._until_stored()
         await self._reply(reply, m.Done(outcome))
         if command.wait is None or time.monotonic() - started >= command.wait * 0.8:
             # The asker may have shown a running card: viewers finish it from this event.
@@ -475,9 +458,6 @@ class SessionOwner:
 
     async def on_disconnect(self, command: m.Disconnect) -> None:
         self.stop("disconnected by the user")
-
-    async def on_flush(self, command: m.Flush) -> None:
-        await self._until_stored()
 
     async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
         """The person came back from the authorization server: the waiting flow goes on."""
