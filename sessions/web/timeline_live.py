@@ -1,9 +1,10 @@
 """What the session page's socket and a share's have in common: one session's timeline, live.
 
 A tab asks for the frames after the last one it shows, then follows the session's group. A stored batch
-is rendered once per process (``sessions/web/feed.py``) and each tab picks its rows by its filter; in a
-flood, tabs are sent the newest rows instead, at most every ``JUMP_INTERVAL``, all of them at the same
-moments so that tabs showing the same thing share one rendering. The browser speaks htmx's websocket
+is rendered once per process (``sessions/web/feed.py``) and each tab picks its rows by its filter; when
+more than a screenful comes within a tick of the clock (``JUMP_INTERVAL``), tabs are sent the newest
+rows at the next tick instead, all of them at the same moments so that tabs showing the same thing
+share one rendering. The browser speaks htmx's websocket
 extension: it is sent HTML fragments that swap out of band, and sends JSON (form values).
 """
 
@@ -86,6 +87,7 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         self.browsing = False
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
+        self._tick, self._tick_rows = 0, 0  # the clock's tick of the last rows appended, and how many
         return query
 
     async def timeline_action(self, data: dict[str, Any]) -> bool:
@@ -135,8 +137,8 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         )  # the frame count, which ends the timeline's part, comes last
         if self.browsing or self._jump_pending:
             await self.send(text_data=batch.count)
-        elif event.last - self.after > PAGE:
-            # More arrived than a viewer shows (a flood): show the newest rows instead of appending.
+        elif self._flooding(event.last - self.after):
+            # More arrived than a person can read as it comes: show the newest rows at the next tick.
             self._schedule_jump()
             await self.send(text_data=batch.count)
         else:
@@ -158,6 +160,16 @@ class TimelineConsumer(AsyncWebsocketConsumer):
 
     async def _append(self, rows: list[dict[str, Any]]) -> str:
         return await self.appended(rows) or feed.appended(feed.render_rows(rows, self.start))
+
+    def _flooding(self, new: int) -> bool:
+        """Whether ``new`` rows, with those appended in this tick of the clock, are more than a screenful."""
+        tick = math.floor(asyncio.get_running_loop().time() / JUMP_INTERVAL)
+        if tick != self._tick:
+            self._tick, self._tick_rows = tick, 0
+        if new > PAGE or self._tick_rows + new > JUMP_ROWS:
+            return True
+        self._tick_rows += new
+        return False
 
     def _schedule_jump(self) -> None:
         if self._jump_pending:
