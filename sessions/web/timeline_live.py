@@ -87,7 +87,9 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         self.browsing = False
         self._jump_pending = False
         self._jump_task: asyncio.Task[None] | None = None
-        self._tick, self._tick_rows = 0, 0  # the clock's tick of the last rows appended, and how many
+        # The tick of the clock the last batch came in, how many rows came in it, and whether the one
+        # before was a flood (``_flooding``).
+        self._tick, self._tick_rows, self._flood = 0, 0, False
         return query
 
     async def timeline_action(self, data: dict[str, Any]) -> bool:
@@ -162,14 +164,14 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         return await self.appended(rows) or feed.appended(feed.render_rows(rows, self.start))
 
     def _flooding(self, new: int) -> bool:
-        """Whether ``new`` rows, with those appended in this tick of the clock, are more than a screenful."""
+        """Whether ``new`` rows, with the others of this tick of the clock, are more than a screenful; a
+        tick that was makes the next one a flood too, so a steady flood is only ever redrawn."""
         tick = math.floor(asyncio.get_running_loop().time() / JUMP_INTERVAL)
         if tick != self._tick:
+            self._flood = tick == self._tick + 1 and self._tick_rows > JUMP_ROWS
             self._tick, self._tick_rows = tick, 0
-        if new > PAGE or self._tick_rows + new > JUMP_ROWS:
-            return True
         self._tick_rows += new
-        return False
+        return new > PAGE or self._flood or self._tick_rows > JUMP_ROWS
 
     def _schedule_jump(self) -> None:
         if self._jump_pending:
