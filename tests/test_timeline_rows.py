@@ -198,12 +198,15 @@ def test_a_batch_is_rendered_once_and_each_filter_picks_its_rows() -> None:
     before = dict(feed.stats)
     batch = feed.Batch(rows, START, rows[-1]["seq"])
     assert feed.stats == before, "nothing rendered before a tab needs it"
+    assert batch.message(TimelineFilter(), rows[-1]["seq"]) == batch.count and feed.stats == before
+    errors = batch.message(TimelineFilter(errors=True), 0)
+    failed = sum(1 for r in rows if r["is_error"])
+    assert errors.count('role="listitem"') == failed > 0, "only the rows a tab shows are rendered"
+    assert feed.stats["rows"] == before["rows"] + failed
     everything = batch.message(TimelineFilter(), 0)
-    assert feed.stats["batches"] == before["batches"] + 1 and feed.stats["rows"] == before["rows"] + len(rows)
+    assert feed.stats["rows"] == before["rows"] + len(rows), "each row rendered once"
     assert everything is batch.message(TimelineFilter(), 0), "the same message, made once"
     assert everything.count('role="listitem"') == len(rows) and 'id="frame-count"' in everything
-    errors = batch.message(TimelineFilter(errors=True), 0)
-    assert errors.count('role="listitem"') == sum(1 for r in rows if r["is_error"]) > 0
     later = batch.message(TimelineFilter(), rows[-3]["seq"])
     assert later.count('role="listitem"') == 2
     none = batch.message(TimelineFilter(method="nothing/matches"), 0)

@@ -67,31 +67,27 @@ def render_rows(rows: Sequence[dict[str, Any]], start: Any) -> list[SafeString]:
 
 
 class Batch:
-    """A batch of rows rendered once, and the messages made of them, one per filter a tab applies."""
+    """A batch of rows, each rendered once when a tab first shows it, and the messages made of them, one
+    per filter a tab applies."""
 
     def __init__(self, rows: list[dict[str, Any]], start: Any, count: int) -> None:
         self.rows = rows
         self.start = start
         self.count = render_to_string("sessions/_frame_count.html", {"count": count})
-        self._html: list[SafeString] | None = None
+        self._html: dict[int, SafeString] = {}
         self._messages: dict[tuple[TimelineFilter, int], str] = {}
-
-    @property
-    def html(self) -> list[SafeString]:
-        """Each row rendered, once, when a tab first needs them (a tab in a flood does not)."""
-        if self._html is None:
-            self._html = render_rows(self.rows, self.start)
-            stats["batches"] += 1
-        return self._html
 
     def message(self, flt: TimelineFilter, after: int) -> str:
         """The rows after ``after`` that ``flt`` shows, appended to the timeline, and the frame count."""
         key = (flt, after)
         if key not in self._messages:
-            shown = [
-                h for r, h in zip(self.rows, self.html, strict=True) if r["seq"] > after and flt.matches(r)
-            ]
-            rows = appended(shown) if shown else ""
+            picked = [i for i, r in enumerate(self.rows) if r["seq"] > after and flt.matches(r)]
+            missing = [i for i in picked if i not in self._html]
+            if missing:
+                drawn = render_rows([self.rows[i] for i in missing], self.start)
+                self._html.update(zip(missing, drawn, strict=True))
+                stats["batches"] += 1
+            rows = appended([self._html[i] for i in picked]) if picked else ""
             self._messages[key] = rows + self.count
         return self._messages[key]
 

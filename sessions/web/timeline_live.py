@@ -139,7 +139,7 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         )  # the frame count, which ends the timeline's part, comes last
         if self.browsing or self._jump_pending:
             await self.send(text_data=batch.count)
-        elif self._flooding(event.last - self.after):
+        elif self._flooding(max(0, event.last - self.after)):
             # More arrived than a person can read as it comes: show the newest rows at the next tick.
             self._schedule_jump()
             await self.send(text_data=batch.count)
