@@ -1,6 +1,7 @@
 """Run every benchmark, print a table with PASS/FAIL against the targets, write results/latest.json.
 
 .venv/bin/python -m bench [--calls 500] [--notifications 100000] [--sessions 20] [--quick] [--no-browser]
+    [--load] [--peers-only] [--viewers-only]
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import bigsession, clients, exports, manysessions, redaction, servers
+from bench import bigsession, clients, exports, manysessions, peers, redaction, servers, viewers
 from sessions.engine import ClientOptions, Frame, HttpTarget, StdioTarget, connect
 
 LATENCY_TARGET = 1.5  # engine median latency / raw client median latency, at most
@@ -283,6 +284,10 @@ def print_table(results: dict[str, Any]) -> None:
         exports.print_table(results["exports"])
     if "many" in results:
         manysessions.print_table(results["many"])
+    if "peers" in results:
+        peers.print_table(results["peers"])
+    if "viewers" in results:
+        viewers.print_table(results["viewers"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -335,6 +340,16 @@ def main() -> None:
     parser.add_argument("--big-frames", type=int, default=100_000, help="frames of the big session (10.)")
     parser.add_argument("--export-frames", type=int, default=100_000, help="frames of the exported session")
     parser.add_argument("--many-sessions", type=int, default=5000, help="live HTTP sessions in one process")
+    parser.add_argument("--no-peers", action="store_true", help="skip bench/peers.py (the same-run peers)")
+    parser.add_argument("--peers-only", action="store_true", help="run only bench/peers.py")
+    parser.add_argument("--peer-connects", type=int, default=5, help="timed connects per app (13.)")
+    parser.add_argument("--peer-clicks", type=int, default=20, help="timed echo clicks per app (13.)")
+    parser.add_argument("--cli-runs", type=int, default=7, help="timed runs per CLI (13.)")
+    parser.add_argument("--load", action="store_true", help="measure the peers again beside a fixed load")
+    parser.add_argument("--no-viewers", action="store_true", help="skip bench/viewers.py (many viewers)")
+    parser.add_argument("--viewers-only", action="store_true", help="run only bench/viewers.py")
+    parser.add_argument("--viewers", default="1,50,200", help="viewer counts, comma-separated (14.)")
+    parser.add_argument("--viewer-notifications", type=int, default=10_000, help="each flood's size (14.)")
     args = parser.parse_args()
     if args.quick:
         args.calls, args.warmup, args.repeat, args.notifications, args.sessions = 50, 5, 1, 5_000, 3
@@ -342,8 +357,15 @@ def main() -> None:
         args.big_frames = 5_000
         args.export_frames = 5_000
         args.many_sessions = 200
-    if args.app_only:
-        args.browser_only, args.no_browser = True, True
+        args.peer_connects, args.peer_clicks, args.cli_runs = 2, 5, 2
+        args.viewers, args.viewer_notifications = "1,10,50", 2_000
+    only_new = args.peers_only or args.viewers_only  # the sections of their own, alone
+    if args.app_only or only_new:
+        args.browser_only, args.no_browser = True, args.no_browser or not args.peers_only
+    if only_new:
+        args.no_app = True
+    run_peers = not args.no_peers and (args.peers_only or not (args.browser_only or args.viewers_only))
+    run_viewers = not args.no_viewers and (args.viewers_only or not (args.browser_only or args.peers_only))
     started = time.perf_counter()
     results: dict[str, Any] = {"latency": {}, "notifications": {}, "memory": {}}
     ok = True
@@ -367,12 +389,28 @@ def main() -> None:
         ok &= apps.judge(results["app"])
         results["bigsession"] = bigsession.run(args.big_frames, browser=not args.no_browser)
         ok &= bigsession.judge(results["bigsession"])
-    if not args.no_browser:
+    if not args.no_browser and not only_new:
         from bench import browser
 
         sizes = (1_000, 10_000) if args.quick else browser.FLOOD_SIZES
         results["browser"] = asyncio.run(browser.run(calls=args.clicks, sizes=sizes))
         ok &= browser.judge(results["browser"])
+    if run_peers:
+        results["peers"] = asyncio.run(
+            peers.run(
+                repeat=args.peer_connects,
+                calls=args.peer_clicks,
+                warmup=2 if args.quick else 5,
+                cli_runs=args.cli_runs,
+                browser_lines=not args.no_browser,
+                load=args.load,
+            )
+        )
+        ok &= peers.judge(results["peers"])
+    if run_viewers:
+        counts = tuple(int(n) for n in args.viewers.split(","))
+        results["viewers"] = asyncio.run(viewers.run(counts, args.viewer_notifications))
+        ok &= viewers.judge(results["viewers"])
     results["pass"] = ok
     results["env"] = {
         "python": platform.python_version(),

@@ -127,3 +127,27 @@ def scratch_app(prefix: str) -> Iterator[str]:
             yield url
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def busy_load(processes: int, nice: int) -> Iterator[list[int]]:
+    """``processes`` Python busy loops at niceness ``nice``, running until the block ends; yields their pids.
+
+    A fixed, repeatable stand-in for a machine others are using: every app measured inside the block
+    competes with the same load.
+    """
+    loops = [
+        subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"],
+            stdin=subprocess.DEVNULL,
+            preexec_fn=lambda: os.nice(nice),
+        )
+        for _ in range(processes)
+    ]
+    try:
+        yield [p.pid for p in loops]
+    finally:
+        for p in loops:
+            p.kill()
+        for p in loops:
+            p.wait()
