@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import UploadedFile
 from django.db import connections
@@ -83,33 +83,29 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
 
 
 @require_POST
-async def connect(request: AuthedRequest) -> HttpResponse:
+def connect(request: AuthedRequest) -> HttpResponse:
     """Start a session from the connect form (and save the server when asked)."""
-    scope = await person_scope_async(request, Role.OPERATOR)
+    scope = person_scope(request, Role.OPERATOR)
     form = ConnectForm(request.POST)
-    valid = await sync_to_async(form.is_valid)()
-    if valid:
-        problem = await sync_to_async(policy.connect_problem)(scope, form.snapshot())
-        if problem:
-            form.add_error(None, problem)
-            valid = False
-    if not valid:
-        servers = [s async for s in scope.servers()]
-        context = {"form": form, "servers": servers}
-        return await sync_to_async(render)(request, "sessions/_connect_form.html", context, status=422)
-    user = await signed_in_user(request)
-    config = with_callback(request, await sync_to_async(policy.prepared)(scope, form.snapshot()))
-    server = await sync_to_async(form.save_server)(scope, user) if form.cleaned_data.get("save") else None
-    session = await McpSession.objects.acreate(
+    if form.is_valid() and (problem := policy.connect_problem(scope, form.snapshot())):
+        form.add_error(None, problem)
+    if not form.is_valid():
+        context = {"form": form, "servers": list(scope.servers())}
+        return render(request, "sessions/_connect_form.html", context, status=422)
+    config = with_callback(request, policy.prepared(scope, form.snapshot()))
+    session = McpSession.objects.create(
         team_id=scope.team_id,
-        owner_id=user.pk,
-        server=server,
+        owner_id=request.user.pk,
         name=config["name"],
         config=config,
         roots=form.cleaned_data["roots"],
     )
-    await together.record(session, user.pk, "connected")
-    await client.start_session(session)
+    # The server starts before anything else is written: its start is most of what the person waits for.
+    async_to_sync(client.start_session)(session)
+    if form.cleaned_data.get("save"):
+        session.server = form.save_server(scope, request.user)
+        session.save(update_fields=["server"])
+    async_to_sync(together.record)(session, request.user.pk, "connected")
     url = f"/s/{session.public_id}/"
     if request.htmx:
         response = HttpResponse(status=204)
