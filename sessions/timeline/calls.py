@@ -56,6 +56,21 @@ def call_context(
     the whole of a call another tab or an earlier page made, is read from the stored frames.
     """
     key = json.dumps(rpc_id)
+    request, response = _frames_of(session, key, outcome)
+    if outcome is None or (response is not None and response.size > CARD_BYTES):
+        outcome = _stored_outcome(session, key, request, response)
+    return _card(session, rpc_id, _message(request), outcome, request, response)
+
+
+def _frames_of(
+    session: McpSession, key: str, outcome: dict[str, Any] | None
+) -> tuple[TimelineFrame | None, TimelineFrame | None]:
+    """A request's frame and its answer's: by their numbers when the owner's outcome names them (one
+    read by the index), else the newest request of the id and the first answer after it."""
+    seqs = [(outcome or {}).get(name) for name in ("request_seq", "response_seq")]
+    if all(isinstance(seq, int) for seq in seqs):
+        found = {f.seq: f for f in TimelineFrame.objects.filter(session=session, seq__in=seqs).order_by()}
+        return found.get(seqs[0]), found.get(seqs[1])
     request = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
         .order_by("-seq")
@@ -72,9 +87,7 @@ def call_context(
         .order_by("seq")
         .first()
     )
-    if outcome is None or (response is not None and response.size > CARD_BYTES):
-        outcome = _stored_outcome(session, key, request, response)
-    return _card(session, rpc_id, _message(request), outcome, request, response)
+    return request, response
 
 
 def _stored_outcome(
