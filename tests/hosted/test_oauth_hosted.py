@@ -13,20 +13,19 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from cryptography.fernet import Fernet
-from support.oauth import protected_web
-from test_hosted import (
+from support.hosted import (
     Watcher,
     engine_worker,
-    hosted_database,  # noqa: F401 (a fixture)
     hosted_env,
     manage,
     password_login,
     prepare,
-    services,  # noqa: F401 (an autouse fixture)
     web_process,
 )
+from support.oauth import protected_web
 
-pytestmark = pytest.mark.slow
+# PostgreSQL and Redis are required: missing, they fail the test, never skip it.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
 AUTHORIZE_LINK = re.compile(r'<a class="button primary" href="([^"]+)"[^>]*>Authorize at')
 
@@ -68,7 +67,7 @@ def _come_back(url: str, other_web: httpx.Client) -> None:
 
 
 def test_a_session_and_the_debugger_authorize_across_web_processes_and_a_worker(
-    hosted_database: str,  # noqa: F811
+    hosted_database: str,
     tmp_path: Path,
     protected_url: str,
 ) -> None:

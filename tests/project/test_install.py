@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.app_process import LOGIN_LINE, Output
 from support.paths import REPO
 from support.processes import free_port, stop_process
-from test_startup import LOGIN_LINE, Output
 
 pytestmark = pytest.mark.slow
 

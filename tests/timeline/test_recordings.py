@@ -390,7 +390,7 @@ def test_mcp_inspector_takes_a_big_upload_without_holding_it_in_memory_or_stalli
     tmp_path: Path,
 ) -> None:
     """Through daphne: Twisted would parse the whole multipart body in memory, on the event loop."""
-    from test_startup import LOGIN_LINE, inspector
+    from support.app_process import LOGIN_LINE, inspector
 
     path = tmp_path / "big.jsonl"
     generate(path, 40)
