@@ -20,6 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 from support.paths import REPO
 
+pytestmark = pytest.mark.slow
+
 REQUEST_LINE = re.compile(rb"^(GET|POST|DELETE) ", re.MULTILINE)
 RPC_METHOD = re.compile(rb'"method":\s*"([^"]+)"')
 LAST_CHUNK = b"0\r\n\r\n"  # the end of a chunked body
@@ -68,7 +70,6 @@ async def watching_proxy(url: str) -> AsyncIterator[tuple[str, list[Event]]]:
         yield f"http://127.0.0.1:{port}{where.path}", events
 
 
-@pytest.mark.slow
 async def test_the_cli_ends_its_http_session_over_a_kept_alive_connection_and_cuts_no_reply(
     everything_http: str,
 ) -> None:

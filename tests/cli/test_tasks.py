@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import assert_one_error_line, result_of, run_cli, target
 from support.web import (
     live_runtime,
     logged_in_client,
@@ -20,7 +21,6 @@ from support.web import (
     stdio_config,
     wait_until,
 )
-from test_cli import assert_one_error_line, result_of, run_cli, target
 
 from inspector.cli.arguments import UsageError, parse_args
 from sessions.models import TimelineFrame

@@ -82,6 +82,7 @@ async def test_an_unsupported_version_error_is_reported_with_its_data() -> None:
     assert failure.value.data["supported"] == ["1999-01-01"]
 
 
+@pytest.mark.slow
 def test_the_engine_imports_nothing_from_django_nor_heavy_modules_it_does_not_need() -> None:
     code = (
         "import sys; import sessions.engine as e;"

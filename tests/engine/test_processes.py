@@ -30,6 +30,8 @@ from sessions.models import EngineWorker, McpSession
 from sessions.runtime import client, workers
 from sessions.runtime import messages as m
 
+pytestmark = pytest.mark.slow
+
 DAEMONIZING = SERVERS / "daemonizing.py"
 WAIT = 10.0
 
@@ -189,7 +191,6 @@ def test_a_sigkilled_workers_server_dies_with_it_and_the_reaper_kills_what_it_le
     assert lost.status == "lost" and lost.server_process == {}
 
 
-@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 async def test_disconnect_leaves_no_server_process_and_the_session_records_its_server_meanwhile(
     tmp_path: Path, leftovers: list[int]

@@ -12,15 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import assert_one_error_line, result_of, run_cli
 from support.engine import EventLog
 from support.processes import HttpsServer
 from support.web import live_runtime, logged_in_client, make_user, wait_until
-from test_cli import assert_one_error_line, result_of, run_cli
 
 from sessions.engine import ClientOptions, HttpTarget, TransportError, connect
 from sessions.models import McpSession, ServerConfig, TimelineFrame
 
 OPTIONS = ClientOptions(timeout=20)
+
+pytestmark = pytest.mark.slow
 
 
 async def test_a_private_ca_fails_by_default_with_a_hint(sdk_https: HttpsServer) -> None:

@@ -172,6 +172,7 @@ def test_cli_flag_hands_the_full_argument_list_to_the_cli_module(monkeypatch: py
     assert received == [["--cli", "python server.py", "--method", "tools/list"]]
 
 
+@pytest.mark.slow
 def test_cli_path_does_not_import_django() -> None:
     code = "import sys, inspector.__main__; sys.exit('django' in sys.modules)"
     result = subprocess.run(

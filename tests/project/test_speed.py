@@ -266,6 +266,7 @@ def _python(code: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
     code = (
         "import json, sys\n"
@@ -277,6 +278,7 @@ def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
     assert _python(code) == {"before": False, "after": True}
 
 
+@pytest.mark.slow
 def test_a_process_that_runs_sessions_collects_garbage_less_often_and_switches_threads_sooner() -> None:
     code = (
         "import json, gc, os, sys\n"
@@ -293,6 +295,7 @@ def test_a_process_that_runs_sessions_collects_garbage_less_often_and_switches_t
     }
 
 
+@pytest.mark.slow
 def test_the_cli_does_not_import_httpx_s_command_line_client() -> None:
     code = (
         "import json, sys\n"

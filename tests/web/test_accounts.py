@@ -201,6 +201,7 @@ def test_the_rate_limit_is_shared_through_redis_when_redis_url_is_set(settings: 
         caches["default"].close()
 
 
+@pytest.mark.slow
 def test_settings_use_redis_for_the_cache_when_redis_url_is_set() -> None:
     script = "from django.conf import settings; print(settings.CACHES['default']['BACKEND'])"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "inspector.settings", "PYTHONPATH": str(REPO)}

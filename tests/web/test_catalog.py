@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.test import AsyncClient
 from support.paths import SERVERS
-from support.web import live_runtime, wait_until
+from support.web import live_runtime, scripted_servers, wait_until
 
 from sessions.models import McpSession
 from sessions.teams import policy
@@ -111,14 +111,23 @@ async def test_an_operator_cannot_start_a_command_line_outside_the_catalog_in_th
     # Once an admin allows command lines for the team, it starts.
     team.allow_free_stdio = True
     await team.asave()
-    assert (await client.post("/connect", STDIO)).status_code == 302
-    assert await McpSession.objects.filter(team=team).acount() == 1
+    with scripted_servers() as started:
+        assert (await client.post("/connect", STDIO)).status_code == 302
+        assert await McpSession.objects.filter(team=team).acount() == 1
+        assert _command_of(await wait_until(lambda: started[:1])) == [sys.executable, "-c", "print(1)"]
 
 
 async def test_the_local_mode_runs_any_command_line(settings: Any) -> None:
     settings.INSPECTOR_HOSTED = False
     bob, team = await _operator()
-    assert (await (await _client(bob)).post("/connect", STDIO)).status_code == 302
+    with scripted_servers() as started:
+        assert (await (await _client(bob)).post("/connect", STDIO)).status_code == 302
+        assert _command_of(await wait_until(lambda: started[:1])) == [sys.executable, "-c", "print(1)"]
+
+
+def _command_of(targets: list[Any]) -> list[str]:
+    (target,) = targets
+    return [target.command, *target.args]
 
 
 async def test_a_team_at_its_live_session_limit_starts_no_more(settings: Any) -> None:

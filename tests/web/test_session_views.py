@@ -324,6 +324,7 @@ async def test_a_sent_request_can_be_edited_and_sent_again_from_its_frame(everyt
         assert "Edit and send again" not in detail
 
 
+@pytest.mark.slow
 async def test_the_raw_request_form_sends_a_notification_without_an_id_onto_the_timeline(
     everything_stdio: dict,
 ) -> None:
@@ -474,7 +475,7 @@ async def test_a_file_that_is_not_a_recording_is_refused_with_the_line_and_nothi
 @pytest.mark.slow
 def test_a_cli_record_file_opens_as_a_session(tmp_path: Path) -> None:
     from django.contrib.auth.models import User
-    from test_cli import result_of, run_cli
+    from support.cli import result_of, run_cli
 
     from sessions.timeline.recordings import import_recording
 
@@ -602,7 +603,7 @@ async def test_comparing_sessions_shows_added_removed_and_changed_items_with_dif
 
 @pytest.mark.slow
 async def test_a_session_exports_as_a_collection_that_the_cli_runs_green(tmp_path: Path) -> None:
-    from test_cli import result_of, run_cli
+    from support.cli import result_of, run_cli
 
     async with live_runtime():
         alice = await make_user()

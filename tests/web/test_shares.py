@@ -105,6 +105,7 @@ def everything(spec: dict, **extra: Any) -> dict[str, Any]:
 # --- watching a live session through links, and revoking them ------------------------------------
 
 
+@pytest.mark.slow
 async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their_sockets_at_once(
     everything_stdio: dict,
 ) -> None:
@@ -159,6 +160,7 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         assert not (await _anonymous(f"/ws/shared/{anyone_token}/").connect(timeout=10))[0]
 
 
+@pytest.mark.slow
 async def test_a_viewer_opens_a_team_link_but_cannot_act_by_post_or_by_socket(everything_stdio: dict) -> None:
     async with live_runtime():
         alice = await make_user("alice")
@@ -266,6 +268,7 @@ def _leaks(shown: dict[str, bytes], secrets_: list[bytes]) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 async def test_no_shared_view_and_no_redacted_export_holds_a_stdio_servers_secret_after_get_env(
     everything_stdio: dict,
 ) -> None:
@@ -301,6 +304,7 @@ async def test_no_shared_view_and_no_redacted_export_holds_a_stdio_servers_secre
         ).aexists()
 
 
+@pytest.mark.slow
 async def test_no_shared_view_and_no_redacted_export_holds_the_api_key_of_an_http_servers_url(
     everything_http: str,
 ) -> None:
