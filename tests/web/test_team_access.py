@@ -329,22 +329,17 @@ def _outcome(status: int, body: str) -> str:
 @database_sync_to_async
 def _restore(world: dict[str, TeamIds]) -> None:
     """Put back what an allowed request deleted or changed, so every request meets the same world."""
-    for ids in world.values():
-        if not McpSession.objects.filter(pk=ids.session.pk).exists():
-            ids.session.save(force_insert=True)
-        McpSession.objects.filter(pk=ids.session.pk).update(status="closed", worker_channel="")
-        if not ServerConfig.objects.filter(pk=ids.server.pk).exists():
-            ids.server.save(force_insert=True)
-        if not PendingReview.objects.filter(pk=ids.review.pk).exists():
-            ids.review.save(force_insert=True)
-        if not Share.objects.filter(pk=ids.share.pk).exists():
-            ids.share.save(force_insert=True)
-        Share.objects.filter(pk=ids.share.pk).update(revoked=None)
-        PendingReview.objects.filter(pk=ids.review.pk).update(status="waiting")
-        for kept in (ids.catalog, ids.login):
-            if not type(kept).objects.filter(pk=kept.pk).exists():
-                kept.save(force_insert=True)
-        Invitation.objects.filter(pk=ids.invitation.pk).update(revoked=False)
+    teams = list(world.values())
+    for part in ("session", "server", "review", "share", "catalog", "login"):  # parents first
+        kept = [getattr(ids, part) for ids in teams]
+        there = set(type(kept[0]).objects.filter(pk__in=[k.pk for k in kept]).values_list("pk", flat=True))
+        for gone in (k for k in kept if k.pk not in there):
+            gone.save(force_insert=True)
+    sessions = McpSession.objects.filter(pk__in=[ids.session.pk for ids in teams])
+    sessions.update(status="closed", worker_channel="")
+    Share.objects.filter(pk__in=[ids.share.pk for ids in teams]).update(revoked=None)
+    PendingReview.objects.filter(pk__in=[ids.review.pk for ids in teams]).update(status="waiting")
+    Invitation.objects.filter(pk__in=[ids.invitation.pk for ids in teams]).update(revoked=False)
 
 
 async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:
