@@ -22,8 +22,8 @@ __all__ = [
     "stored_secret_key",
 ]
 
-# Every variable the app reads with envsecret (tests/test_env.py checks the list is complete): none of
-# them, nor its _FILE twin, is ever handed to a server the app starts.
+# Every variable the app reads with envsecret (tests/runtime/test_server_env.py checks the list is
+# complete): none of them, nor its _FILE twin, is ever handed to a server the app starts.
 SECRET_VARIABLES = (
     "SECRET_KEY",
     "DB_PASSWORD",

@@ -272,7 +272,8 @@ class TimelineFrame(models.Model):
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["session", "seq"], name="unique_frame_seq")]
         # A session's page reads its 100,000th frame as fast as its 100th: each query it makes finds its
-        # frames through one of these, never by reading every row (tests/test_big_session_queries.py).
+        # frames through one of these, never by reading every row
+        # (tests/timeline/test_big_session_queries.py).
         indexes = [
             # A method's frames; and with the rest, the capability table's count of each method's use
             # (capabilities.usage_counts) read from the index alone.

@@ -1,16 +1,21 @@
-"""Shared pytest fixtures: MCP servers to test against.
+"""Shared pytest fixtures: MCP servers to test against; and the fast layer's guard.
 
 Every fixture returns plain data (launch specs for stdio servers, URLs for HTTP servers); nothing here
 uses the engine but short_close_grace (a shorter wait for stdio servers to exit). HTTP servers run as
 subprocesses on free ports, bound to 127.0.0.1 where the server allows it (server-everything listens on
 all interfaces), and are stopped at teardown.
+
+A test not marked ``slow`` starts no process (``pytest -m "not slow"`` is the fast layer): one that
+tries fails, and a ``browser`` test must be ``slow`` too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -35,6 +40,82 @@ EVERYTHING_JS = SERVERS_DIR / "node_modules/@modelcontextprotocol/server-everyth
 SDK_SERVER = SERVERS_DIR / "sdk_server.py"
 BAD_STDIO = SERVERS_DIR / "bad_stdio.py"
 BAD_HTTP = SERVERS_DIR / "bad_http.py"
+BROWSER_FIXTURES = {"live_app", "browser", "app_context", "home"}
+
+
+# --- the fast layer starts no process -----------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        drives_a_browser = item.get_closest_marker("browser") is not None
+        if drives_a_browser and item.get_closest_marker("slow") is None:
+            raise pytest.UsageError(f"{item.nodeid}: a browser test is slow too (@pytest.mark.slow)")
+        if not drives_a_browser and BROWSER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            raise pytest.UsageError(f"{item.nodeid} drives a browser: mark it @pytest.mark.browser")
+
+
+_running: list[pytest.Item] = []
+_STARTED = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Any:
+    # Around the whole test, so a session fixture a test sets up counts as that test's.
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.remove(item)
+
+
+def _refused_in_a_fast_test(what: str) -> None:
+    item = _running[-1] if _running else None
+    if item is None or item.get_closest_marker("slow") is not None:
+        return
+    item.stash.setdefault(_STARTED, []).append(what)
+    raise OSError(errno.EPERM, f"a test not marked slow starts no process ({what})")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_tests_start_no_process() -> Iterator[None]:
+    """Every way the tests' code starts a program (subprocess, asyncio's subprocesses, Playwright's
+    driver, multiprocessing, fork) refuses in a test not marked slow; the test then fails."""
+    mp = pytest.MonkeyPatch()
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def guarded_execute_child(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> Any:
+        _refused_in_a_fast_test(repr(args)[:200])
+        return execute_child(self, args, *rest, **kwargs)
+
+    def guard(module: Any, name: str) -> None:
+        original = getattr(module, name)
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            _refused_in_a_fast_test(f"{module.__name__}.{name}{repr(args)[:200]}")
+            return original(*args, **kwargs)
+
+        mp.setattr(module, name, guarded)
+
+    mp.setattr(subprocess.Popen, "_execute_child", guarded_execute_child)
+    import _posixsubprocess  # multiprocessing starts its processes through it, not through Popen
+
+    for module, name in [(os, "fork"), (os, "posix_spawn"), (os, "posix_spawnp"), (os, "system")]:
+        guard(module, name)
+    guard(_posixsubprocess, "fork_exec")
+    try:
+        yield
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(autouse=True)
+def no_process_in_a_fast_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails the test even where its code caught the refusal (the runtime reports a failed start)."""
+    yield
+    started = request.node.stash.get(_STARTED, [])
+    if started:
+        pytest.fail(f"not marked slow, yet it started a process: {started}; mark it slow or use no process")
 
 
 def _node() -> str:
@@ -187,6 +268,17 @@ def short_close_grace() -> Iterator[None]:
         yield
     finally:
         StdioTarget.__init__.__defaults__ = defaults
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hasher() -> Iterator[None]:
+    """Passwords hashed with MD5, not PBKDF2: the tests check who gets in, not what a guess costs, and
+    PBKDF2's rounds made the people of a test cost more than its requests. Processes the tests start
+    (the browser's app, the hosted set-up) keep the real hashers."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -86,7 +86,7 @@ def confined_transport(
     """An httpx transport whose every connection goes through ``EgressBackend``, with no proxy.
 
     httpx takes no network backend, so its connection pool is replaced by one built with the same
-    settings and ours (httpx is pinned; tests/test_egress.py connects through it for real).
+    settings and ours (httpx is pinned; tests/engine/test_egress.py connects through it for real).
     """
     transport = httpx.AsyncHTTPTransport(verify=verify, limits=limits, trust_env=False)
     transport._pool = httpcore.AsyncConnectionPool(

@@ -96,7 +96,7 @@ def svg_number(value: Any) -> str:
 
 
 # The plots' marks, hundreds a plot: written in Python, each exactly what its template loop wrote
-# (tests/test_timeline_rows.py holds them against those loops).
+# (tests/timeline/test_timeline_rows.py holds them against those loops).
 
 
 @register.simple_tag

@@ -2,10 +2,10 @@
 
 The template engine cost 250 µs a frame (a 100,000-frame file took 40 s). This writes exactly what
 ``templates/sessions/export/frames.html`` wrote (the markup below is that template's, line for line;
-tests/test_exports.py renders the template it replaced and compares): every value a server or a person
-sent escaped as Django escapes (``html.escape``), the filters the template used called as they are
-(``floatformat``, ``filesizeformat``, ``truncatechars``; their answers remembered, the same come back), and
-the notes, rare, still rendered by their template.
+tests/timeline/test_exports.py renders the template it replaced and compares): every value a server or a
+person sent escaped as Django escapes (``html.escape``), the filters the template used called as they are
+(``floatformat``, ``filesizeformat``, ``truncatechars``; their answers remembered, the same come back),
+and the notes, rare, still rendered by their template.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ A sharer adds rules (``Rules``): more names, JSON paths (``params.arguments.pass
 An export or a share redacts every frame with one ``Redactor``, which skips the work that cannot change
 anything (a rule on text without its characters, lines without a name word) and remembers texts, lines
 and names it has seen: an env dump in 10,000 frames is redacted once. What it masks is exactly what the
-rules applied one after the other to the whole text mask (tests/test_redaction.py holds it to that).
+rules applied one after the other to the whole text mask (tests/timeline/test_redaction.py holds it to that).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``{{ value }}`` without the template engine: what a value looks like in a page, for the parts of
 pages and files written in Python because they repeat by the thousand (plot marks, the HTML export's
-frames); what the template language shows (tests/test_timeline_rows.py and tests/test_exports.py hold
-each such part against its template)."""
+frames); what the template language shows (tests/timeline/test_timeline_rows.py and
+tests/timeline/test_exports.py hold each such part against its template)."""
 
 from __future__ import annotations
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+import pytest
 from channels.db import database_sync_to_async
 from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers, get_channel_layer
 from django.contrib.auth.models import User
@@ -55,6 +56,24 @@ async def live_runtime() -> AsyncIterator[None]:
             yield
         finally:
             await stop_embedded_runtime("the test ended")
+
+
+@contextmanager
+def scripted_servers() -> Iterator[list[Any]]:
+    """Meanwhile every session the runtime starts talks to a scripted server that answers the handshake
+    (``sessions.engine.testing``): no process, no socket. Yields the targets it would have connected to."""
+    from sessions.engine.testing import ScriptedTransport
+    from sessions.runtime import owner
+
+    targets: list[Any] = []
+
+    def scripted(target: Any) -> ScriptedTransport:
+        targets.append(target)
+        return ScriptedTransport(handshake=True)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(owner, "make_transport", scripted)
+        yield targets
 
 
 @database_sync_to_async
