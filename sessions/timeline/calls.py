@@ -67,10 +67,11 @@ def _frames_of(
 ) -> tuple[TimelineFrame | None, TimelineFrame | None]:
     """A request's frame and its answer's: by their numbers when the owner's outcome names them (one
     read by the index), else the newest request of the id and the first answer after it."""
-    seqs = [(outcome or {}).get(name) for name in ("request_seq", "response_seq")]
-    if all(isinstance(seq, int) for seq in seqs):
-        found = {f.seq: f for f in TimelineFrame.objects.filter(session=session, seq__in=seqs).order_by()}
-        return found.get(seqs[0]), found.get(seqs[1])
+    sent, answer = ((outcome or {}).get(name) for name in ("request_seq", "response_seq"))
+    if isinstance(sent, int) and isinstance(answer, int):
+        frames = TimelineFrame.objects.filter(session=session, seq__in=(sent, answer)).order_by()
+        found = {f.seq: f for f in frames}
+        return found.get(sent), found.get(answer)
     request = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
         .order_by("-seq")
