@@ -393,7 +393,7 @@ _SHARED_CANDIDATES = (
 def _sqlite_insert(chunk: list[list[Any]]) -> tuple[str, list[Any]]:
     """The INSERT of rows of column values (the session first), and its parameters.
 
-    sqlite3 binds each text with a copy SQLite allocates under the GIL (~800 instructions each): a
+    sqlite3 binds each text with a copy SQLite allocates under the GIL: a
     flood's rows differ in a few columns (seq, times, bytes, preview) and repeat a dozen texts. A
     column whose value every row shares is bound once, in ``INSERT … SELECT ?, column1, … FROM
     (VALUES …)``; the same values are stored.

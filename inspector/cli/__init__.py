@@ -297,8 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def end_process(code: int) -> NoReturn:
     """End the process now with ``code``, without the interpreter's teardown.
 
-    Tearing down every module and object a call loaded (asyncio, httpx, the engine) costs a one-shot
-    CLI about a tenth of its run and does nothing a finished call needs. What teardown does that
+    Tearing down every module and object a call loaded (asyncio, httpx, the engine) is a noticeable
+    part of a one-shot CLI's run and does nothing a finished call needs. What teardown does that
     matters is done first: other (non-daemon) threads finish, ``atexit`` handlers run (``weakref``
     finalizers, logging's flush), stdout and stderr are flushed. Files the CLI writes are closed
     before ``main`` returns; a stdio server is ended by the session's close.

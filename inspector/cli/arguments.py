@@ -452,7 +452,7 @@ def _http_target(url: str, headers: dict[str, str], transport: str | None, timeo
         transport=transport,  # type: ignore[arg-type]
         headers=headers,
         connect_timeout=timeout,
-        # Plain http:// needs no certificates; loading the CA bundle costs ~20 ms per call.
+        # Plain http:// needs no certificates, and loading the CA bundle is not free.
         verify_tls=not url.startswith("http://"),
         # One call and out: no standalone GET stream for server-initiated messages.
         open_get_stream=False,

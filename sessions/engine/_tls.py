@@ -24,8 +24,8 @@ def _no_sniffio() -> None:
 
     httpcore 1.x runs ``import sniffio`` whenever it sets up a lock, an event or a cancellation
     shield: several times a request. Without sniffio (anyio 4.x no longer needs it) every one of
-    those is a failed import that searches the whole ``sys.path`` (~45 µs; a sixth of a thousand
-    sessions' DELETEs at stop). A ``None`` entry makes it fail at once, as it would anyway; when
+    those is a failed import that searches the whole ``sys.path``, which a thousand sessions'
+    DELETEs at stop feel. A ``None`` entry makes it fail at once, as it would anyway; when
     sniffio is installed nothing changes.
     """
     if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:

@@ -52,13 +52,12 @@ _SETTLE_EVERY = 0.002
 class _Queue:
     """The calls waiting for the database thread, run there in the order they came, many per hop.
 
-    A call of its own on the thread (``run_in_executor``) cost more than a small write it carried
-    (~160 µs against ~115 µs for an UPDATE): a submission, a wake-up of the thread, and one of the
-    event loop to hear back. When many sessions write at once (a thousand ending with the process),
-    the calls queued while the thread is busy go in its next turn, and their callers are told
-    together. Each call runs as it did alone (its own transaction or autocommit); one that fails
-    fails only its own caller; one whose caller gave up (cancelled) before it ran is skipped, as
-    ``run_in_executor`` skips it.
+    A call of its own on the thread (``run_in_executor``) costs more than a small write it carries:
+    a submission, a wake-up of the thread, and one of the event loop to hear back. When many sessions
+    write at once (a thousand ending with the process), the calls queued while the thread is busy go
+    in its next turn, and their callers are told together. Each call runs as it did alone (its own
+    transaction or autocommit); one that fails fails only its own caller; one whose caller gave up
+    (cancelled) before it ran is skipped, as ``run_in_executor`` skips it.
     """
 
     def __init__(self) -> None:

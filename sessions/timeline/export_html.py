@@ -1,6 +1,7 @@
 """The HTML export's frames: one ``<li>`` each, written in Python rather than with a template.
 
-The template engine cost 250 µs a frame (a 100,000-frame file took 40 s). This writes exactly what
+A file holds every frame of a session, by the hundred thousand, and the template engine's cost per
+frame made a big one take minutes (docs/bench.md). This writes exactly what
 ``templates/sessions/export/frames.html`` wrote (the markup below is that template's, line for line;
 tests/timeline/test_exports.py renders the template it replaced and compares): every value a server or a
 person sent escaped as Django escapes (``html.escape``), the filters the template used called as they are

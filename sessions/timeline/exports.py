@@ -80,7 +80,7 @@ class Batches:
     until the next would go past ``CHUNK_BYTES``, then the query ends (the frame that did not fit is read
     again, first in the next batch). Elsewhere (a PostgreSQL cursor holds every row of its query once
     run) the frames' sizes are read first, ``PLAN`` at a time, to cut the batches, each then read by its
-    seq range: on SQLite that second pass over the table had cost a fifth of a JSON Lines export. Call
+    seq range (on SQLite that second pass over the table is what the taking saves). Call
     ``next`` in a thread (it queries).
     """
 
