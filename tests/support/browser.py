@@ -282,6 +282,8 @@ def open_tab(page: Any, name: str) -> None:
     tab = page.get_by_role("tab", name=name, exact=True)
     tab.click()
     expect(tab).to_have_attribute("aria-selected", "true")
+    # htmx processes a swapped panel as it settles: a form pressed before then submits as plain HTML.
+    expect(page.locator(".htmx-swapping, .htmx-settling")).to_have_count(0)
 
 
 def list_tools(page: Any, *, until: tuple[str, ...] = (), timeout: float = LONG) -> None:
