@@ -5,16 +5,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
 # Set up Django (apps, settings) before anything imports models through the consumers.
-django.setup(set_prefix=False)
-
-from inspector.request_threads import PooledThreadsHandler  # noqa: E402
-
-# Django's ASGI handler, its request threads (and their database connections) kept between requests.
-django_asgi_app = PooledThreadsHandler()
+django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

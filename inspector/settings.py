@@ -78,26 +78,23 @@ INSTALLED_APPS = [
     "sessions.teams.apps.TeamsConfig",
 ]
 
-# Django's middleware as inspector.loop_middleware runs it: on the event loop where a hook does
-# no I/O, rather than a trip to a thread for every hook of every request.
 MIDDLEWARE = [
-    "inspector.loop_middleware.SecurityMiddleware",
+    "django.middleware.security.SecurityMiddleware",
     "inspector.middleware.ContentSecurityPolicyMiddleware",
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
     "inspector.middleware.StaticFilesMiddleware",
     # Everything past the static files is one person's: no cache may keep it.
     "inspector.middleware.NoStoreMiddleware",
-    "inspector.loop_middleware.SessionMiddleware",
-    "inspector.loop_middleware.CommonMiddleware",
-    "inspector.loop_middleware.CsrfViewMiddleware",
-    # After CSRF: a big form is parsed off the event loop (a small one in place).
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     "inspector.middleware.NulParameterMiddleware",
-    "inspector.loop_middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Every view needs a login unless marked @login_not_required (health, login pages).
-    "inspector.loop_middleware.LoginRequiredMiddleware",
-    "inspector.loop_middleware.MessageMiddleware",
-    "inspector.loop_middleware.XFrameOptionsMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -138,10 +135,6 @@ if DB == "sqlite":
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
             },
-            # Kept open: each request thread (inspector/request_threads.py) reuses its own; opening one
-            # costs more than the queries of a call. (The runtime's database thread keeps its own
-            # regardless: sessions/runtime/store.py.)
-            "CONN_MAX_AGE": None,
             # A file, not pytest's shared in-memory database (which locks whole tables across
             # threads); one per test process, so concurrent runs never share it.
             "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"mcp-inspector-test-{os.getpid()}.sqlite3")},

@@ -4,7 +4,6 @@ if the work it guards comes back (a query, a thread hop, an import)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import subprocess
 import sys
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import AsyncClient
 from support.teams import team_of
 
 from sessions.engine import Frame
@@ -247,41 +245,6 @@ def test_the_json_lines_export_sends_a_chunk_of_frames_at_a_time() -> None:
     sent = asyncio.run(chunks())
     assert len(sent) == 2
     assert [json.loads(line)["seq"] for line in "".join(sent).splitlines()] == list(range(1, count + 1))
-
-
-# --- the page's middleware ------------------------------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_logged_in_post_hops_to_a_thread_only_for_its_database_work(monkeypatch: Any) -> None:
-    """Django runs every hook of its middleware in a thread in an async chain; ours run in place."""
-    from asgiref import sync
-
-    session = _session()
-    alice = User.objects.get(username="alice")
-    hops: list[str] = []
-    real = sync.SyncToAsync.__call__
-
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        func = self.func
-        while isinstance(func, functools.partial):
-            func = func.func
-        hops.append(getattr(func, "__qualname__", type(func).__name__))
-        return await real(self, *args, **kwargs)
-
-    async def post() -> int:
-        client = AsyncClient(enforce_csrf_checks=True)
-        await client.aforce_login(alice)
-        await client.get("/")
-        token = client.cookies["mcp_inspector_csrftoken"].value
-        monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
-        ping = f"/s/{session.public_id}/ping"  # the session is not live: the pong says so
-        response = await client.post(ping, {"x": "1"}, headers={"X-CSRFToken": token})
-        return response.status_code
-
-    assert asyncio.run(post()) == 200
-    hooks = [h for h in hops if "Middleware.process_" in h]
-    assert hooks == [], hooks
 
 
 # --- start-up ---------------------------------------------------------------------------------------------
