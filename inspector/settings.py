@@ -189,9 +189,6 @@ if REDIS_URL:
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
-# Who is signed in, read with a statement compiled once (inspector/users.py); Django's ModelBackend otherwise.
-AUTHENTICATION_BACKENDS = ["inspector.users.Users"]
-
 # Passwords people choose (hosted accounts, invitations, create_admin): Django's checks.
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -36,7 +36,7 @@ from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle
 
 # The backend a new account (made on the invitation page) is logged in with.
-PASSWORD_BACKEND = "inspector.users.Users"
+PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 # Pages that carry or take the token send no path or query in Referer headers, even to us.
 # Not "no-referrer": under it browsers send `Origin: null` with the form's POST, which the
