@@ -173,7 +173,7 @@ if REDIS_URL:
     }
 else:
     # Fine for one process; set REDIS_URL when running more than one.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "inspector.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
 # share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
