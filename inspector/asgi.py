@@ -15,9 +15,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from inspector.daphne_http import leave_bodies_to_django  # noqa: E402
 from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
-from inspector.uploads import leave_bodies_to_django  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime, warm_up_in_background  # noqa: E402
 from sessions.runtime.workers import ensure_reaper  # noqa: E402
 

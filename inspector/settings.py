@@ -83,6 +83,8 @@ MIDDLEWARE = [
     "inspector.middleware.ContentSecurityPolicyMiddleware",
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
+    # An upload too big is refused by its declared length, before CSRF's check parses it.
+    "inspector.middleware.BodySizeMiddleware",
     "inspector.middleware.StaticFilesMiddleware",
     # Everything past the static files is one person's: no cache may keep it.
     "inspector.middleware.NoStoreMiddleware",
@@ -204,6 +206,11 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+
+# An upload past this size goes to a temporary file as it arrives, not memory (Django's default, said
+# here because recordings are big); a request past what any view takes is refused by its declared
+# length first (inspector.middleware.BodySizeMiddleware).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [RESOURCE_DIR / "static"]
