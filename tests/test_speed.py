@@ -18,7 +18,6 @@ from support.teams import team_of
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
-from sessions.runtime import host
 from sessions.runtime.store import close_connections, in_db_thread
 from sessions.teams.access import session_with_role
 from sessions.timeline.calls import call_context, recent_calls
@@ -267,22 +266,6 @@ def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
         "print(json.dumps({'before': before, 'after': 'sessions.engine._schema' in sys.modules}))\n"
     )
     assert _python(code) == {"before": False, "after": True}
-
-
-def test_a_process_that_runs_sessions_collects_garbage_less_often_and_switches_threads_sooner() -> None:
-    code = (
-        "import json, gc, os, sys\n"
-        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'inspector.settings')\n"
-        "import django; django.setup()\n"
-        "from sessions.runtime import host\n"
-        "before = [gc.get_threshold(), sys.getswitchinterval()]\n"
-        "host.warm_up_in_background(); host._warming.join(60)\n"
-        "print(json.dumps({'before': before, 'after': [gc.get_threshold(), sys.getswitchinterval()]}))\n"
-    )
-    assert _python(code) == {
-        "before": [[700, 10, 10], 0.005],
-        "after": [list(host.GC_THRESHOLDS), host.SWITCH_INTERVAL],
-    }
 
 
 def test_the_cli_does_not_import_httpx_s_command_line_client() -> None:
