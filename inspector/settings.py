@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import (
+from inspector.paths import data_dir, private_dir
+from sessions.env import (
     envbool,
     envfloat,
     envint,
@@ -20,7 +21,6 @@ from inspector.env import (
     fernet_keys,
     stored_secret_key,
 )
-from inspector.paths import data_dir, private_dir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),

@@ -29,11 +29,11 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from inspector import auth, sso
-from inspector.http import HtmxHttpRequest
 from sessions.teams import access, invitations
 from sessions.teams.logins import client_address
 from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle
+from sessions.web.http import HtmxHttpRequest
 
 # The backend a new account (made on the invitation page) is logged in with.
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"

@@ -24,7 +24,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from support.teams import team_of
 
-from inspector.env import fernet_keys
+from sessions.env import fernet_keys
 from sessions.models import McpSession, ServerConfig
 from sessions.secrets import SecretUnreadable, check_secret_keys
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from support.web import live_runtime, make_user, request, start_session, stdio_config
 
-from inspector.env import SECRET_VARIABLES, secret_variables
 from sessions.engine import ClientOptions, StdioTarget, connect
+from sessions.env import SECRET_VARIABLES, secret_variables
 from sessions.servers import HOSTED_PATH, Confinement, build_target
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,12 +9,12 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
 from sessions.web.call_cards import card_html
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import (
     BadParameter,
     error_response,

@@ -11,11 +11,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.engine import task_augmentable
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
 from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel, session_for
 
