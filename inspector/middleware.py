@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import (
@@ -18,6 +18,7 @@ from django.http import (
 from django.utils.cache import patch_cache_control
 from whitenoise.middleware import WhiteNoiseMiddleware
 
+from inspector.loop_middleware import small_body
 from inspector.origins import is_own_origin
 from sessions.timeline.recordings import MAX_BYTES as MAX_RECORDING_BYTES
 
@@ -142,8 +143,20 @@ class NulParameterMiddleware(_Middleware):
     """Refuse a NUL character in any query or form parameter, or a URL part: no text field takes
     one, and PostgreSQL refuses it in text, so the answer is a 400 here rather than a 500 anywhere.
 
-    A view hook, which Django runs on a worker thread in an async chain: parsing a big form blocks.
+    A view hook, placed after CSRF's: a big form is parsed on a worker thread, never on the event loop.
     """
+
+    def __init__(self, get_response: Any) -> None:
+        super().__init__(get_response)
+        if self.is_async:
+            setattr(self, "process_view", self._process_view_async)  # noqa: B010 - in an async chain
+
+    async def _process_view_async(
+        self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]
+    ) -> Any:
+        if small_body(request):
+            return NulParameterMiddleware.process_view(self, request, view, args, kwargs)
+        return await sync_to_async(NulParameterMiddleware.process_view)(self, request, view, args, kwargs)
 
     def process_view(self, request: HttpRequest, view: Any, args: Any, kwargs: dict[str, Any]) -> Any:
         values = [*request.GET.lists(), *(request.POST.lists() if request.method == "POST" else ())]

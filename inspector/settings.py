@@ -78,8 +78,10 @@ INSTALLED_APPS = [
     "sessions.teams.apps.TeamsConfig",
 ]
 
+# Django's middleware as inspector.loop_middleware runs it: on the event loop where a hook does no
+# I/O, rather than a trip to a thread for every hook of every request.
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "inspector.loop_middleware.SecurityMiddleware",
     "inspector.middleware.ContentSecurityPolicyMiddleware",
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
@@ -88,15 +90,16 @@ MIDDLEWARE = [
     "inspector.middleware.StaticFilesMiddleware",
     # Everything past the static files is one person's: no cache may keep it.
     "inspector.middleware.NoStoreMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
+    "inspector.loop_middleware.SessionMiddleware",
+    "inspector.loop_middleware.CommonMiddleware",
+    "inspector.loop_middleware.CsrfViewMiddleware",
+    # After CSRF: a big form is parsed off the event loop (a small one in place).
     "inspector.middleware.NulParameterMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "inspector.loop_middleware.AuthenticationMiddleware",
     # Every view needs a login unless marked @login_not_required (health, login pages).
-    "django.contrib.auth.middleware.LoginRequiredMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "inspector.loop_middleware.LoginRequiredMiddleware",
+    "inspector.loop_middleware.MessageMiddleware",
+    "inspector.loop_middleware.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
