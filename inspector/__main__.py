@@ -176,7 +176,6 @@ def serve(args: Sequence[str]) -> int:
         # its SIGINT/SIGTERM handlers; announce after that, so Ctrl-C from then on stops cleanly.
         reactor.callWhenRunning(announce)
 
-    quiet_twisted_access_log()
     server = Server(
         application=application,
         endpoints=build_endpoint_description_strings(host=opts.host, port=opts.port),
@@ -187,22 +186,6 @@ def serve(args: Sequence[str]) -> int:
     server.run()
     # daphne reports a failed listen (port in use, say) by never starting; that is an error.
     return 1 if server.abort_start else 0
-
-
-def quiet_twisted_access_log() -> None:
-    """Stop Twisted's own access log, which daphne's HTTP factory keeps beside ours (``access_log``).
-
-    It formatted a line for every request, query string and all (the login token's, say), into
-    Twisted's log, which nothing here reads: only buffered in memory, at a cost per request.
-    """
-    from daphne import server
-
-    class HTTPFactory(server.HTTPFactory):
-        def startFactory(self) -> None:
-            super().startFactory()
-            self._logFile = None  # Twisted's log() writes nothing without a file
-
-    server.HTTPFactory = HTTPFactory
 
 
 def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:

@@ -5,24 +5,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import django
+from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
 # Set up Django (apps, settings) before anything imports models through the consumers.
-django.setup(set_prefix=False)
-
-from inspector.request_threads import PooledThreadsHandler  # noqa: E402
-
-# Django's ASGI handler, its request threads (and their database connections) kept between requests.
-django_asgi_app = PooledThreadsHandler()
+django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from inspector.daphne_http import leave_bodies_to_django  # noqa: E402
 from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
-from inspector.uploads import leave_bodies_to_django  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime, warm_up_in_background  # noqa: E402
 from sessions.runtime.workers import ensure_reaper  # noqa: E402
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from django import forms
 
-from inspector.env import envsecret
+from sessions.env import envsecret
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

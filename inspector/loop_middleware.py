@@ -1,11 +1,13 @@
 """Django's own middleware, run on the event loop wherever a hook does no I/O.
 
-In an async chain, Django runs each ``MiddlewareMixin`` hook (``process_request``,
-``process_view``, ``process_response``) through ``sync_to_async``: a trip to a worker thread and
-back for each, about fifteen a request here, whatever the hook does. Most of these hooks only read
-and set headers or cookies; they run here in place. The few that may touch the database (saving a
-changed session, reading messages kept in it, finding the signed-in user) or read a big request
-body still go to the thread, or use Django's async API.
+In an async chain Django runs each ``MiddlewareMixin`` hook (``process_request``, ``process_view``,
+``process_response``) through ``sync_to_async``: a trip to the request's thread and back for each,
+about fifteen a request, whatever the hook does. Most of these hooks only read and set headers or
+cookies, and run here in place; the few that may touch the database (saving a changed session,
+storing messages, finding the signed-in user) or parse a big request body still go to the thread.
+Without it a click's tool result in a real browser took markedly longer (docs/bench.md, "Workarounds:
+what went, what stayed"). Django is pinned (pyproject.toml), and
+tests/test_loop_middleware.py fails when the Django code these classes rely on changes.
 """
 
 from __future__ import annotations
@@ -119,20 +121,11 @@ class AuthenticationMiddleware(_OnTheLoop, _Authentication):
 
 class LoginRequiredMiddleware(_OnTheLoop, _LoginRequired):
     """Who is signed in, found in one trip to the request's thread (Django's async API takes two: the
-    session, then the user); ``request.user`` and ``request.auser()`` then reuse it. A view marked
-    ``inspector.http.reads_first`` has its first read done in that trip too."""
+    session, then the user); ``request.user`` and ``request.auser()`` then reuse it."""
 
     async def _process_view_async(self, request: HttpRequest, *args: Any) -> HttpResponseBase | None:
-        view, _, view_kwargs = args
-        read, methods = getattr(view, "reads_first", (None, ()))
-
-        def find() -> Any:  # and what the view reads first (inspector.http.reads_first), in the same trip
-            user = get_user(request)
-            if read is not None and request.method in methods and user.is_authenticated:
-                request.read_first = read(request, user, **view_kwargs)  # type: ignore[attr-defined]
-            return user
-
-        user = await sync_to_async(find, thread_sensitive=True)()
+        view = args[0]
+        user = await sync_to_async(get_user, thread_sensitive=True)(request)
         request._cached_user = request._acached_user = user  # type: ignore[attr-defined]  # what both resolve to
         if user.is_authenticated or not getattr(view, "login_required", True):
             return None

@@ -20,8 +20,10 @@ from whitenoise.middleware import WhiteNoiseMiddleware
 
 from inspector.loop_middleware import small_body
 from inspector.origins import is_own_origin
+from sessions.timeline.recordings import MAX_BYTES as MAX_RECORDING_BYTES
 
 __all__ = [
+    "BodySizeMiddleware",
     "ContentSecurityPolicyMiddleware",
     "NoStoreMiddleware",
     "NulParameterMiddleware",
@@ -104,6 +106,25 @@ class ContentSecurityPolicyMiddleware(_Middleware):
         if "Content-Security-Policy" not in response.headers:
             response.headers["Content-Security-Policy"] = content_security_policy(request)
         return response
+
+
+class BodySizeMiddleware(_Middleware):
+    """Refuse a request whose declared body is bigger than any view takes (a recording, with the
+    form's other fields beside it) before anything reads it: Django would parse it to disk first."""
+
+    def before(self, request: HttpRequest) -> HttpResponseBase | None:
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:  # Django answers a malformed length itself
+            return None
+        limit = MAX_RECORDING_BYTES + settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if declared <= limit:
+            return None
+        return HttpResponse(
+            f"The request is larger than {limit >> 20} MiB, more than anything here takes.",
+            status=413,
+            content_type="text/plain",
+        )
 
 
 class NoStoreMiddleware(_Middleware):

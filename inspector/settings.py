@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from inspector.env import (
+from inspector.paths import data_dir, private_dir
+from sessions.env import (
     envbool,
     envfloat,
     envint,
@@ -20,7 +21,6 @@ from inspector.env import (
     fernet_keys,
     stored_secret_key,
 )
-from inspector.paths import data_dir, private_dir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # templates/ and static/: inside the package when installed from a wheel (pyproject force-includes them),
@@ -78,13 +78,15 @@ INSTALLED_APPS = [
     "sessions.teams.apps.TeamsConfig",
 ]
 
-# Django's middleware as inspector.loop_middleware runs it: on the event loop where a hook does
-# no I/O, rather than a trip to a thread for every hook of every request.
+# Django's middleware as inspector.loop_middleware runs it: on the event loop where a hook does no
+# I/O, rather than a trip to a thread for every hook of every request.
 MIDDLEWARE = [
     "inspector.loop_middleware.SecurityMiddleware",
     "inspector.middleware.ContentSecurityPolicyMiddleware",
     # Before everything else that answers, static files included: foreign origins get nothing.
     "inspector.middleware.SameOriginMiddleware",
+    # An upload too big is refused by its declared length, before CSRF's check parses it.
+    "inspector.middleware.BodySizeMiddleware",
     "inspector.middleware.StaticFilesMiddleware",
     # Everything past the static files is one person's: no cache may keep it.
     "inspector.middleware.NoStoreMiddleware",
@@ -138,10 +140,6 @@ if DB == "sqlite":
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 20,
             },
-            # Kept open: each request thread (inspector/request_threads.py) reuses its own; opening one
-            # costs more than the queries of a call. (The runtime's database thread keeps its own
-            # regardless: sessions/runtime/store.py.)
-            "CONN_MAX_AGE": None,
             # A file, not pytest's shared in-memory database (which locks whole tables across
             # threads); one per test process, so concurrent runs never share it.
             "TEST": {"NAME": str(Path(tempfile.gettempdir()) / f"mcp-inspector-test-{os.getpid()}.sqlite3")},
@@ -180,7 +178,7 @@ if REDIS_URL:
     }
 else:
     # Fine for one process; set REDIS_URL when running more than one.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "inspector.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
 # share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
@@ -195,9 +193,6 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-
-# Who is signed in, read with a statement compiled once (inspector/users.py); Django's ModelBackend otherwise.
-AUTHENTICATION_BACKENDS = ["inspector.users.Users"]
 
 # Passwords people choose (hosted accounts, invitations, create_admin): Django's checks.
 AUTH_PASSWORD_VALIDATORS = [
@@ -214,6 +209,11 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+
+# An upload past this size goes to a temporary file as it arrives, not memory (Django's default, said
+# here because recordings are big); a request past what any view takes is refused by its declared
+# length first (inspector.middleware.BodySizeMiddleware).
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [RESOURCE_DIR / "static"]

@@ -29,14 +29,14 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from inspector import auth, sso
-from inspector.http import HtmxHttpRequest
 from sessions.teams import access, invitations
 from sessions.teams.logins import client_address
 from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle
+from sessions.web.http import HtmxHttpRequest
 
 # The backend a new account (made on the invitation page) is logged in with.
-PASSWORD_BACKEND = "inspector.users.Users"
+PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 # Pages that carry or take the token send no path or query in Referer headers, even to us.
 # Not "no-referrer": under it browsers send `Origin: null` with the form's POST, which the

@@ -89,33 +89,14 @@ class Runtime:
 
 _warming: threading.Thread | None = None
 
-GC_THRESHOLDS = (50_000, 20, 100)
-"""The collector's thresholds where sessions run (Python's are 700, 10, 10): see ``warm_up_in_background``."""
-
-SWITCH_INTERVAL = 0.001
-"""Seconds a thread may hold the GIL while another waits for it, where sessions run (Python's: 0.005)."""
-
 
 def warm_up_in_background() -> None:
-    """Load the engine's schema checks on a thread now (once a process), not in the first handshake;
-    and tune the garbage collector and the GIL for taking in frames.
+    """Load the engine's schema checks on a thread now (once a process), not in the first handshake.
 
     For a process that runs sessions: the web process of the embedded set-up, an engine worker.
     """
     global _warming
     if _warming is None:
-        # A flood of notifications makes objects by the million, and those waiting for the database
-        # live a while: at Python's thresholds the collector ran 900 times in 100,000 frames, the older
-        # generations included, walking what is alive each time (about a tenth of the process's time).
-        # Collected after 50,000 new objects rather than 700, it runs a few times.
-        gc.set_threshold(*GC_THRESHOLDS)
-        # While a flood keeps the event loop busy, the database thread gives the GIL up for each
-        # SQLite step of a batch (its BEGIN, INSERTs, UPDATE, COMMIT) and waits for it back until the
-        # loop is made to yield: up to 5 ms each time at Python's interval, so a batch of 2,000 rows
-        # took 64–95 ms to store against 15 ms with the loop idle, and the frames waited for it. At
-        # 1 ms, storing 100,000 rows beside a thread that never lets go of the GIL took 1.6–2.4 s
-        # rather than 2.9–3.9 s; a request thread waits less for the GIL in a flood too.
-        sys.setswitchinterval(SWITCH_INTERVAL)
         _warming = threading.Thread(target=warm_up, name="mcp-schema-warm-up", daemon=True)
         _warming.start()
 

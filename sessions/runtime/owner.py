@@ -21,7 +21,6 @@ from channels.layers import BaseChannelLayer
 from django.conf import settings
 from django.utils import timezone
 
-from inspector.env import secret_variables
 from sessions.engine import (
     ClientSession,
     EngineError,
@@ -35,6 +34,7 @@ from sessions.engine import (
     RequestHandle,
     make_transport,
 )
+from sessions.env import secret_variables
 from sessions.frames import frame_row
 from sessions.runtime import messages as m
 from sessions.runtime import store

@@ -13,17 +13,11 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
+from django.db.models import OuterRef, Subquery
 
 from sessions.models import McpSession, ServerConfig
-from sessions.raw import one_row
 from sessions.teams.models import Membership, Role, Team
-
-_SESSION_WITH_ROLE = (
-    f"SELECT s.*, (SELECT m.role FROM {Membership._meta.db_table} m"
-    " WHERE m.user_id = %s AND m.team_id = s.team_id) AS person_role"
-    f" FROM {McpSession._meta.db_table} s WHERE s.public_id = %s"
-)
 
 __all__ = [
     "TEAM_KEY",
@@ -112,13 +106,11 @@ def session_with_role(user_id: int, public_id: Any) -> tuple[McpSession, str] | 
 
     Absent and not-a-member look the same, so ids of other teams' sessions stay private.
     """
-    # One query, which every session view asks, so written once as SQL: building it through the
-    # ORM (a subquery annotation) cost more CPU than the rest of a tool call's reads, and reading it
-    # through raw() (RawQuerySet) as much again.
+    # One query (the role a subquery beside the session), which every session view asks.
+    role = Membership.objects.filter(user_id=user_id, team_id=OuterRef("team_id")).values("role")[:1]
     try:
-        key = McpSession._meta.get_field("public_id").get_db_prep_value(public_id, connection)
-    except (ValidationError, ValueError, TypeError, AttributeError):
+        found = McpSession.objects.annotate(person_role=Subquery(role)).get(public_id=public_id)
+    except (McpSession.DoesNotExist, ValidationError, ValueError, TypeError):
         return None
-    found = one_row(McpSession, _SESSION_WITH_ROLE, [user_id, key])
-    role: str | None = getattr(found, "person_role", None)
-    return None if found is None or role is None else (found, role)
+    person_role: str | None = found.person_role  # type: ignore[attr-defined]
+    return None if person_role is None else (found, person_role)

@@ -14,10 +14,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
 from sessions.teams import logins
 from sessions.teams.models import LoginSession
 from sessions.teams.throttle import LoginThrottle
+from sessions.web.http import AuthedRequest
 
 __all__ = ["account_page", "change_password", "end_login", "end_other_logins"]
 

@@ -10,11 +10,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.calls import call_context
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import (
     BadParameter,
     error_response,

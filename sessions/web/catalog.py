@@ -9,12 +9,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.teams import policy
 from sessions.teams.models import CatalogServer, Role
 from sessions.web import together
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import error_response, person_scope_async
 
 __all__ = ["connect_catalog"]

@@ -9,9 +9,9 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import compare as comparing
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import person_scope
 
 __all__ = ["compare"]

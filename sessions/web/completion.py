@@ -9,9 +9,9 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import owned_session
 
 __all__ = ["ARG_PREFIX", "argument_fields", "arguments", "complete"]

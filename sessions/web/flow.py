@@ -10,11 +10,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline.flow import FlowState
 from sessions.timeline.flow_window import placed, window
 from sessions.timeline.queries import TimelineFilter, page_of_rows
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import int_param, owned_session
 
 __all__ = ["VIEWS", "appended", "flow_page", "replaced"]

@@ -10,10 +10,10 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
 from sessions.frames import params_of
 from sessions.models import McpSession, TimelineFrame, wall_time
 from sessions.servers import LOG_LEVELS, level_rank
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import capabilities, feature, owned_session, render_panel
 
 __all__ = ["log_line", "log_lines", "panel_context", "ping", "set_level"]

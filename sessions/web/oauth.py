@@ -20,13 +20,13 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession, OAuthAuthorization, OAuthTokens, ServerConfig
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.oauth import AUTHORIZE_WAIT, CALLBACK_PATH, state_hash
 from sessions.teams import access
 from sessions.teams.models import Role
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import owned_session, person_scope
 
 __all__ = [

@@ -20,7 +20,6 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -29,6 +28,7 @@ from sessions.servers import DEFAULT_PROTOCOL_VERSION
 from sessions.teams import access, policy
 from sessions.teams.models import Role
 from sessions.web import together
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import waiting_authorizations, with_callback
 from sessions.web.shortcuts import error_response, owned_session, person_scope_async, session_for
 

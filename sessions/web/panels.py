@@ -10,10 +10,10 @@ from django.http import Http404, HttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.timeline import conformance, overview, plots
 from sessions.web import logs, prompts, resources, roots, skills, tasks, together, tools
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
 __all__ = ["PANELS", "list_items", "panel", "panel_context", "visible"]

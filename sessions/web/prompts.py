@@ -7,9 +7,9 @@ from typing import Any
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.web.completion import argument_fields, arguments
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import capabilities, latest, owned_session, render_call
 
 __all__ = ["get_prompt", "panel_context"]

@@ -19,12 +19,12 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
 from sessions.engine import LISTEN_ACKNOWLEDGED as ACKNOWLEDGED
 from sessions.engine import SUBSCRIPTION_ID
 from sessions.frames import message_of, params_of
 from sessions.models import McpSession, TimelineFrame, wall_time
 from sessions.web.completion import argument_fields, arguments
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import (
     capabilities,
     feature,

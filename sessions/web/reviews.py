@@ -11,13 +11,13 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.servers import URL_ELICITATION_REQUIRED
 from sessions.web import llm, together
 from sessions.web.elicitation_forms import has_errors, validate
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.roots import parse_roots
 from sessions.web.shortcuts import owned_session, parse_json
 

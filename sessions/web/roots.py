@@ -9,10 +9,10 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import owned_session
 
 __all__ = ["panel_context", "parse_roots", "roots_save", "roots_text"]

@@ -6,8 +6,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
 from sessions.timeline.search import results
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import person_scope
 
 __all__ = ["search"]

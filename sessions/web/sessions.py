@@ -15,7 +15,6 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -26,6 +25,7 @@ from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
 from sessions.web import together
 from sessions.web.forms import ConnectForm, ImportForm, ServerForm
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import oauth_context, with_callback
 from sessions.web.panels import PANELS, panel_context, visible
 from sessions.web.shortcuts import (

@@ -25,7 +25,6 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest
 from sessions.models import McpSession
 from sessions.teams import access
 from sessions.teams.models import Role, Share, token_digest
@@ -33,6 +32,7 @@ from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter
 from sessions.timeline.redaction import Redactor, Rules
 from sessions.timeline.shared import SharedSession, find_share, log_opening, preview
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import int_param, owned_session
 from sessions.web.timeline import attachment
 from sessions.web.together import threads

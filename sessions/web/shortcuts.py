@@ -14,7 +14,6 @@ from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.frames import deeper_than
 from sessions.models import McpSession
 from sessions.runtime import client
@@ -23,6 +22,7 @@ from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline.calls import call_context
 from sessions.timeline.listings import latest_result
+from sessions.web.http import AuthedRequest, signed_in_user
 
 __all__ = [
     "BadParameter",

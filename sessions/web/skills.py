@@ -16,11 +16,11 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.engine import Skill, offers_skills
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import error_response, latest, owned_session
 
 __all__ = ["check_skill", "offered", "panel_context"]

@@ -9,8 +9,8 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest
 from sessions.timeline.switcher import switcher_entries
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import owned_session
 
 __all__ = ["session_switcher"]

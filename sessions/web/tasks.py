@@ -15,10 +15,10 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest
 from sessions.engine import TASK_METHODS, TASK_STATUS_NOTIFICATION, TaskBook, task_augmentable
 from sessions.frames import frame_of
 from sessions.models import McpSession, TimelineFrame
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import ask, owned_session, render_call, render_panel
 
 __all__ = ["panel_context", "render_list", "task_action", "task_capabilities", "touches", "tasks_list"]

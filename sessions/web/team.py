@@ -16,9 +16,9 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from inspector.http import AuthedRequest
 from sessions.teams import access, members
 from sessions.teams.models import CatalogServer, Invitation, Membership, Role, Team
+from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import int_param, person_scope
 from sessions.web.team_forms import CatalogForm, InvitationForm, RoleForm, TeamSettingsForm
 

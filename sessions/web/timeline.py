@@ -10,13 +10,13 @@ from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
 from sessions.web import together
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import int_param, owned_session
 
 __all__ = ["attachment", "export", "export_collection", "export_html", "frame", "frame_raw", "timeline_page"]

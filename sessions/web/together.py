@@ -30,11 +30,11 @@ from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
-from inspector.http import AuthedRequest, signed_in_user
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.teams.models import Activity, Note, Role
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import BadParameter, int_param, owned_session
 
 __all__ = [

@@ -11,11 +11,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from inspector.http import AuthedRequest, first_read, reads_first
 from sessions.engine import task_augmentable
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
 from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel, session_for
 
@@ -168,17 +168,17 @@ async def tool_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
 def _session_and_tool(
     request: AuthedRequest, user: Any, public_id: Any
 ) -> tuple[McpSession, dict[str, Any] | None]:
-    """The session (for an operator) and the tool the call form names: read before ``call_tool`` runs."""
+    """The session (for an operator) and the tool the call form names, in one trip to a thread."""
     session = session_for(user.pk, public_id, Role.OPERATOR)
     return session, find_tool(session, request.POST.get("name", ""))
 
 
 @require_POST
-@reads_first(_session_and_tool)
 async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Call a tool with the form's arguments (or the raw JSON ones) and render the call card."""
     name = request.POST.get("name", "")
-    session, tool = await first_read(request, _session_and_tool, public_id=public_id)
+    user = await signed_in_user(request)
+    session, tool = await sync_to_async(_session_and_tool)(request, user, public_id)
     if tool is None:
         raise Http404("No such tool in the newest listing")
     mode = request.POST.get("mode", "form")

@@ -19,7 +19,7 @@ from support.web import finish
 import inspector
 from inspector.__main__ import is_loopback, main
 from inspector.asgi import application
-from inspector.env import envbool, envint, envsecret, envstr, stored_secret_key
+from sessions.env import envbool, envint, envsecret, envstr, stored_secret_key
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ if the work it guards comes back (a query, a thread hop, an import)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import subprocess
 import sys
@@ -13,14 +12,12 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import AsyncClient
 from support.paths import REPO
 from support.teams import team_of
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
-from sessions.runtime import host
 from sessions.runtime.store import close_connections, in_db_thread
 from sessions.teams.access import session_with_role
 from sessions.timeline.calls import call_context, recent_calls
@@ -220,41 +217,6 @@ def test_the_json_lines_export_sends_a_chunk_of_frames_at_a_time() -> None:
     assert [json.loads(line)["seq"] for line in "".join(sent).splitlines()] == list(range(1, count + 1))
 
 
-# --- the page's middleware ------------------------------------------------------------------------------
-
-
-@pytest.mark.django_db(transaction=True)
-def test_a_logged_in_post_hops_to_a_thread_only_for_its_database_work(monkeypatch: Any) -> None:
-    """Django runs every hook of its middleware in a thread in an async chain; ours run in place."""
-    from asgiref import sync
-
-    session = _session()
-    alice = User.objects.get(username="alice")
-    hops: list[str] = []
-    real = sync.SyncToAsync.__call__
-
-    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        func = self.func
-        while isinstance(func, functools.partial):
-            func = func.func
-        hops.append(getattr(func, "__qualname__", type(func).__name__))
-        return await real(self, *args, **kwargs)
-
-    async def post() -> int:
-        client = AsyncClient(enforce_csrf_checks=True)
-        await client.aforce_login(alice)
-        await client.get("/")
-        token = client.cookies["mcp_inspector_csrftoken"].value
-        monkeypatch.setattr(sync.SyncToAsync, "__call__", counted)
-        ping = f"/s/{session.public_id}/ping"  # the session is not live: the pong says so
-        response = await client.post(ping, {"x": "1"}, headers={"X-CSRFToken": token})
-        return response.status_code
-
-    assert asyncio.run(post()) == 200
-    hooks = [h for h in hops if "Middleware.process_" in h]
-    assert hooks == [], hooks
-
-
 # --- start-up ---------------------------------------------------------------------------------------------
 
 
@@ -276,23 +238,6 @@ def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
         "print(json.dumps({'before': before, 'after': 'sessions.engine._schema' in sys.modules}))\n"
     )
     assert _python(code) == {"before": False, "after": True}
-
-
-@pytest.mark.slow
-def test_a_process_that_runs_sessions_collects_garbage_less_often_and_switches_threads_sooner() -> None:
-    code = (
-        "import json, gc, os, sys\n"
-        "os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'inspector.settings')\n"
-        "import django; django.setup()\n"
-        "from sessions.runtime import host\n"
-        "before = [gc.get_threshold(), sys.getswitchinterval()]\n"
-        "host.warm_up_in_background(); host._warming.join(60)\n"
-        "print(json.dumps({'before': before, 'after': [gc.get_threshold(), sys.getswitchinterval()]}))\n"
-    )
-    assert _python(code) == {
-        "before": [[700, 10, 10], 0.005],
-        "after": [list(host.GC_THRESHOLDS), host.SWITCH_INTERVAL],
-    }
 
 
 @pytest.mark.slow

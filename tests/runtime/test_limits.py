@@ -61,7 +61,7 @@ def test_the_limit_frame_names_the_limit_and_its_value() -> None:
 def test_the_settings_refuse_a_negative_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     from django.core.exceptions import ImproperlyConfigured
 
-    from inspector.env import envint
+    from sessions.env import envint
 
     monkeypatch.setenv("INSPECTOR_MAX_SESSION_FRAMES", "-1")
     with pytest.raises(ImproperlyConfigured, match="at least 0"):

@@ -14,8 +14,8 @@ import pytest
 from support.paths import REPO
 from support.web import live_runtime, make_user, request, start_session, stdio_config
 
-from inspector.env import SECRET_VARIABLES, secret_variables
 from sessions.engine import ClientOptions, StdioTarget, connect
+from sessions.env import SECRET_VARIABLES, secret_variables
 from sessions.servers import HOSTED_PATH, Confinement, build_target
 
 MARKER = "MCP_INSPECTOR_SERVER"  # the engine's own, on every server it starts (sessions/engine/_processes.py)

@@ -1,6 +1,5 @@
 """Stopping the process with live sessions, and what makes it fast without losing anything: the
-runtime's database thread taking queued calls in one turn, the end of each session in one write,
-and the in-memory channel layer's paced clean-up."""
+runtime's database thread taking queued calls in one turn, the end of each session in one write."""
 
 from __future__ import annotations
 
@@ -9,15 +8,12 @@ import contextlib
 import gc
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
-from channels.exceptions import ChannelFull
 from support.teams import ateam_of
 from support.web import http_config, live_runtime, make_user, wait_until
 
-from inspector.layers import InMemoryChannelLayer
 from sessions.engine import _streamable
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import client
@@ -101,19 +97,6 @@ async def test_database_calls_queued_while_the_thread_is_busy_run_in_order_each_
         assert await last == 2
     assert given_up.cancelled()
     assert ran == [1, 2]  # in the order they came; the call whose caller gave up was not run
-
-
-async def test_the_in_memory_layer_paces_its_clean_up_but_still_expires_messages() -> None:
-    layer = InMemoryChannelLayer(expiry=-1, capacity=1)  # every message is expired once sent
-    await layer.send("stale", {"type": "x"})
-    layer._cleaned = time.monotonic()  # it has just cleaned: the next second's sends do not look
-    await layer.group_send("nobody", {"type": "y"})
-    with pytest.raises(ChannelFull):
-        await layer.send("stale", {"type": "x"})  # the expired message still takes the only place
-    layer._cleaned = float("-inf")  # a second later
-    await layer.group_send("nobody", {"type": "y"})
-    await layer.send("stale", {"type": "z"})  # the expired one went
-    assert (await layer.receive("stale"))["type"] == "z"
 
 
 async def _hanging_delete_server(release: asyncio.Event) -> tuple[asyncio.Server, str]:

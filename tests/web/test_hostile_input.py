@@ -559,3 +559,27 @@ async def test_a_nul_character_in_any_parameter_is_a_400_before_any_view() -> No
     ):
         assert response.status_code == 400
         assert "holds a NUL character" in response.content.decode()
+
+
+def test_a_body_declared_bigger_than_any_view_takes_is_refused_before_anything_reads_it() -> None:
+    from django.conf import settings
+    from django.http import HttpResponse
+    from django.test import RequestFactory
+
+    from inspector.middleware import BodySizeMiddleware
+    from sessions.timeline.recordings import MAX_BYTES
+
+    chain = [path.rsplit(".", 1)[-1] for path in settings.MIDDLEWARE]
+    assert chain.index("BodySizeMiddleware") < chain.index("CsrfViewMiddleware")  # which parses a POST
+    read: list[bytes] = []
+    middleware = BodySizeMiddleware(lambda request: (read.append(request.body), HttpResponse("read"))[1])
+    limit = MAX_BYTES + settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+    def post(declared: int) -> Any:
+        return RequestFactory().post(
+            "/recordings/open", b"{}\n", content_type="application/x-ndjson", CONTENT_LENGTH=str(declared)
+        )
+
+    refused = middleware(post(limit + 1))
+    assert refused.status_code == 413 and "larger than" in refused.content.decode() and read == []
+    assert middleware(post(3)).content == b"read" and read == [b"{}\n"]

@@ -25,7 +25,7 @@ from django.db.migrations.executor import MigrationExecutor
 from support.paths import REPO
 from support.teams import team_of
 
-from inspector.env import fernet_keys
+from sessions.env import fernet_keys
 from sessions.models import McpSession, ServerConfig
 from sessions.secrets import SecretUnreadable, check_secret_keys
 

@@ -12,6 +12,7 @@ well not exist).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
@@ -477,3 +478,28 @@ async def test_the_shared_socket_follows_the_links_audience(settings: Any) -> No
         assert connected is expected, token
         if connected:
             await communicator.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_session_is_read_with_the_persons_role_beside_it() -> None:
+    from sessions.teams.access import personal_team, session_with_role
+
+    alice, eve = User.objects.create_user("alice"), User.objects.create_user("eve")
+    session = McpSession.objects.create(
+        team=personal_team(alice),
+        name="everything",
+        config={"transport": "stdio", "command": "npx", "env": {"API_KEY": "s3cret"}},
+        server_info={"name": "everything", "version": "1.0"},
+        server_capabilities={"tools": {"listChanged": True}},
+        phases=[{"phase": "ready", "ms": 3.5}],
+        ended=dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC),
+        exit_code=None,
+    )
+    found = session_with_role(alice.pk, session.public_id)
+    assert found is not None
+    read, role = found
+    assert role == "admin" and read.person_role == "admin"  # type: ignore[attr-defined]
+    assert read == session and read.name == "everything"
+    assert read.config["env"]["API_KEY"] == "s3cret" and read.ended == session.ended
+    assert session_with_role(eve.pk, session.public_id) is None  # not of her team: as if absent
+    assert session_with_role(alice.pk, "not-a-uuid") is None
