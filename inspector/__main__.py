@@ -14,6 +14,8 @@ from typing import Any, NoReturn
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6274
+GC_THRESHOLDS = (50_000, 20, 100)
+"""The collector's thresholds in a process that runs sessions (Python's: 700, 10, 10)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -147,15 +149,18 @@ def serve(args: Sequence[str]) -> int:
 
     mark_orphans_lost()
 
+    from django.conf import settings
+
     from inspector.asgi import application
     from inspector.auth import login_token
+
+    if settings.INSPECTOR_EMBEDDED_RUNTIME:
+        tune_for_sessions()
 
     shown_host = DEFAULT_HOST if opts.host in ("0.0.0.0", "::") else opts.host
     if ":" in shown_host and not shown_host.startswith("["):
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{opts.port}/"
-    from django.conf import settings
-
     if settings.INSPECTOR_HOSTED:
         # People log in with their accounts; the token login is off.
         login_url = f"{url}auth/login"
@@ -186,6 +191,17 @@ def serve(args: Sequence[str]) -> int:
     server.run()
     # daphne reports a failed listen (port in use, say) by never starting; that is an error.
     return 1 if server.abort_start else 0
+
+
+def tune_for_sessions() -> None:
+    """Tune the garbage collector for a process whose event loop takes in sessions' frames.
+
+    A flood of notifications makes objects by the million, and those waiting for the database live a
+    while: at Python's thresholds the collector runs hundreds of times a flood, older generations
+    included, walking what is alive each time; here it waits for many more new objects. The engine
+    worker does the same (``manage.py run_engine_worker``); the figures are in docs/bench.md.
+    """
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:

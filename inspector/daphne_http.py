@@ -5,7 +5,7 @@ daphne never reads), reading the whole body into memory and parsing it on the ev
 ``Request`` has a switch for that (``parsePOSTFormSubmission``), which daphne does not set. Django's
 own parser streams the body to a temporary file instead, so here every request daphne makes is
 made with Twisted's parsing off. The one thing patched is daphne's factory class, where its server
-looks it up (``daphne.server.HTTPFactory``); tests/test_daphne_http.py fails if daphne or Twisted
+looks it up (``daphne.server.HTTPFactory``); tests/project/test_daphne_http.py fails if daphne or Twisted
 change what this relies on.
 """
 

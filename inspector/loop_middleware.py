@@ -7,7 +7,7 @@ cookies, and run here in place; the few that may touch the database (saving a ch
 storing messages, finding the signed-in user) or parse a big request body still go to the thread.
 Without it a click's tool result in a real browser took markedly longer (docs/bench.md, "Workarounds:
 what went, what stayed"). Django is pinned (pyproject.toml), and
-tests/test_loop_middleware.py fails when the Django code these classes rely on changes.
+tests/web/test_loop_middleware.py fails when the Django code these classes rely on changes.
 """
 
 from __future__ import annotations

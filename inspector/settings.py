@@ -177,8 +177,9 @@ if REDIS_URL:
         }
     }
 else:
-    # Fine for one process; set REDIS_URL when running more than one.
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Fine for one process; set REDIS_URL when running more than one. Channels' own, its clean-up
+    # paced (inspector/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "inspector.layers.InMemoryChannelLayer"}}
 
 # The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
 # share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.

@@ -241,6 +241,19 @@ def test_warming_up_loads_the_schema_checks_before_any_handshake() -> None:
 
 
 @pytest.mark.slow
+def test_mcp_inspector_s_process_that_runs_sessions_collects_garbage_less_often() -> None:
+    code = (
+        "import gc, json\n"
+        "from inspector.__main__ import GC_THRESHOLDS, tune_for_sessions\n"
+        "before = gc.get_threshold()\n"
+        "tune_for_sessions()\n"
+        "print(json.dumps({'before': before, 'after': gc.get_threshold(), 'set': GC_THRESHOLDS}))\n"
+    )
+    found = _python(code)
+    assert found["before"] == [700, 10, 10] and found["after"] == found["set"] != found["before"]
+
+
+@pytest.mark.slow
 def test_the_cli_does_not_import_httpx_s_command_line_client() -> None:
     code = (
         "import json, sys\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 from typing import Any
@@ -34,6 +35,8 @@ class Command(BaseCommand):
             return
         if "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
             raise CommandError("an engine worker needs a shared channel layer: set REDIS_URL")
+        # The collector tuned for taking in floods of frames, as mcp-inspector's (inspector/__main__.py).
+        gc.set_threshold(50_000, 20, 100)
         asyncio.run(self.serve())
 
     async def serve(self) -> None:
