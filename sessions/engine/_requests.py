@@ -42,6 +42,7 @@ class Outgoing:
         "method",
         "on_progress",
         "paused_at",
+        "reply",
         "reply_seq",
         "sent_mono",
         "timer",
@@ -63,6 +64,8 @@ class Outgoing:
         self.last_progress: float | None = None
         self.on_progress: Callable[[Progress], None] | None = None
         self.reply_seq: int | None = None
+        self.reply: Frame | None = None
+        """The frame that answered it, as the engine judged it (the owner's answer is drawn from it)."""
         self.tool: str | None = None
         """The tool a tools/call names, whose output schema its result is held to (None otherwise)."""
 

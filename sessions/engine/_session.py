@@ -181,11 +181,12 @@ class ClientSession:
         for event in self.peer.tasks.drain(frame.seq):
             self._publish(event)
         for outcome in outcomes:
-            self._carry_out(outcome, frame.seq)
+            self._carry_out(outcome, frame)
 
-    def _carry_out(self, outcome: _rules.Outcome, frame_seq: int) -> None:
+    def _carry_out(self, outcome: _rules.Outcome, frame: Frame) -> None:
+        frame_seq = frame.seq
         if isinstance(outcome, _rules.Answered):
-            outcome.outgoing.reply_seq = frame_seq
+            outcome.outgoing.reply_seq, outcome.outgoing.reply = frame_seq, frame
             if outcome.error is not None:
                 self._requests.settle(outcome.outgoing, error=outcome.error)
             else:

@@ -27,6 +27,7 @@ __all__ = [
     "Event",
     "Failed",
     "Feature",
+    "Flush",
     "ForgetTokens",
     "FramesStored",
     "LiveRows",
@@ -96,8 +97,7 @@ class Command(_Message):
 
 @dataclass(frozen=True)
 class Request(Command):
-    """Send an MCP request; reply ``Started`` once its frame is stored, then ``Done`` with its outcome once
-    its answer's is (the asker reads them from the timeline)."""
+    """Send an MCP request; reply ``Started`` at once, then ``Done`` with its outcome."""
 
     NAME = "request"
     method: str
@@ -105,6 +105,8 @@ class Request(Command):
     timeout: float | None = None
     wait: float | None = None
     """How long the asker waits for ``Done``; a longer request also ends with a ``CallDone`` event."""
+    stored: bool = True
+    """Reply ``Done`` only once the response frame is in the database (the asker reads it next)."""
     user_id: int | None = None
     """Who sent it: the owner records it in the session's activity, with the request's frame."""
 
@@ -179,6 +181,14 @@ class Disconnect(Command):
 
 
 @dataclass(frozen=True)
+class Flush(Command):
+    """Reply ``Done`` once every frame the owner has seen is in the database (two seconds at most):
+    a call card drawn from the owner's answer links to frames the recorder may not have stored yet."""
+
+    NAME = "flush"
+
+
+@dataclass(frozen=True)
 class Viewer(Command):
     """A tab started (+1) or stopped (-1) watching: sessions nobody watches end after a while."""
 
@@ -226,6 +236,7 @@ COMMANDS: dict[str, type[Command]] = {
         Feature,
         Reinitialize,
         Disconnect,
+        Flush,
         Viewer,
         OAuthReturned,
         ForgetTokens,

@@ -73,6 +73,7 @@ class SessionOwner:
         m.Feature: "on_feature",
         m.Reinitialize: "on_reinitialize",
         m.Disconnect: "on_disconnect",
+        m.Flush: "on_flush",
         m.Viewer: "on_viewer",
         m.OAuthReturned: "on_oauth_returned",
         m.ForgetTokens: "on_forget_tokens",
@@ -337,6 +338,23 @@ class SessionOwner:
             raise EngineError(f"the session is {state}")
         return self.client
 
+    def _answered_by(self, leg: Any) -> dict[str, Any]:
+        """Where a request's frames sit and what the engine made of its answer, from the frames the
+        engine made (the recorder stores the same): a card drawn from it reads no frame."""
+        found: dict[str, Any] = {}
+        if leg.frame_seq is not None:
+            found["request_seq"] = self.base + leg.frame_seq
+        reply = leg.reply
+        if reply is not None:
+            found |= {
+                "response_seq": self.base + reply.seq,
+                "latency_ms": reply.latency_ms,
+                "size": reply.size,  # a card shows only the head of a big answer
+                "verdicts": [v.to_dict() for v in reply.verdicts],
+                "note": reply.note,
+            }
+        return found
+
     async def _until_stored(self) -> None:
         """Wait until every frame seen so far is stored: the asker reads the timeline next."""
         assert self.recorder is not None
@@ -348,7 +366,6 @@ class SessionOwner:
         started = time.monotonic()
         handle = await client.start_request(command.method, command.params, **options)
         self.calls[handle.id] = handle
-        await self._until_stored()  # a running call's card reads its request from the timeline
         await self._reply(reply, m.Started(handle.id))
         if command.user_id is not None:
             seq = handle.leg.frame_seq
@@ -364,11 +381,9 @@ class SessionOwner:
             outcome["error"] = {"code": None, "message": str(exc), "kind": type(exc).__name__}
         finally:
             self.calls.pop(handle.id, None)
-        # Where its frames sit; the card and the asker read them from the timeline, stored by now.
-        leg = handle.leg
-        for name, seq in (("request_seq", leg.frame_seq), ("response_seq", leg.reply_seq)):
-            outcome[name] = None if seq is None else self.base + seq
-        await self._until_stored()
+        outcome.update(self._answered_by(handle.leg))
+        if command.stored:
+            await self._until_stored()
         await self._reply(reply, m.Done(outcome))
         if command.wait is None or time.monotonic() - started >= command.wait * 0.8:
             # The asker may have shown a running card: viewers finish it from this event.
@@ -458,6 +473,9 @@ class SessionOwner:
 
     async def on_disconnect(self, command: m.Disconnect) -> None:
         self.stop("disconnected by the user")
+
+    async def on_flush(self, command: m.Flush) -> None:
+        await self._until_stored()
 
     async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
         """The person came back from the authorization server: the waiting flow goes on."""

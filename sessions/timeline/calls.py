@@ -11,7 +11,7 @@ from sessions.engine import OUTPUT_CODES, OUTPUT_MATCHES
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
 
-__all__ = ["call_context", "output_verdict", "recent_calls"]
+__all__ = ["call_context", "output_verdict", "recent_calls", "whole"]
 
 
 # A result bigger than this is not rendered into its call card (a 100 MB tool result made the session
@@ -48,47 +48,60 @@ def _progress(session: McpSession, rpc_id: int | str, since: int) -> dict[str, A
 
 
 def call_context(
-    session: McpSession, rpc_id: int | str, *, outcome: dict[str, Any] | None = None
+    session: McpSession,
+    rpc_id: int | str,
+    *,
+    outcome: dict[str, Any] | None = None,
+    sent: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build what ``sessions/_call.html`` renders for one request, from the timeline.
+    """Build what ``sessions/_call.html`` renders for one request, from the timeline and its outcome.
 
-    ``outcome`` (the owner's, once the request ended) gives its result or error; everything else, and
-    the whole of a call another tab or an earlier page made, is read from the stored frames.
+    ``sent`` (method and params) stands in for the request frame while the recorder has not stored it.
     """
     key = json.dumps(rpc_id)
-    request, response = _frames_of(session, key, outcome)
-    if outcome is None or (response is not None and response.size > CARD_BYTES):
-        outcome = _stored_outcome(session, key, request, response)
-    return _card(session, rpc_id, _message(request), outcome, request, response)
-
-
-def _frames_of(
-    session: McpSession, key: str, outcome: dict[str, Any] | None
-) -> tuple[TimelineFrame | None, TimelineFrame | None]:
-    """A request's frame and its answer's: by their numbers when the owner's outcome names them (one
-    read by the index), else the newest request of the id and the first answer after it."""
-    sent, answer = ((outcome or {}).get(name) for name in ("request_seq", "response_seq"))
-    if isinstance(sent, int) and isinstance(answer, int):
-        frames = TimelineFrame.objects.filter(session=session, seq__in=(sent, answer)).order_by()
-        found = {f.seq: f for f in frames}
-        return found.get(sent), found.get(answer)
+    if whole(outcome) and sent is not None:
+        # The owner's outcome says all the card needs (where its frames sit, verdicts, latency):
+        # the request and its answer are not read back from the database.
+        return _card(session, rpc_id, sent, outcome, None, None)
     request = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request", rpc_id=key)
         .order_by("-seq")
         .first()
     )
-    response = (
-        TimelineFrame.objects.filter(
-            session=session,
-            direction="in",
-            rpc_id=key,
-            rpc_kind__in=("result", "error"),
-            seq__gt=request.seq if request else 0,
+    sent = _message(request) or sent or {}
+    response = None
+    if outcome is None:
+        response = (
+            TimelineFrame.objects.filter(
+                session=session,
+                direction="in",
+                rpc_id=key,
+                rpc_kind__in=("result", "error"),
+                seq__gt=request.seq if request else 0,
+            )
+            .order_by("seq")
+            .first()
         )
-        .order_by("seq")
-        .first()
-    )
-    return request, response
+        outcome = _stored_outcome(session, key, request, response)
+    else:
+        response = (
+            TimelineFrame.objects.filter(
+                session=session, direction="in", rpc_id=key, rpc_kind__in=("result", "error")
+            )
+            .order_by("seq")
+            .first()
+        )
+        if response is not None and response.size > CARD_BYTES:
+            outcome = {**outcome, **_too_big(response)}
+            outcome.pop("result", None)
+        elif int(outcome.get("size") or 0) > CARD_BYTES and outcome.get("response_seq"):
+            # Not stored yet: the head comes from the answer the owner passed on.
+            head = json.dumps(outcome.get("result", outcome.get("error")), ensure_ascii=False)[:HEAD_CHARS]
+            size, seq = int(outcome["size"]), int(outcome["response_seq"])
+            outcome = {**outcome, "too_big": {"size": size, "head": head, "seq": seq}}
+            outcome.pop("result", None)
+            outcome.pop("error", None)
+    return _card(session, rpc_id, sent, outcome, request, response)
 
 
 def _stored_outcome(
@@ -119,6 +132,17 @@ def _stored_outcome(
     return None
 
 
+def whole(outcome: dict[str, Any] | None) -> bool:
+    """Whether an owner's outcome stands for both frames: its answer was seen, and is small enough
+    to render (a bigger one shows the stored frame's head). Its card then reads no frame."""
+    return (
+        outcome is not None
+        and outcome.get("request_seq") is not None
+        and outcome.get("response_seq") is not None
+        and int(outcome.get("size") or 0) <= CARD_BYTES
+    )
+
+
 def _card(
     session: McpSession,
     rpc_id: int | str,
@@ -127,18 +151,16 @@ def _card(
     request: TimelineFrame | None,
     response: TimelineFrame | None,
 ) -> dict[str, Any]:
-    """The card of a request: its method and params as sent (``sent``, the stored request's message),
-    how it ended."""
+    """The card of a request: its method and params as sent (the stored request, else what the
+    owner passed on), how it ended."""
     method = (request.method if request else "") or sent.get("method") or (outcome or {}).get("method", "")
     params = sent.get("params") or {}
     verdict = None
-    if (
-        method == "tools/call"
-        and outcome
-        and isinstance(outcome.get("result"), dict)
-        and response is not None
-    ):
-        verdict = output_verdict(response.verdicts, response.note)
+    if method == "tools/call" and outcome and isinstance(outcome.get("result"), dict):
+        if response is not None:
+            verdict = output_verdict(response.verdicts, response.note)
+        else:
+            verdict = output_verdict(outcome.get("verdicts") or [], outcome.get("note"))
     return {
         "output_verdict": verdict,
         "session": session,
@@ -148,9 +170,9 @@ def _card(
         "arguments_json": json.dumps(
             {k: v for k, v in params.items() if k != "_meta"}, indent=2, ensure_ascii=False
         ),
-        "request_seq": request.seq if request else None,
-        "response_seq": response.seq if response else None,
-        "latency_ms": response.latency_ms if response else None,
+        "request_seq": request.seq if request else (outcome or {}).get("request_seq"),
+        "response_seq": response.seq if response else (outcome or {}).get("response_seq"),
+        "latency_ms": response.latency_ms if response else (outcome or {}).get("latency_ms"),
         "outcome": outcome,
         "running": outcome is None,
         # Only a request this inspector sent (a whole-number id) can be cancelled; a recording's may not.

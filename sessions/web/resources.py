@@ -29,6 +29,7 @@ from sessions.web.shortcuts import (
     capabilities,
     feature,
     latest,
+    once_stored,
     owned_session,
     render_call,
     render_panel,
@@ -231,7 +232,7 @@ def _blob(session: McpSession, rpc_id: int, index: int) -> tuple[bytes, str] | N
 async def resource_blob(request: AuthedRequest, public_id: Any, rpc_id: int, index: int) -> HttpResponse:
     """Download a binary resource content from a stored resources/read response (never sent inline)."""
     session = await owned_session(request, public_id)
-    blob = await sync_to_async(_blob)(session, rpc_id, index)
+    blob = await once_stored(session, lambda: _blob(session, rpc_id, index))
     if blob is None:
         raise Http404("No such response")
     data, name = blob

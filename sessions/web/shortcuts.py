@@ -3,10 +3,12 @@ through its owner, its call card."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -20,7 +22,7 @@ from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.teams import access
 from sessions.teams.models import Role
-from sessions.timeline.calls import call_context
+from sessions.timeline.calls import call_context, whole
 from sessions.timeline.listings import latest_result
 from sessions.web.http import AuthedRequest, signed_in_user
 
@@ -154,6 +156,22 @@ def error_response(message: str, status: int) -> HttpResponse:
     return HttpResponse(render_to_string("sessions/_error.html", {"message": message}), status=status)
 
 
+_Found = TypeVar("_Found")
+
+
+async def once_stored(session: McpSession, read: Callable[[], _Found | None]) -> _Found | None:
+    """``read()`` (what a stored frame says) on the request's thread; when it finds nothing in a live
+    session, again once the owner has stored every frame it has seen: a call card is drawn from the
+    owner's answer (``render_call``), not the database, and links to frames that may be a moment
+    from it."""
+    found = await sync_to_async(read)()
+    if found is None and session.is_live:
+        with contextlib.suppress(client.NoAnswer, client.CommandFailed):
+            await client.call(session, m.Flush(), timeout=3.0)
+        found = await sync_to_async(read)()
+    return found
+
+
 async def render_call(
     request: AuthedRequest,
     session: McpSession,
@@ -166,17 +184,22 @@ async def render_call(
         # A quick answer comes back in this response; a slow one shows its running card at once
         # and finishes over the live socket.
         user = await signed_in_user(request)
-        command = m.Request(method, params, timeout=timeout, wait=0.5, user_id=user.pk)
+        command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False, user_id=user.pk)
         answer = await client.request(session, command)
     except client.CommandFailed as exc:
         return error_response(str(exc), 409)
     outcome = answer.outcome if isinstance(answer, m.Done) else None
     rpc_id = answer.rpc_id if isinstance(answer, m.Started) else answer.outcome["rpc_id"]
+    sent = {"method": method, "params": params or {}}
 
-    def card() -> HttpResponse:  # one trip to the thread: the card's frames, then the card
-        context = call_context(session, rpc_id, outcome=outcome)
+    def card() -> HttpResponse:  # one trip to the thread for both
+        context = call_context(session, rpc_id, outcome=outcome, sent=sent)
+        if outcome is None:
+            context["running"] = True
         return HttpResponse(render_to_string("sessions/_call.html", context, request))
 
+    if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
+        return card()
     return await sync_to_async(card)()
 
 

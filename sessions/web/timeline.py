@@ -17,7 +17,7 @@ from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
 from sessions.web import together
 from sessions.web.http import AuthedRequest, signed_in_user
-from sessions.web.shortcuts import int_param, owned_session
+from sessions.web.shortcuts import int_param, once_stored, owned_session
 
 __all__ = ["attachment", "export", "export_collection", "export_html", "frame", "frame_raw", "timeline_page"]
 
@@ -37,7 +37,7 @@ async def timeline_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
 async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpResponse:
     """One frame opened: raw bytes, pretty JSON, verdicts, transport details."""
     session = await owned_session(request, public_id)
-    detail = await sync_to_async(frame_detail)(session, seq)
+    detail = await once_stored(session, lambda: frame_detail(session, seq))
     if detail is None:
         raise Http404("No such frame")
     user = await signed_in_user(request)
@@ -59,7 +59,7 @@ async def _exported(request: AuthedRequest, public_id: Any) -> tuple[McpSession,
 async def frame_raw(request: AuthedRequest, public_id: Any, seq: int) -> HttpResponse:
     """One frame's bytes, whole, as a download (a call card shows only the head of a big answer)."""
     session = await owned_session(request, public_id)
-    row = await TimelineFrame.objects.filter(session=session, seq=seq).only("raw").afirst()
+    row = await once_stored(session, TimelineFrame.objects.filter(session=session, seq=seq).only("raw").first)
     if row is None:
         raise Http404("No such frame")
     response = HttpResponse(bytes(row.raw), content_type="application/octet-stream")

@@ -141,11 +141,12 @@ async def test_a_tool_run_as_a_task_shows_live_in_the_tasks_panel_with_its_resul
         html = card.content.decode()
         assert card.status_code == 200 and "Task created: <code>" in html
 
-        # The card is drawn from the stored frames: the request is there once it answers.
-        sent = await TimelineFrame.objects.filter(
-            session=session, method="tools/call", direction="out"
-        ).alast()
-        assert sent is not None and b"simulate-research-query" in bytes(sent.raw)
+        # The card answers before the recorder has stored the request (stored=False): wait for it.
+        def sent_call() -> TimelineFrame | None:
+            last = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out").last()
+            return last if last is not None and b"simulate-research-query" in bytes(last.raw) else None
+
+        sent = await wait_until(sent_call, what="the task-augmented call stored")
         assert json.loads(bytes(sent.raw))["params"]["task"] == {"ttl": 60000}
         task_id = html.split("Task created: <code>")[1].split("</code>")[0]
 

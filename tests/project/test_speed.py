@@ -82,6 +82,33 @@ def test_a_logged_in_request_finds_its_login_without_reading_the_session_table(
 
 
 @pytest.mark.django_db
+def test_a_call_card_drawn_from_the_owners_outcome_reads_no_frame(django_assert_num_queries: Any) -> None:
+    session = _session()
+    outcome = {
+        "rpc_id": 7,
+        "method": "tools/call",
+        "result": {"content": [{"type": "text", "text": "Echo: hi"}]},
+        "request_seq": 11,
+        "response_seq": 12,
+        "latency_ms": 0.6,
+        "size": 80,
+        "verdicts": [],
+        "note": None,
+    }
+    sent = {"method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}}
+    with django_assert_num_queries(0):
+        card = call_context(session, 7, outcome=outcome, sent=sent)
+    assert (card["method"], card["request_seq"], card["response_seq"], card["latency_ms"]) == (
+        "tools/call",
+        11,
+        12,
+        0.6,
+    )
+    assert card["params"]["name"] == "echo" and not card["running"]
+    assert json.loads(card["arguments_json"]) == {"name": "echo", "arguments": {"message": "hi"}}
+
+
+@pytest.mark.django_db
 def test_a_tool_is_found_in_the_newest_listing_and_a_new_listing_replaces_it() -> None:
     session = _session()
     assert find_tool(session, "echo") is None

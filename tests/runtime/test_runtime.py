@@ -235,20 +235,21 @@ async def test_reconnecting_while_the_old_owner_is_still_stopping_starts_a_new_o
         assert (await request(renewed, "ping"))["event"] == "done"
 
 
-async def test_an_owner_keeps_nothing_of_a_call_once_answered_and_its_frames_are_stored_first(
+async def test_an_owner_keeps_nothing_of_a_call_once_answered_and_its_answer_is_the_frames(
     everything_stdio: dict,
 ) -> None:
-    """The timeline is the one record of a call: the answer names its frames, stored before it comes."""
+    """The answer to a request is drawn from the frames the engine made, which are what is stored."""
     async with live_runtime():
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
         for _ in range(5):
             await client.call(session, m.Feature("ping"))
         answer = await request(session, "tools/list")
-        assert answer["response_seq"] > answer["request_seq"]
+        assert answer["latency_ms"] is not None and answer["response_seq"] > answer["request_seq"]
         stored = await frames_of(session, seq__in=[answer["request_seq"], answer["response_seq"]])
         assert [(f.method, f.direction) for f in stored] == [("tools/list", "out"), ("tools/list", "in")]
-        assert stored[1].latency_ms is not None
+        facts = (stored[1].latency_ms, stored[1].size, stored[1].verdicts, stored[1].note or None)
+        assert (answer["latency_ms"], answer["size"], answer["verdicts"], answer["note"]) == facts
         owner = ensure_embedded_runtime().owners[session.pk]  # type: ignore[union-attr]
         assert owner.calls == {} and not hasattr(owner, "responses")
         await client.call(session, m.Disconnect())

@@ -58,8 +58,8 @@ def _contexts(session: McpSession) -> list[dict[str, Any]]:
                 "latency_ms": 1.25 * i,
                 **outcome,
             }
-            contexts.append({**call_context(session, i, outcome=full), "method": method, "params": params})
-    context = {**call_context(session, 3, outcome={"result": TEXT}), "method": "tools/call", "params": {}}
+            contexts.append(call_context(session, i, outcome=full, sent={"method": method, "params": params}))
+    context = call_context(session, 3, outcome={"result": TEXT}, sent={"method": "tools/call", "params": {}})
     contexts += [
         {**context, "latency_ms": None, "request_seq": None},
         {**context, "rpc_id": "id-<1>", "oob": True},
@@ -91,6 +91,6 @@ def test_every_shape_of_card_renders_with_its_state(session: McpSession) -> None
 
 
 def test_a_card_escapes_what_the_server_sent(session: McpSession) -> None:
-    context = {**call_context(session, 1, outcome={"result": TEXT}), "method": "tools/call"}
+    context = call_context(session, 1, outcome={"result": TEXT}, sent={"method": "tools/call", "params": {}})
     html = card_html(context)
     assert "Echo: &lt;b&gt;hi&lt;/b&gt; &amp; &quot;you&quot;" in html and "<b>hi" not in html

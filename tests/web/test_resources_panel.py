@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from support.teams import ateam_of
 from support.web import (
-    WAIT,
     live_runtime,
     logged_in_client,
     make_user,
@@ -245,15 +244,16 @@ async def test_resources_list_and_read_text_and_binary_with_a_download(everythin
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-async def test_a_call_card_comes_once_its_answer_is_stored_so_its_download_is_there_at_once(
+async def test_a_download_asked_for_before_its_answer_is_stored_waits_for_it(
     everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A call card is drawn from the timeline: it waits for the recorder to store the answer, and the
-    download it links to answers at once, never 404."""
+    """A call card is drawn from the owner's answer, not the database: the download it links to, asked
+    for at once, waits for the recorder to store the answer rather than saying 404."""
     from sessions.runtime import recorder
+    from sessions.runtime.owner import SessionOwner
 
-    stalled, released = asyncio.Event(), asyncio.Event()
-    store = recorder.store_frames
+    stalled, released, flushing = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    store, flush = recorder.store_frames, SessionOwner.on_flush
 
     async def slow_store(pk: int, rows: list[dict[str, Any]]) -> None:
         if any(r["method"] == "resources/read" and r["rpc_kind"] == "result" for r in rows):
@@ -261,24 +261,28 @@ async def test_a_call_card_comes_once_its_answer_is_stored_so_its_download_is_th
             await released.wait()
         await store(pk, rows)
 
+    async def on_flush(owner: SessionOwner, command: Any) -> None:
+        flushing.set()
+        await flush(owner, command)
+
     monkeypatch.setattr(recorder, "store_frames", slow_store)
+    monkeypatch.setattr(SessionOwner, "on_flush", on_flush)
     async with live_runtime():
         alice = await make_user()
         session = await start_session(alice, everything(everything_stdio))
         client = await logged_in_client(alice)
         params = json.dumps({"uri": "demo://resource/dynamic/blob/2"})
-        posted = asyncio.ensure_future(
-            client.post(url(session, "request"), {"method": "resources/read", "params": params})
-        )
-        try:
-            await asyncio.wait_for(stalled.wait(), WAIT)  # the answer is on its way to the database
-            assert not posted.done(), "the card came before its answer was stored"
-        finally:
-            released.set()  # else the session could never end
-        card = await asyncio.wait_for(posted, WAIT)
+        card = await client.post(url(session, "request"), {"method": "resources/read", "params": params})
         link = re.search(rf'href="(/s/{session.public_id}/calls/\d+/contents/0)"', card.content.decode())
         assert link is not None
-        answer = await client.get(link.group(1))
+        try:
+            await asyncio.wait_for(stalled.wait(), 10)  # the answer is on its way to the database
+            download = asyncio.ensure_future(client.get(link.group(1)))
+            await asyncio.wait_for(flushing.wait(), 10)
+            assert not download.done()
+        finally:
+            released.set()  # else the session could never end
+        answer = await asyncio.wait_for(download, 10)
         assert answer.status_code == 200
         assert answer.content.startswith(b"Resource 2: This is a base64 blob")
         missing = await client.get(link.group(1).replace("/contents/0", "/contents/9"))

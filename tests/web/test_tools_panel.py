@@ -85,11 +85,12 @@ async def test_calls_through_the_form_render_each_kind_of_result(everything_stdi
         status, html = await call(client, base, "get-sum", **{"arg.a": "2", "arg.b": "3.5"})
         assert status == 200 and "5.5" in html
 
-        # The card is drawn from the stored frames: the request is there once it answers.
-        sent = await TimelineFrame.objects.filter(
-            session=session, method="tools/call", direction="out"
-        ).alast()
-        assert sent is not None and b'"get-sum"' in bytes(sent.raw)
+        # The card answers before the recorder has stored the frames (stored=False): wait for them.
+        def sent_sum() -> TimelineFrame | None:
+            last = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out").last()
+            return last if last is not None and b'"get-sum"' in bytes(last.raw) else None
+
+        sent = await wait_until(sent_sum, what="the get-sum request stored")
         assert '"arguments":{"a":2,"b":3.5}' in bytes(sent.raw).decode()
 
         status, html = await call(client, base, "get-tiny-image")
