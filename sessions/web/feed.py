@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from django.template import Context
 from django.template.loader import get_template, render_to_string
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 
 from sessions.timeline.queries import TimelineFilter
 
@@ -94,4 +94,4 @@ class Batch:
 
 def appended(html: Sequence[str]) -> str:
     """Rows put at the end of the timeline's table (the ``timeline`` htmx extension's swap)."""
-    return render_to_string("sessions/_timeline_append.html", {"rows_html": mark_safe("".join(html))})
+    return render_to_string("sessions/_timeline_append.html", {"rendered": html})

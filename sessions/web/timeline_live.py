@@ -19,7 +19,6 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
-from django.utils.safestring import mark_safe
 
 from sessions.runtime import messages as m
 from sessions.timeline.queries import PAGE, TimelineFilter
@@ -65,8 +64,8 @@ class TimelineConsumer(AsyncWebsocketConsumer):
 
     async def replaced(self, rows: list[dict[str, Any]], context: dict[str, Any]) -> str:
         """The message that replaces the rows shown with ``rows`` (the table; a subclass may draw a flow)."""
-        html = mark_safe("".join(feed.render_rows(rows, self.start)))
-        return render_to_string("sessions/_timeline_replace.html", {**context, "rows_html": html})
+        rendered = feed.render_rows(rows, self.start)
+        return render_to_string("sessions/_timeline_replace.html", {**context, "rendered": rendered})
 
     async def appended(self, rows: list[dict[str, Any]]) -> str | None:
         """The message that appends ``rows`` when the tab draws them itself (a flow); None: the table."""

@@ -188,7 +188,7 @@ def test_the_fragments_that_carry_rows_swap_them_in_place() -> None:
     expected = rows_html(rows, t0=START)
     appended = feed.appended(feed.render_rows(rows, START))
     assert appended == f'<div hx-swap-oob="rowsend:#timeline-rows" data-view="table">{expected}</div>\n'
-    shared = {"rows_html": expected, "shared": {"base": "/shared/t/"}, "live": True}
+    shared = {"rendered": [expected], "shared": {"base": "/shared/t/"}, "live": True}
     replaced = render_to_string("sessions/_timeline_replace.html", shared)
     assert 'data-frame-url="/shared/t/frames/0" hx-swap-oob="rows:#timeline-rows">' + expected in replaced
 
