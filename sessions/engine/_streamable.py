@@ -374,7 +374,13 @@ class StreamableHttpTransport(HttpBase):
 
     async def _listen(self, answered: asyncio.Event) -> None:
         """Hold the standalone GET stream open for server-initiated messages, reconnecting when it drops;
-        ``answered`` is set once the server has answered the first GET (or it failed)."""
+        ``answered`` is set once the server has answered the first GET (or it failed, or closing began)."""
+        try:
+            await self._listen_until_closed(answered)
+        finally:
+            answered.set()
+
+    async def _listen_until_closed(self, answered: asyncio.Event) -> None:
         decoder = self._decoder()
         limit = self.sink.options.max_reconnects
         attempts = -1  # reconnections in a row that brought no event (-1: not connected yet)

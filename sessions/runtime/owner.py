@@ -137,6 +137,7 @@ class SessionOwner:
                     await self._connect()
             await self._stop.wait()
         finally:
+            self.viewers.disarm()
             await self._disconnect()
             await self._end_commands(workers[0])
             for task in (*workers, *self._tasks):

@@ -33,14 +33,18 @@ class Viewers:
 
     def arm(self) -> None:
         """Start the idle timer again if nobody watches (and the setting has one); stop it otherwise."""
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+        self.disarm()
         timeout = settings.INSPECTOR_IDLE_TIMEOUT
         if self.count <= 0 and timeout > 0:
             self._idle = asyncio.get_running_loop().call_later(
                 timeout, self._stop, f"no viewer for {timeout:g} s (INSPECTOR_IDLE_TIMEOUT)"
             )
+
+    def disarm(self) -> None:
+        """Stop the idle timer: the session is ending, or someone watches."""
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
 
     @property
     def idle(self) -> bool:

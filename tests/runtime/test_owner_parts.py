@@ -44,6 +44,16 @@ async def test_the_idle_timer_runs_only_while_nobody_watches_and_ends_the_sessio
     assert stop.reasons == ["no viewer for 0.05 s (INSPECTOR_IDLE_TIMEOUT)"]
 
 
+async def test_an_ending_session_disarms_its_idle_timer(settings: Settings) -> None:
+    settings.INSPECTOR_IDLE_TIMEOUT = 60
+    viewers = Viewers(Stops())
+    viewers.arm()
+    handle = viewers._idle
+    assert handle is not None
+    viewers.disarm()
+    assert not viewers.idle and handle.cancelled()
+
+
 async def test_no_idle_timer_when_the_setting_is_zero(settings: Settings) -> None:
     settings.INSPECTOR_IDLE_TIMEOUT = 0
     viewers = Viewers(Stops())
