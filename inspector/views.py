@@ -23,6 +23,7 @@ from django.http import (
 )
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.debug import sensitive_post_parameters
@@ -32,7 +33,7 @@ from inspector import auth, sso
 from sessions.teams import access, invitations
 from sessions.teams.logins import client_address
 from sessions.teams.models import Invitation
-from sessions.teams.throttle import LoginThrottle
+from sessions.teams.throttle import LoginThrottle, sign_up_throttle
 from sessions.web.http import HtmxHttpRequest
 
 # The backend a new account (made on the invitation page) is logged in with.
@@ -122,17 +123,19 @@ def login_page(request: HtmxHttpRequest) -> HttpResponse:
         return _login_page(request, next_url, error, status=405)
     username = str(request.POST.get("username") or "")[:300]
     throttle = LoginThrottle(username, client_address(request))
-    refusal = throttle.refusal()
-    if refusal:
+    refused = throttle.reserve()
+    if refused:
         # Before any password is checked, and the same whether or not the account exists.
-        response = _login_page(request, next_url, refusal, status=429)
-        response.headers["Retry-After"] = str(throttle.window())
+        response = _login_page(request, next_url, refused.message(), status=429)
+        response.headers["Retry-After"] = str(refused.window)
         return response
+    # Counted as failed from here on: only the limit's worth of guesses ever reach the password hasher,
+    # however many arrive at once.
     form = AuthenticationForm(request, data=request.POST)
     if not form.is_valid():
         if form.has_error("__all__", "invalid_login"):
-            throttle.failed()
             return _login_page(request, next_url, status=403, form=form)
+        throttle.release()  # no password was checked
         return _login_page(request, next_url, status=400, form=form)
     throttle.succeeded()
     login(request, form.get_user())
@@ -231,9 +234,16 @@ def invite_page(request: HtmxHttpRequest) -> HttpResponse:
         except invitations.InvitationError as error:
             return _invite_page(request, token, invitation=invitation, error=str(error), status=error.status)
     elif action == "create" and not signed_in:
+        # Each refused sign-up says whether its username is taken: so many per invitation and address.
+        lifetime = int((invitation.expires - timezone.now()).total_seconds())
+        throttle = sign_up_throttle(invitation.pk, lifetime, client_address(request))
+        refused = throttle.reserve()
+        if refused:
+            return _invite_page(request, token, invitation=invitation, error=refused.message(), status=429)
         form: UserCreationForm = UserCreationForm(request.POST)
         if not form.is_valid():
             return _invite_page(request, token, invitation=invitation, form=form, status=400)
+        throttle.release()
         try:
             # One transaction: the account exists only if the invitation was still there to use.
             with transaction.atomic():

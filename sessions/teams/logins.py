@@ -17,6 +17,7 @@ __all__ = [
     "client_address",
     "end_login",
     "end_other_logins",
+    "follow_new_key",
     "forget_login",
     "live_logins",
     "record_login",
@@ -80,6 +81,13 @@ def forget_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: 
     key = getattr(getattr(request, "session", None), "session_key", None)
     if key:
         LoginSession.objects.filter(session_key=key).delete()
+
+
+def follow_new_key(old_key: str | None, new_key: str | None) -> None:
+    """This browser's session got a new key (``cycle_key``, as a password change does): its login row
+    follows, so it stays listed and can be ended from elsewhere."""
+    if old_key and new_key and old_key != new_key:
+        LoginSession.objects.filter(session_key=old_key).update(session_key=new_key)
 
 
 def live_logins(user_id: int) -> list[LoginSession]:

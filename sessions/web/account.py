@@ -49,19 +49,23 @@ def change_password(request: AuthedRequest) -> HttpResponse:
     user = request.user
     if not settings.INSPECTOR_HOSTED or not user.has_usable_password():
         raise Http404("This account has no password to change here.")
-    # The current password is checked like a login's: the same limit on guesses.
+    # The current password is checked like a login's: the same limit on guesses, reserved before the check.
     throttle = LoginThrottle(user.get_username(), logins.client_address(request))
-    refusal = throttle.refusal()
-    if refusal:
-        return _page(request, status=429, password_error=refusal)
+    refused = throttle.reserve()
+    if refused:
+        return _page(request, status=429, password_error=refused.message())
     form = PasswordChangeForm(user, request.POST)
     if not form.is_valid():
-        if form.has_error("old_password", "password_incorrect"):
-            throttle.failed()
+        if not form.has_error("old_password", "password_incorrect"):
+            throttle.release()  # the current password was right, or never checked
         return _page(request, status=400, password_form=form)
+    throttle.succeeded()
     form.save()
-    # Django would sign the other sessions out at their next request; end them now, and keep this one.
+    # Django would sign the other sessions out at their next request; end them now, and keep this one,
+    # whose login row follows it to the new session key Django gives it.
+    old_key = request.session.session_key
     update_session_auth_hash(request, form.user)
+    logins.follow_new_key(old_key, request.session.session_key)
     logins.end_other_logins(user.pk, request.session.session_key)
     messages.success(request, "Password changed; your other sessions are ended.")
     return redirect("account")
