@@ -195,8 +195,22 @@ class CatalogServer(models.Model):
     def fingerprint(self, secret: str | bytes | None = None) -> str:
         """A hash of what shapes the process, kept with a session to tell whether the entry changed since."""
         # Keyed with Django's secret key: it covers the fixed values, which are secrets.
-        shape = json.dumps([getattr(self, f) for f in self.PROCESS_FIELDS], sort_keys=True, default=str)
+        shape = json.dumps(
+            [self._checked_params() if f == "params" else getattr(self, f) for f in self.PROCESS_FIELDS],
+            sort_keys=True,
+            default=str,
+        )
         return salted_hmac("teams.CatalogServer", shape, secret=secret, algorithm="sha256").hexdigest()
+
+    def _checked_params(self) -> list[Any]:
+        """What of each parameter decides the values it takes (its label is only shown)."""
+        params = self.params if isinstance(self.params, list) else []
+        return [
+            [p.get("name"), str(p.get("pattern") or ""), bool(p.get("required", True))]
+            if isinstance(p, dict)
+            else p
+            for p in params
+        ]
 
     def has_fingerprint(self, value: object) -> bool:
         """Whether ``value`` is this entry's fingerprint as it is now (under the secret key or a fallback)."""

@@ -251,6 +251,12 @@ def test_the_fingerprint_covers_what_reaches_the_process_and_only_that(settings:
             changed = CatalogServer(**{**ENTRY, field: f"{ENTRY[field]}-changed"})
         assert not changed.has_fingerprint(base), field
     assert CatalogServer(**{**ENTRY, "name": "renamed", "description": "d"}).has_fingerprint(base)
+    # A parameter's label is only shown; its pattern and whether it is required decide what it takes.
+    (param,) = ENTRY["params"]
+    relabelled = [{"name": "root", "pattern": param["pattern"], "label": "Another label"}]
+    assert CatalogServer(**{**ENTRY, "params": relabelled}).has_fingerprint(base)
+    optional = [{**param, "required": False}]
+    assert not CatalogServer(**{**ENTRY, "params": optional}).has_fingerprint(base)
     # A rotated secret key keeps sessions reconnectable while the old key is a fallback.
     old_key = settings.SECRET_KEY
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "a-new-key-" + "x" * 50, [old_key]
