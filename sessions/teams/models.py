@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import secrets
 from datetime import timedelta
@@ -11,6 +12,9 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
+
+from sessions.teams.process_env import refusals
 
 __all__ = [
     "Activity",
@@ -178,6 +182,42 @@ class CatalogServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    # Everything of the entry that reaches the process a session starts (its name and description do not).
+    PROCESS_FIELDS = ("command", "args", "params", "env", "env_params", "secret_env", "cwd")
+
+    def refused_env(self) -> dict[str, str]:
+        """The variables this entry sets or lets a person set that no catalog server may get, with why."""
+        fixed = list(self.env) if isinstance(self.env, dict) else []
+        filled = [str(n) for n in self.env_params] if isinstance(self.env_params, list) else []
+        return refusals(dict.fromkeys([*fixed, *filled]))
+
+    def fingerprint(self, secret: str | bytes | None = None) -> str:
+        """A hash of what shapes the process, kept with a session to tell whether the entry changed since."""
+        # Keyed with Django's secret key: it covers the fixed values, which are secrets.
+        shape = json.dumps(
+            [self._checked_params() if f == "params" else getattr(self, f) for f in self.PROCESS_FIELDS],
+            sort_keys=True,
+            default=str,
+        )
+        return salted_hmac("teams.CatalogServer", shape, secret=secret, algorithm="sha256").hexdigest()
+
+    def _checked_params(self) -> list[Any]:
+        """What of each parameter decides the values it takes (its label is only shown)."""
+        params = self.params if isinstance(self.params, list) else []
+        return [
+            [p.get("name"), str(p.get("pattern") or ""), bool(p.get("required", True))]
+            if isinstance(p, dict)
+            else p
+            for p in params
+        ]
+
+    def has_fingerprint(self, value: object) -> bool:
+        """Whether ``value`` is this entry's fingerprint as it is now (under the secret key or a fallback)."""
+        if not isinstance(value, str) or not value:
+            return False
+        keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+        return any(constant_time_compare(value, self.fingerprint(key)) for key in keys)
 
 
 class LoginSession(models.Model):

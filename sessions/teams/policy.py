@@ -3,7 +3,9 @@
 In the local mode everything is allowed (a developer runs what they like on their own machine). In the
 hosted mode a stdio server comes from the team's catalog unless an admin allowed command lines for the
 team; HTTP targets pass the egress rules, with the team's allow-list (``prepared`` puts it in the
-session's config, where the runtime reads it).
+session's config, where the runtime reads it). A catalog server starts only as its entry is now (a
+session keeps the entry's ``fingerprint``, so a reconnect after the admin changed it is refused), with
+only the variables the entry declares, none of them one that loads code (``process_env``).
 """
 
 from __future__ import annotations
@@ -17,16 +19,19 @@ from sessions.models import McpSession
 from sessions.servers import DEFAULT_PROTOCOL_VERSION
 from sessions.teams.access import Scope
 from sessions.teams.models import PARAM_NAME, CatalogServer, Team
+from sessions.teams.process_env import refusals
 
 __all__ = [
     "CatalogError",
     "catalog_config",
+    "catalog_problem",
     "catalog_of",
     "command_line_problem",
     "connect_problem",
     "free_stdio",
     "live_cap",
     "prepared",
+    "reconnect_config",
     "reconnect_problem",
     "save_problem",
 ]
@@ -81,10 +86,51 @@ def save_problem(scope: Scope, config: dict[str, Any]) -> str | None:
     return command_line_problem(_team(scope), config)
 
 
+ENTRY_CHANGED = (
+    "This server's catalog entry is not as it was when this session started (an admin changed or "
+    "removed it): connect to it anew from “Approved servers” on the home page."
+)
+
+
+def catalog_problem(team: Team, config: dict[str, Any]) -> str | None:
+    """Why a config made from a catalog entry may not start now, or None (and None for any other config).
+
+    The entry must still be the team's, unchanged since the config was made from it, free of variables
+    that load code (it may predate that rule), and the config may set no variable it does not declare.
+    """
+    catalog = config.get("catalog")
+    if not catalog:
+        return None
+    entry_id = catalog.get("id") if isinstance(catalog, dict) else None
+    entry = None
+    if isinstance(entry_id, int):
+        entry = CatalogServer.objects.filter(team_id=team.pk, pk=entry_id).first()
+    if entry is None:
+        return ENTRY_CHANGED
+    env: dict[str, Any] = config["env"] if isinstance(config.get("env"), dict) else {}
+    refused = entry.refused_env() | refusals(env)
+    if refused:
+        reasons = "; ".join(f"{name}: {why}" for name, why in refused.items())
+        return (
+            f"{entry.name} cannot start: it sets {', '.join(refused)}, which no catalog server may get "
+            f"({reasons}). A team admin must take that out of the entry."
+        )
+    if not entry.has_fingerprint(catalog.get("fingerprint")):
+        return ENTRY_CHANGED
+    declared = set(entry.env if isinstance(entry.env, dict) else {}) | set(entry.env_params or [])
+    undeclared = [str(name) for name in env if name not in declared]
+    if undeclared:
+        return f"{entry.name} does not let anyone set {', '.join(undeclared)}."
+    return None
+
+
 def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:
     """Why the team does not allow starting this config now, or None."""
-    team = _team(scope)
-    problem = command_line_problem(team, config)
+    return _start_problem(_team(scope), config)
+
+
+def _start_problem(team: Team, config: dict[str, Any]) -> str | None:
+    problem = command_line_problem(team, config) or catalog_problem(team, config)
     if problem:
         return problem
     cap = live_cap(team)
@@ -95,22 +141,27 @@ def connect_problem(scope: Scope, config: dict[str, Any]) -> str | None:
     return None
 
 
-def reconnect_problem(scope: Scope, session: McpSession) -> str | None:
-    """``connect_problem`` for starting a recorded session's config again; its catalog entry must remain."""
+def reconnect_problem(session: McpSession) -> str | None:
+    """Why the session's team does not allow starting its recorded config again now, or None."""
     config = session.config if isinstance(session.config, dict) else {}
-    catalog = config.get("catalog")
-    if isinstance(catalog, dict):
-        entry = CatalogServer.objects.filter(team_id=session.team_id, pk=int(catalog.get("id") or 0)).first()
-        if entry is None or entry.command != config.get("command"):
-            return "This server is no longer in the team's catalog as it was: connect to it again from there."
-    return connect_problem(scope, config)
+    return _start_problem(Team.objects.get(pk=session.team_id), config)
+
+
+def reconnect_config(session: McpSession) -> dict[str, Any]:
+    """The recorded config to start again, held to its team's egress allow-list as it is now."""
+    config = session.config if isinstance(session.config, dict) else {}
+    return _prepared(Team.objects.get(pk=session.team_id), config)
 
 
 def prepared(scope: Scope, config: dict[str, Any]) -> dict[str, Any]:
     """The config a session of this team starts from: the team's egress allow-list added (hosted)."""
+    return _prepared(_team(scope), config)
+
+
+def _prepared(team: Team, config: dict[str, Any]) -> dict[str, Any]:
     if not settings.INSPECTOR_HOSTED:
         return config
-    allow = _team(scope).egress_allow
+    allow = team.egress_allow
     return {**config, "egress_allow": [str(a) for a in allow] if isinstance(allow, list) else []}
 
 
@@ -138,7 +189,12 @@ def catalog_config(entry: CatalogServer, values: dict[str, str]) -> dict[str, An
             errors[f"param:{name}"] = f"must match {pattern}" if pattern else "one value, not an option"
         filled[name] = value
     env = {str(k): str(v) for k, v in (entry.env or {}).items()}
-    for name in entry.env_params if isinstance(entry.env_params, list) else []:
+    fillable = [str(n) for n in entry.env_params] if isinstance(entry.env_params, list) else []
+    for key in values:
+        name = str(key).removeprefix("env:")
+        if key.startswith("env:") and name not in fillable:
+            errors[key] = f"{entry.name} does not let a person set {name}"
+    for name in fillable:
         value = str(values.get(f"env:{name}", ""))
         if "\x00" in value or len(value) > 4000:
             errors[f"env:{name}"] = "at most 4,000 characters, no NUL"
@@ -172,5 +228,5 @@ def catalog_config(entry: CatalogServer, values: dict[str, str]) -> dict[str, An
         "capabilities": {},
         "timeout": 60.0,
         "max_total_timeout": 600.0,
-        "catalog": {"id": entry.pk, "name": entry.name},
+        "catalog": {"id": entry.pk, "name": entry.name, "fingerprint": entry.fingerprint()},
     }

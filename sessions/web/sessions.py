@@ -280,13 +280,15 @@ async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if session.is_imported:
         return HttpResponseBadRequest("a session opened from a recording has no server to reconnect to")
     if not session.is_live or not session.worker_channel:
-        scope = await person_scope_async(request, Role.OPERATOR)
-        problem = await sync_to_async(policy.reconnect_problem)(scope, session)
+        # The session's own team's rules, whichever team the person has chosen on the page.
+        problem = await sync_to_async(policy.reconnect_problem)(session)
         if problem:
             return error_response(problem, 403)
+        session.config = await sync_to_async(policy.reconnect_config)(session)
         session.status = McpSession.Status.STARTING
-        await session.asave(update_fields=["status"])
-        await together.record(session, scope.user_id, "reconnected")
+        await session.asave(update_fields=["status", "config"])
+        user = await signed_in_user(request)
+        await together.record(session, user.pk, "reconnected")
         await client.start_session(session)
     return _back_to(request, session)
 

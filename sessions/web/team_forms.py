@@ -3,7 +3,7 @@
 The catalog form takes what an admin types as lines (arguments, ``name|label|pattern|required``
 parameters, ``KEY=value`` variables, names) and keeps it as ``CatalogServer``'s lists and dicts. Fixed
 variables' values are secrets: the form never shows them again, only ``KEY=`` and a mask; a line left
-masked keeps the stored value.
+masked keeps the stored value. Neither kind may name a variable that loads code (``process_env``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django import forms
 
 from sessions.engine import EgressPolicy
 from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team
+from sessions.teams.process_env import refusals
 
 __all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TeamSettingsForm"]
 
@@ -32,6 +33,15 @@ LONG_TEXT = 20_000
 def _lines(text: str) -> list[tuple[int, str]]:
     """The non-empty lines of ``text``, stripped, with their numbers."""
     return [(n, line.strip()) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
+def _refuse_code_loading(names: list[str]) -> None:
+    """Refuse the variables no catalog server may get (``process_env``), each with why."""
+    refused = refusals(names)
+    if refused:
+        raise forms.ValidationError(
+            [f"{name} cannot be set on a catalog server: {why}." for name, why in refused.items()]
+        )
 
 
 def _names(text: str, what: str) -> list[str]:
@@ -203,10 +213,13 @@ class CatalogForm(forms.Form):
                     raise forms.ValidationError(f"line {number}: type {key}'s value")
                 value = str(stored[key])
             env[key] = value
+        _refuse_code_loading(list(env))
         return env
 
     def clean_env_params(self) -> list[str]:
-        return _names(self.cleaned_data["env_params"], "variable")
+        names = _names(self.cleaned_data["env_params"], "variable")
+        _refuse_code_loading(names)
+        return names
 
     def clean_secret_env(self) -> list[str]:
         return _names(self.cleaned_data["secret_env"], "variable")

@@ -65,9 +65,14 @@ def test_values_the_admin_did_not_allow_are_refused_by_field() -> None:
 
 def test_only_the_environment_names_the_admin_listed_can_be_set() -> None:
     entry = _entry(params=[], args=[], env={"FIXED": "1"}, env_params=["API_KEY"], secret_env=["API_KEY"])
-    config = policy.catalog_config(entry, {"env:API_KEY": "k", "env:PATH": "/tmp/evil", "env:FIXED": "2"})
+    config = policy.catalog_config(entry, {"env:API_KEY": "k"})
     assert config["env"] == {"FIXED": "1", "API_KEY": "k"}
     assert config["secret_env"] == ["API_KEY"]
+    # A variable the entry does not let a person set is refused, not dropped quietly.
+    with pytest.raises(policy.CatalogError) as caught:
+        policy.catalog_config(entry, {"env:API_KEY": "k", "env:PATH": "/tmp/evil", "env:FIXED": "2"})
+    assert set(caught.value.errors) == {"env:PATH", "env:FIXED"}
+    assert "does not let a person set PATH" in caught.value.errors["env:PATH"]
 
 
 @database_sync_to_async
@@ -179,7 +184,7 @@ async def test_a_catalog_server_starts_with_the_values_filled_in_and_its_entry_m
         entry.command = "/bin/sh"
         await entry.asave()
         refused = await client.post(f"/s/{session.public_id}/reconnect")
-        assert refused.status_code == 403 and "no longer in the team" in refused.content.decode()
+        assert refused.status_code == 403 and "not as it was" in refused.content.decode()
     # Another team's entry is not there for bob.
     other = await Team.objects.acreate(name="team B")
     theirs = await CatalogServer.objects.acreate(team=other, name="x", command="true")

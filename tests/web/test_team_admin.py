@@ -16,7 +16,7 @@ from django.test import Client
 
 from sessions.teams import access, policy
 from sessions.teams.models import CatalogServer, Invitation, Membership, Role, Team
-from sessions.web.team_forms import MASK
+from sessions.web.team_forms import MASK, CatalogForm
 
 pytestmark = pytest.mark.django_db
 
@@ -297,6 +297,54 @@ def test_bad_catalog_input_is_a_400_that_says_what(
     assert response.status_code == 400
     assert message in response.content.decode().replace("&#x27;", "'")
     assert not CatalogServer.objects.filter(name="everything").exists()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "env",
+            "LD_PRELOAD=/tmp/evil.so",
+            "LD_PRELOAD cannot be set on a catalog server: the dynamic loader",
+        ),
+        ("env", "API_TOKEN=t\nPATH=/tmp/bin", "PATH cannot be set on a catalog server"),
+        ("env", "HOME=/srv/shared", "HOME cannot be set on a catalog server"),
+        ("env", "npm_config_registry=https://evil.example", "npm_config_registry cannot be set"),
+        ("env_params", "NODE_OPTIONS", "NODE_OPTIONS cannot be set on a catalog server: Node.js"),
+        ("env_params", "USER_TOKEN PYTHONPATH PYTHONSTARTUP", "PYTHONSTARTUP cannot be set"),
+        ("env_params", "UV_INDEX_URL", "UV_INDEX_URL cannot be set"),
+        ("env_params", "GIT_SSH_COMMAND", "GIT_SSH_COMMAND cannot be set"),
+    ],
+)
+def test_a_variable_that_loads_code_is_refused_on_saving_with_the_reason(
+    people: dict[str, Any], field: str, value: str, message: str
+) -> None:
+    alice = as_(people["alice"])
+    response = alice.post("/team/catalog/new", {**CATALOG_FORM, field: value, "secret_env": ""})
+    assert response.status_code == 400
+    assert message in response.content.decode().replace("&#x27;", "'")
+    assert not CatalogServer.objects.filter(name="everything").exists()
+    # Nor can an existing entry take one on.
+    entry = people["a_entry"]
+    data = {**CatalogForm.initial_of(entry), field: value, "secret_env": ""}
+    assert alice.post(f"/team/catalog/{entry.pk}", data).status_code == 400
+    entry.refresh_from_db()
+    assert entry.env == {"API_KEY": "sk-live-123456"} and entry.env_params == []
+
+
+def test_switches_that_name_no_code_may_be_set(people: dict[str, Any]) -> None:
+    data = {**CATALOG_FORM, "env": "NODE_ENV=production\nPYTHONUNBUFFERED=1", "secret_env": "USER_TOKEN"}
+    assert as_(people["alice"]).post("/team/catalog/new", data).status_code == 302
+    assert CatalogServer.objects.get(name="everything").env == {
+        "NODE_ENV": "production",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def test_the_team_page_flags_an_entry_saved_before_the_rule(people: dict[str, Any]) -> None:
+    CatalogServer.objects.filter(pk=people["a_entry"].pk).update(env_params=["LD_PRELOAD"])
+    page = as_(people["bob"]).get("/team").content.decode()
+    assert "Cannot start: it sets LD_PRELOAD" in page
 
 
 def test_json_braces_in_an_argument_are_not_placeholders(people: dict[str, Any]) -> None:
