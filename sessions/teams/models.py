@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
+from sessions.secrets import EncryptedJSONField
 from sessions.teams.process_env import refusals
 
 __all__ = [
@@ -169,7 +170,7 @@ class CatalogServer(models.Model):
     command = models.CharField(max_length=1000)
     args = models.JSONField(default=list, blank=True)
     params = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = EncryptedJSONField(default=dict, blank=True)  # the admin's fixed values are secrets
     env_params = models.JSONField(default=list, blank=True)
     secret_env = models.JSONField(default=list, blank=True)
     cwd = models.CharField(max_length=1000, blank=True)

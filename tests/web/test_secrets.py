@@ -28,6 +28,7 @@ from support.teams import team_of
 from sessions.env import fernet_keys
 from sessions.models import McpSession, ServerConfig
 from sessions.secrets import SecretUnreadable, check_secret_keys
+from sessions.teams.models import CatalogServer
 
 TOKEN = "tok-5ecret-bearer-0123456789"
 ENV_VALUE = "env-5ecret-value-9876543210"
@@ -374,3 +375,40 @@ def test_a_hosted_process_without_a_key_stops_at_the_start_up_check(tmp_path: Pa
     assert "inspector.E004" in run.stderr and "INSPECTOR_SECRET_KEYS is not set" in run.stderr
     # No key was generated behind the operator's back.
     assert not (tmp_path / "encryption_keys").exists()
+
+
+# --- a catalog entry's fixed values ----------------------------------------------------------------
+
+CATALOG_BEFORE = ("teams", "0003_sso_identity")
+
+
+@pytest.mark.django_db
+def test_a_catalog_entrys_fixed_values_are_stored_encrypted(alice: User) -> None:
+    entry = CatalogServer.objects.create(
+        team=team_of(alice), name="billing", command="billing-mcp", env={"BILLING_API_KEY": ENV_VALUE}
+    )
+    assert CatalogServer.objects.get(pk=entry.pk).env == {"BILLING_API_KEY": ENV_VALUE}
+    assert stored(CatalogServer, "env", entry.pk).startswith("gAAAAA")
+    assert ENV_VALUE not in stored(CatalogServer, "env", entry.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_catalog_migration_encrypts_fixed_values_stored_in_plain_text_and_reverses() -> None:
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate([CATALOG_BEFORE])
+    try:
+        old = executor.loader.project_state([CATALOG_BEFORE]).apps
+        team = old.get_model("teams", "Team").objects.create(name="alice's team")
+        entries = old.get_model("teams", "CatalogServer").objects
+        entry = entries.create(team=team, name="billing", command="b", env={"BILLING_API_KEY": ENV_VALUE})
+        assert ENV_VALUE in stored(CatalogServer, "env", entry.pk)
+
+        MigrationExecutor(connection).migrate(latest)
+        assert ENV_VALUE not in stored(CatalogServer, "env", entry.pk)
+        assert CatalogServer.objects.get(pk=entry.pk).env == {"BILLING_API_KEY": ENV_VALUE}
+
+        MigrationExecutor(connection).migrate([CATALOG_BEFORE])
+        assert entries.get(pk=entry.pk).env == {"BILLING_API_KEY": ENV_VALUE}
+    finally:
+        MigrationExecutor(connection).migrate(latest)
