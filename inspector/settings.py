@@ -381,6 +381,11 @@ INSPECTOR_MAX_SESSION_FRAMES = envint(
 INSPECTOR_MAX_SESSION_BYTES = envint(
     "INSPECTOR_MAX_SESSION_BYTES", 1 << 30 if INSPECTOR_HOSTED else 0, minimum=0
 )
+# While the database refuses a session's frames (a full disk), the recorder holds at most this many
+# of them, and this many bytes of theirs, in memory; frames beyond are lost, counted, and recorded as a
+# `not-stored` gap once the database takes writes again (sessions/runtime/recorder.py).
+INSPECTOR_MAX_HELD_FRAMES = envint("INSPECTOR_MAX_HELD_FRAMES", 10_000, minimum=1)
+INSPECTOR_MAX_HELD_BYTES = envint("INSPECTOR_MAX_HELD_BYTES", 32 * 1024 * 1024, minimum=1)
 # Live sessions one team may run at once (hosted: 20; local: none).
 INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = envint(
     "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 20 if INSPECTOR_HOSTED else 0, minimum=0
