@@ -251,7 +251,7 @@ class StorageFullMiddleware(MiddlewareMixin):
             return None
         logger.warning("%s %s: the database refused a write, its disk is full", request.method, request.path)
         hosted = settings.INSPECTOR_HOSTED
-        where = "the database's storage" if hosted else f"the data folder ({settings.DATA_DIR})"
+        where = "the disk of the database" if hosted else f"the data folder ({settings.DATA_DIR})"
         message = (
             f"Storage is full: this could not be saved. Free some space in {where}, then try again. "
             "Pages that only read still work."

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.sessions.backends import cached_db
+from django.contrib.sessions.backends.base import UpdateError
 from django.core.cache import caches
 from django.db import DatabaseError
 
@@ -23,7 +24,7 @@ __all__ = ["SessionStore"]
 log = logging.getLogger(__name__)
 
 
-def _cache_only(error: DatabaseError) -> bool:
+def _cache_only(error: Exception) -> bool:
     return not settings.INSPECTOR_HOSTED and storage.is_full(error)
 
 
@@ -33,7 +34,7 @@ class SessionStore(cached_db.SessionStore):
     def save(self, must_create: bool = False) -> None:
         try:
             super().save(must_create)
-        except DatabaseError as error:
+        except (DatabaseError, UpdateError) as error:  # UpdateError: a DatabaseError, said otherwise
             if not _cache_only(error):
                 raise
             log.warning("the disk is full: this login is kept in memory only, until the inspector stops")
@@ -43,7 +44,7 @@ class SessionStore(cached_db.SessionStore):
     def delete(self, session_key: Any = None) -> None:
         try:
             super().delete(session_key)
-        except DatabaseError as error:
+        except (DatabaseError, UpdateError) as error:  # UpdateError: a DatabaseError, said otherwise
             if not _cache_only(error):
                 raise
             key = session_key or self.session_key or ""

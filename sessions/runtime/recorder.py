@@ -271,6 +271,8 @@ class Recorder:
 
     def _fail(self, error: BaseException) -> None:
         """A write was refused: from now on what is held is bounded, and viewers hear of it."""
+        if not self.failing:
+            self._trim()
         self.failing = storage.cause(error)
         if self._reporter is None and not self._closing:
             self._reporter = asyncio.create_task(self._report(), name=f"recorder-report-{self.session_pk}")
@@ -287,15 +289,38 @@ class Recorder:
             self._reporter = None
             self._tell(StorageChanged("", len(self.rows), self.lost))
 
-    def _lose(self, row: dict[str, Any]) -> None:
+    def _trim(self) -> None:
+        """Writes just started failing: what was queued past the bound (a flood's backlog) is lost too.
+
+        Never the rows a write in flight may hold (the first ``MAX_BATCH``): they stay until it ends.
+        """
+        frames, size = self.max_held
+        keep, held = 0, 0
+        for row in self.rows:
+            if keep >= max(frames, MAX_BATCH) or (keep >= MAX_BATCH and held >= size):
+                break
+            keep, held = keep + 1, held + row["size"]
+        dropped = self.rows[keep:]
+        if not dropped:
+            return
+        del self.rows[keep:]
+        self._held_bytes = held
+        for row in dropped:
+            if count := _gap_count(row):  # an earlier gap not stored yet: its frames join this one
+                self.lost -= count
+                self._lose(row, count, _covered(row))
+            else:
+                self._lose(row)
+
+    def _lose(self, row: dict[str, Any], count: int = 1, last: int = 0) -> None:
         """A frame past the bound on what is held: counted in the open gap, whose marker is the last row."""
-        self.lost += 1
+        self.lost += count
         if self._gap is None:
             self._gap = _Gap(row, self.failing)
             self.rows.append(self._gap.marker)
             self._wake.set()
-        self._gap.last = row["seq"]
-        self._gap.count += 1
+        self._gap.last = last or row["seq"]
+        self._gap.count += count
 
     def _seal(self) -> None:
         """Write what the open gap's marker says (it is about to be stored, or no more frames join it)."""

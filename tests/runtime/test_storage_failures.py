@@ -137,6 +137,25 @@ async def test_while_the_disk_is_full_what_is_held_is_bounded_lost_frames_are_co
     assert (await McpSession.objects.aget(pk=recorded.session.pk)).last_seq == 21
 
 
+async def test_a_backlog_queued_past_the_bound_when_writes_start_failing_is_lost_as_one_gap(
+    recorded: Recorded, disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recorder_module, "MAX_BATCH", 3)
+    disk.full = True
+    for seq in range(1, 13):  # a flood's backlog: queued before the first write is even tried
+        recorded.recorder.add(row(seq))
+    async with asyncio.timeout(WAIT):
+        await disk.refused.wait()
+    assert [r["seq"] for r in recorded.recorder.rows] == [1, 2, 3, 4, 5, 6]  # five held, the gap's marker
+    assert recorded.recorder.lost == 7
+    disk.full = False
+    await recorded.next_event(m.FramesStored, lambda e: e.last >= 6)
+    frames = await recorded.stored()
+    assert [f.seq for f in frames] == [1, 2, 3, 4, 5, 6]
+    assert frames[-1].note == "7 frames not stored (disk full): seq 6-12"
+    assert (await McpSession.objects.aget(pk=recorded.session.pk)).last_seq == 12
+
+
 async def test_frames_still_held_at_close_on_a_full_disk_become_one_gap_when_that_much_can_be_written(
     recorded: Recorded, disk: Disk
 ) -> None:
