@@ -8,6 +8,7 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
+from django.db import DatabaseError
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -15,11 +16,14 @@ from django.http import (
     HttpResponseBase,
     HttpResponseForbidden,
 )
+from django.shortcuts import render
 from django.utils.cache import patch_cache_control
+from django.utils.deprecation import MiddlewareMixin
 from whitenoise.middleware import WhiteNoiseMiddleware
 
 from inspector.loop_middleware import small_body
 from inspector.origins import is_own_origin
+from sessions.runtime import storage
 from sessions.timeline.recordings import MAX_BYTES as MAX_RECORDING_BYTES
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "NulParameterMiddleware",
     "SameOriginMiddleware",
     "StaticFilesMiddleware",
+    "StorageFullMiddleware",
     "content_security_policy",
 ]
 
@@ -236,3 +241,22 @@ class StaticFilesMiddleware(WhiteNoiseMiddleware):
         for name, value in served.headers:
             answer[name] = value
         return answer
+
+
+class StorageFullMiddleware(MiddlewareMixin):
+    """A write the database refused for a full disk: 503, saying so; pages that only read still work."""
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, DatabaseError) or not storage.is_full(exception):
+            return None
+        logger.warning("%s %s: the database refused a write, its disk is full", request.method, request.path)
+        hosted = settings.INSPECTOR_HOSTED
+        where = "the disk of the database" if hosted else f"the data folder ({settings.DATA_DIR})"
+        message = (
+            f"Storage is full: this could not be saved. Free some space in {where}, then try again. "
+            "Pages that only read still work."
+        )
+        template = "sessions/_error.html" if getattr(request, "htmx", False) else "error.html"
+        response = render(request, template, {"message": message}, status=503)
+        response.headers["Retry-After"] = "60"
+        return response

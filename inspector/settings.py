@@ -101,6 +101,8 @@ MIDDLEWARE = [
     "inspector.loop_middleware.MessageMiddleware",
     "inspector.loop_middleware.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A write the database refuses for a full disk is a 503 that says so, not a bare 500.
+    "inspector.middleware.StorageFullMiddleware",
 ]
 
 ROOT_URLCONF = "inspector.urls"
@@ -244,7 +246,8 @@ SESSION_COOKIE_NAME = "mcp_inspector_session"
 # Read from the cache (shared by every web process, as above) before the database: every request
 # reads its login session, and the database read was a seventh of the app's CPU for one tool call.
 # Ending a login (logout, "sign out elsewhere") goes through the store, which drops both.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+# Django's cached_db; locally it keeps a login in memory alone while the disk is full (session_store.py).
+SESSION_ENGINE = "inspector.session_store"
 CSRF_COOKIE_NAME = "mcp_inspector_csrftoken"
 SESSION_COOKIE_HTTPONLY = True
 # Strict: a request another site starts, even a top-level navigation by link, arrives logged out,
@@ -381,6 +384,11 @@ INSPECTOR_MAX_SESSION_FRAMES = envint(
 INSPECTOR_MAX_SESSION_BYTES = envint(
     "INSPECTOR_MAX_SESSION_BYTES", 1 << 30 if INSPECTOR_HOSTED else 0, minimum=0
 )
+# While the database refuses a session's frames (a full disk), the recorder holds at most this many
+# of them, and this many bytes of theirs, in memory; frames beyond are lost, counted, and recorded as a
+# `not-stored` gap once the database takes writes again (sessions/runtime/recorder.py).
+INSPECTOR_MAX_HELD_FRAMES = envint("INSPECTOR_MAX_HELD_FRAMES", 10_000, minimum=1)
+INSPECTOR_MAX_HELD_BYTES = envint("INSPECTOR_MAX_HELD_BYTES", 32 * 1024 * 1024, minimum=1)
 # Live sessions one team may run at once (hosted: 20; local: none).
 INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM = envint(
     "INSPECTOR_MAX_LIVE_SESSIONS_PER_TEAM", 20 if INSPECTOR_HOSTED else 0, minimum=0

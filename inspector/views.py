@@ -6,6 +6,7 @@ logins (rate-limited), invitations; the token login is off. Logging out works in
 
 from __future__ import annotations
 
+import logging
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import BadRequest
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.http import (
     Http404,
     HttpResponse,
@@ -30,11 +31,14 @@ from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from inspector import auth, sso
+from sessions.runtime import storage
 from sessions.teams import access, invitations
 from sessions.teams.logins import client_address
 from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle, sign_up_throttle
 from sessions.web.http import HtmxHttpRequest
+
+log = logging.getLogger(__name__)
 
 # The backend a new account (made on the invitation page) is logged in with.
 PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
@@ -169,7 +173,13 @@ def token_login(request: HtmxHttpRequest) -> HttpResponse:
 
     # A new session key for the new identity (login() keeps the key when the user is the same).
     request.session.cycle_key()
-    login(request, auth.local_user())
+    try:
+        login(request, auth.local_user())
+    except DatabaseError as error:
+        if not storage.is_full(error):
+            raise
+        # Logged in already; only the last-login time and the login's listing were not written.
+        log.warning("the disk is full: logged in without recording the login")
     # Redirect, so the token leaves the address bar and a reload does not re-submit it.
     return HttpResponseRedirect(_safe_next(request, form.cleaned_data["next"]))
 

@@ -54,7 +54,10 @@ def cancelling() -> bool:
 class Journal:
     """A live session's writes besides its frames, each in a task of the owner's, and its outbox."""
 
-    __slots__ = ("_answers", "_held_fields", "_held_phases", "_outbox", "_spawn", "layer", "pk", "publish")
+    __slots__ = (
+        "_answers", "_held_fields", "_held_phases", "_outbox", "_spawn",
+        "layer", "owner_channel", "pk", "publish",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -66,6 +69,8 @@ class Journal:
         self.layer = layer
         self._spawn = spawn
         """Runs a write in a task the owner ends with itself."""
+        self.owner_channel = ""
+        """The owner's channel, once it has one: the session's row is written only while it is its."""
         self._outbox: asyncio.Queue[m.Event] = asyncio.Queue()
         self.publish: Callable[[m.Event], None] = self._outbox.put_nowait
         """Queue an event for the session's viewers (sent in order by ``serve``)."""
@@ -93,7 +98,7 @@ class Journal:
         if held:
             self._held_fields.update(fields)
         else:
-            self._spawn(store.update_session(self.pk, **fields))
+            self._spawn(store.update_session(self.pk, owner_channel=self.owner_channel, **fields))
 
     def phase_seen(self, frame: Frame, seq: int, client: ClientSession | None, *, held: bool) -> None:
         """A state frame (``seq`` in the session) that is a step of the lifecycle goes into the phases."""
@@ -113,12 +118,15 @@ class Journal:
         if state == "ready" and client is not None:
             # With the negotiated facts, in the same write: whoever sees "ready" sees what was agreed.
             fields.update(facts(client))
-        await store.append_phases(self.pk, [phase], **fields)
-        self.publish(m.StateChanged(fields.get("status", ""), phase["note"]))
+        if await store.append_phases(self.pk, [phase], owner_channel=self.owner_channel, **fields):
+            self.publish(m.StateChanged(fields.get("status", ""), phase["note"]))
 
-    async def end(self, **fields: Any) -> None:
-        """Write the session's end (``fields``) with the phases and fields held while the process stopped."""
-        await store.append_phases(self.pk, self._held_phases, **self._held_fields, **fields)
+    async def end(self, **fields: Any) -> bool:
+        """Write the session's end (``fields``) with the phases and fields held while the process stopped;
+        whether it did (not when the session is no longer this owner's: declared lost meanwhile)."""
+        return await store.append_phases(
+            self.pk, self._held_phases, owner_channel=self.owner_channel, **self._held_fields, **fields
+        )
 
     # --- reviews and activity ----------------------------------------------------------------------
 

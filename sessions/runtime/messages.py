@@ -46,6 +46,7 @@ __all__ = [
     "StartSession",
     "Started",
     "StateChanged",
+    "StorageChanged",
     "Viewer",
     "decode_command",
     "decode_event",
@@ -340,6 +341,20 @@ class StateChanged(Event):
 
 
 @dataclass(frozen=True)
+class StorageChanged(Event):
+    """The database refuses the session's frames (``failing``: why), or takes them again.
+
+    ``held``: frames kept in memory meanwhile; ``lost``: frames the session lost so far, past the
+    bound on what is held (each run of them a ``not-stored`` gap on the timeline).
+    """
+
+    NAME = "storage"
+    failing: str = ""
+    held: int = 0
+    lost: int = 0
+
+
+@dataclass(frozen=True)
 class CallProgress(Event):
     NAME = "progress"
     rpc_id: int | str
@@ -408,6 +423,7 @@ EVENTS: dict[str, type[Event]] = {
     for e in (
         FramesStored,
         StateChanged,
+        StorageChanged,
         CallProgress,
         CallDone,
         ReviewChanged,

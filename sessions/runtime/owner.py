@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -109,7 +110,7 @@ class SessionOwner:
 
     async def run(self) -> None:
         # The default prefix: channels-redis serves every process-local channel from one list per prefix.
-        self.channel = await self.layer.new_channel()
+        self.channel = self.journal.owner_channel = await self.layer.new_channel()
         loaded = await store.load_session(self.pk)
         self.group = loaded["group"]
         self.config: dict[str, Any] = loaded["config"]
@@ -119,7 +120,11 @@ class SessionOwner:
         self.base = loaded["last_seq"]
         self.next_request_id = loaded["next_request_id"]
         self.limits.start(frames=self.base, size=loaded["stored_bytes"])
-        self.recorder = Recorder(self.pk, self.group, self.layer)
+        # It stores only while the session is this owner's: not once declared lost (the process resumed).
+        disowned = functools.partial(self.stop, "declared lost meanwhile: no longer recorded here")
+        self.recorder = Recorder(
+            self.pk, self.group, self.layer, owner_channel=self.channel, disowned=disowned
+        )
         self.recorder.start()
         await store.update_session(
             self.pk, worker_channel=self.channel, worker=self.worker, status="connecting", ended=None
@@ -145,15 +150,16 @@ class SessionOwner:
             await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
             await self.recorder.close()
             status = self.final_status
-            await self.journal.end(
+            ended = await self.journal.end(
                 status=status,
-                status_note=self._stop_reason,
+                status_note=self.recorder.ending_note(self._stop_reason),
                 ended=timezone.now(),
                 worker_channel="",
                 server_process={},
             )
-            with contextlib.suppress(Exception):
-                await self.layer.group_send(self.group, m.encode_event(m.StateChanged(status)))
+            if ended:  # else the session is no longer this owner's (declared lost meanwhile): it stays so
+                with contextlib.suppress(Exception):
+                    await self.layer.group_send(self.group, m.encode_event(m.StateChanged(status)))
 
     @property
     def final_status(self) -> str:
@@ -186,7 +192,7 @@ class SessionOwner:
             return
         if self.stopping:  # during the handshake: a limit reached (a flood), a disconnect
             return
-        await store.update_session(self.pk, **facts(client))
+        await store.update_session(self.pk, owner_channel=self.channel, **facts(client))
         self.journal.publish(m.StateChanged("ready"))
         self._spawn(self._watch(client))
 
@@ -210,7 +216,8 @@ class SessionOwner:
             self.oauth.debugging(None)
             return
         self.oauth.debugging(OAuthDebugger(self, target))
-        await store.update_session(self.pk, status="ready", status_note="OAuth debugger: waiting for a step")
+        note = "OAuth debugger: waiting for a step"
+        await store.update_session(self.pk, owner_channel=self.channel, status="ready", status_note=note)
         self.journal.publish(m.StateChanged("ready"))
 
     async def _unless_stopped(self, work: Awaitable[Any]) -> None:
@@ -429,7 +436,7 @@ class SessionOwner:
 
     async def on_set_roots(self, command: m.SetRoots) -> None:
         self.roots = list(command.roots)
-        await store.update_session(self.pk, roots=self.roots)
+        await store.update_session(self.pk, owner_channel=self.channel, roots=self.roots)
         if self.client is not None and self.client.state == "ready":
             if command.notify:
                 await self.client.set_roots(self.roots)
@@ -470,7 +477,9 @@ class SessionOwner:
     async def on_reinitialize(self, command: m.Reinitialize) -> None:
         client = self._live_client()
         await client.reinitialize()
-        await store.update_session(self.pk, protocol_version=client.protocol_version or "")
+        await store.update_session(
+            self.pk, owner_channel=self.channel, protocol_version=client.protocol_version or ""
+        )
 
     async def on_disconnect(self, command: m.Disconnect) -> None:
         self.stop("disconnected by the user")

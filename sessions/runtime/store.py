@@ -22,6 +22,7 @@ from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.teams.models import Activity
 
 __all__ = [
+    "Disowned",
     "append_phases",
     "close_connections",
     "in_db_thread",
@@ -173,13 +174,31 @@ def close_connections() -> None:
     connections.close_all()
 
 
+class Disowned(Exception):
+    """The session is no longer this owner's (declared lost, or taken by another): nothing was written."""
+
+
 @in_db_thread
-def store_frames(session_pk: int, batch: list[dict[str, Any]]) -> None:
-    """Insert a batch of frame rows and move the session's ``last_seq`` on, in one transaction."""
+def store_frames(
+    session_pk: int, batch: list[dict[str, Any]], owner_channel: str = "", last_seq: int = 0
+) -> None:
+    """Insert a batch of frame rows and move the session's ``last_seq`` on, in one transaction.
+
+    With ``owner_channel``, only while the session is still that owner's (``Disowned`` otherwise): a
+    worker that resumes after its sessions were declared lost appends nothing to them. The row is
+    updated first, so that on PostgreSQL its lock orders this write and the reaper's.
+    """
     with transaction.atomic():
-        TimelineFrame.insert_rows(session_pk, batch)
         with connection.cursor() as cursor:  # the ORM's UPDATE costs more to build than to run
-            cursor.execute(_last_seq_sql(), [batch[-1]["seq"], session_pk])
+            seq = last_seq or batch[-1]["seq"]
+            if owner_channel:
+                lost = McpSession.Status.LOST
+                cursor.execute(_owned_last_seq_sql(), [seq, session_pk, owner_channel, lost])
+                if cursor.rowcount == 0:
+                    raise Disowned(f"session {session_pk} is no longer this owner's")
+            else:
+                cursor.execute(_last_seq_sql(), [seq, session_pk])
+        TimelineFrame.insert_rows(session_pk, batch)
 
 
 @functools.cache
@@ -188,6 +207,14 @@ def _last_seq_sql() -> str:
     meta, quote = McpSession._meta, connection.ops.quote_name
     last_seq = quote(meta.get_field("last_seq").column)
     return f"UPDATE {quote(meta.db_table)} SET {last_seq} = %s WHERE {quote(meta.pk.column)} = %s"
+
+
+@functools.cache
+def _owned_last_seq_sql() -> str:
+    """The same, only while the session's owner is the given channel and it was not declared lost."""
+    meta, quote = McpSession._meta, connection.ops.quote_name
+    channel, status = quote(meta.get_field("worker_channel").column), quote(meta.get_field("status").column)
+    return f"{_last_seq_sql()} AND {channel} = %s AND {status} <> %s"
 
 
 @in_db_thread
@@ -219,20 +246,35 @@ def _next_request_id(row: McpSession) -> int:
     return max(numbers, default=-1) + 1
 
 
-@in_db_thread
-def update_session(pk: int, **fields: Any) -> None:
-    McpSession.objects.filter(pk=pk).update(**fields)
+def _owned(pk: int, owner_channel: str) -> Any:
+    """The session's row, only while it is the owner's of ``owner_channel`` (any owner's when empty)."""
+    rows = McpSession.objects.filter(pk=pk)
+    if owner_channel:
+        rows = rows.filter(worker_channel=owner_channel).exclude(status=McpSession.Status.LOST)
+    return rows
 
 
 @in_db_thread
-def append_phases(pk: int, phases: list[dict[str, Any]], **fields: Any) -> None:
-    """Add ``phases`` to the session's (none: only the fields), and set ``fields``, in one write."""
+def update_session(pk: int, *, owner_channel: str = "", **fields: Any) -> bool:
+    """Set ``fields`` of the session (with ``owner_channel``: only while that owner's); whether it did."""
+    return bool(_owned(pk, owner_channel).update(**fields))
+
+
+@in_db_thread
+def append_phases(pk: int, phases: list[dict[str, Any]], *, owner_channel: str = "", **fields: Any) -> bool:
+    """Add ``phases`` to the session's (none: only the fields), and set ``fields``, in one write.
+
+    With ``owner_channel``, only while the session is that owner's; whether it wrote.
+    """
+    rows = _owned(pk, owner_channel)
     if phases:
         # Only the phases are read: the whole row would decrypt the session's config for nothing.
         # Only the session's owner appends, one write at a time on this thread.
-        kept = McpSession.objects.filter(pk=pk).values_list("phases", flat=True).get()
-        fields["phases"] = [*(kept or []), *phases]
-    McpSession.objects.filter(pk=pk).update(**fields)
+        kept = rows.values_list("phases", flat=True).first()
+        if kept is None:  # no such row, or not this owner's any more
+            return False
+        fields["phases"] = [*kept, *phases]
+    return bool(rows.update(**fields))
 
 
 @in_db_thread

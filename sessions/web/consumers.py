@@ -240,6 +240,8 @@ class SessionConsumer(TimelineConsumer):
                 await self.frames_stored(event)
             case m.StateChanged():
                 await self._state_changed()
+            case m.StorageChanged() as event:
+                await self._send("sessions/_storage.html", {"storage": event})
             case m.CallProgress() as event:
                 # rpc_id too: the template names the card by it when the progress carries none.
                 progress = event.fields()

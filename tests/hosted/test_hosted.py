@@ -33,7 +33,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
 def test_the_runtime_and_consumer_suite_passes_on_postgres_and_redis(tmp_path: Path) -> None:
     env = hosted_env("mcp_inspector", 14, INSPECTOR_DATA_DIR=str(tmp_path))
-    tests = ["tests/runtime/test_runtime.py", "tests/runtime/test_workers.py", "tests/runtime/test_limits.py"]
+    tests = [
+        "tests/runtime/test_runtime.py",
+        "tests/runtime/test_workers.py",
+        "tests/runtime/test_limits.py",
+        "tests/runtime/test_storage_failures.py",  # the guard on the session row, on PostgreSQL
+        "tests/runtime/test_resumed_worker.py",
+    ]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
         cwd=REPO,

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 WAIT = 10.0  # every wait is bounded; none should come near it
 
-Store = Callable[[int, list[dict[str, Any]]], Awaitable[None]]
+Store = Callable[..., Awaitable[None]]
 real_store = recorder_module.store_frames
 
 
@@ -109,13 +109,13 @@ def locked_first(times: int, then: Callable[[], None] = lambda: None) -> Store:
     """store_frames refusing the first ``times`` calls ("database is locked"), calling ``then`` each time."""
     calls = 0
 
-    async def store(session_pk: int, batch: list[dict[str, Any]]) -> None:
+    async def store(session_pk: int, batch: list[dict[str, Any]], *guard: Any) -> None:
         nonlocal calls
         calls += 1
         if calls <= times:
             then()
             raise OperationalError("database is locked")
-        await real_store(session_pk, batch)
+        await real_store(session_pk, batch, *guard)
 
     return store
 
@@ -146,10 +146,10 @@ async def test_a_batch_the_database_refuses_for_a_while_is_stored_later_and_view
 async def test_a_frame_the_database_always_refuses_becomes_a_visible_placeholder_under_its_seq(
     recorded: Session, monkeypatch: pytest.MonkeyPatch, error: Exception
 ) -> None:
-    async def refuse_seven(session_pk: int, batch: list[dict[str, Any]]) -> None:
+    async def refuse_seven(session_pk: int, batch: list[dict[str, Any]], *guard: Any) -> None:
         if any(r["seq"] == 7 and r["kind"] == "message" for r in batch):
             raise error
-        await real_store(session_pk, batch)
+        await real_store(session_pk, batch, *guard)
 
     monkeypatch.setattr(recorder_module, "store_frames", refuse_seven)
     recorded.add(range(1, 21))
@@ -198,7 +198,7 @@ async def test_close_stores_what_is_still_buffered(
 async def test_close_returns_when_the_database_never_answers_and_says_which_frames_were_not_stored(
     recorded: Session, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def down(session_pk: int, batch: list[dict[str, Any]]) -> None:
+    async def down(session_pk: int, batch: list[dict[str, Any]], *guard: Any) -> None:
         raise OperationalError("unable to open database file")
 
     monkeypatch.setattr(recorder_module, "store_frames", down)
@@ -218,9 +218,9 @@ async def test_a_held_recorder_keeps_every_frame_and_stores_them_in_one_batch_at
     """The process is stopping: a session's last frames go in one write, not one each; none is lost."""
     batches: list[list[int]] = []
 
-    async def store(session_pk: int, batch: list[dict[str, Any]]) -> None:
+    async def store(session_pk: int, batch: list[dict[str, Any]], *guard: Any) -> None:
         batches.append([r["seq"] for r in batch])
-        await real_store(session_pk, batch)
+        await real_store(session_pk, batch, *guard)
 
     monkeypatch.setattr(recorder_module, "store_frames", store)
     recorded.recorder.hold()
