@@ -53,6 +53,7 @@ def body_limit() -> int:
 
 
 def body_too_large() -> bytes:
+    """What a request refused for its body is told, as the middleware tells it."""
     from inspector import middleware
 
     return middleware.body_too_large().encode() + b"\n"
