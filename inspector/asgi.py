@@ -15,7 +15,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from inspector.daphne_http import leave_bodies_to_django  # noqa: E402
+from inspector.daphne_http import leave_bodies_to_django, receive_for  # noqa: E402
 from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime, warm_up_in_background  # noqa: E402
@@ -40,4 +40,4 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "lifespan":
         ensure_embedded_runtime()
         ensure_reaper()
-    await router(scope, receive, send)
+    await router(scope, receive_for(scope, receive), send)

@@ -34,6 +34,8 @@ __all__ = [
     "SameOriginMiddleware",
     "StaticFilesMiddleware",
     "StorageFullMiddleware",
+    "body_limit",
+    "body_too_large",
     "content_security_policy",
 ]
 
@@ -113,20 +115,34 @@ class ContentSecurityPolicyMiddleware(_Middleware):
         return response
 
 
+def body_limit() -> int:
+    """The largest request body any view takes: a recording, with the form's other fields beside it."""
+    return MAX_RECORDING_BYTES + settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def body_too_large() -> str:
+    """What a request with a body over ``body_limit`` is told."""
+    return f"The request is larger than {body_limit() >> 20} MiB, more than anything here takes."
+
+
 class BodySizeMiddleware(_Middleware):
-    """Refuse a request whose declared body is bigger than any view takes (a recording, with the
-    form's other fields beside it) before anything reads it: Django would parse it to disk first."""
+    """Refuse a request whose declared body is bigger than any view takes before a view reads it.
+
+    Under daphne such a body never gets this far (``inspector.daphne_http`` refuses it unread); this
+    guards the other ways in (Django's test client, another ASGI server), where Django would parse it
+    to disk first.
+    """
 
     def before(self, request: HttpRequest) -> HttpResponseBase | None:
         try:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:  # Django answers a malformed length itself
             return None
-        limit = MAX_RECORDING_BYTES + settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        limit = body_limit()
         if declared <= limit:
             return None
         return HttpResponse(
-            f"The request is larger than {limit >> 20} MiB, more than anything here takes.",
+            body_too_large(),
             status=413,
             content_type="text/plain",
         )

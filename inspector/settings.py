@@ -266,16 +266,27 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     # Query strings can carry the login token (/auth/token?token=...) or a server's API key.
-    "filters": {"redact_query_strings": {"()": "inspector.auth.RedactQueryStrings"}},
+    # A request refused with a 4xx is one line, without a traceback: on django.request, so that every
+    # handler gets it so, and on the console for django.security's loggers (one per kind of refusal).
+    "filters": {
+        "redact_query_strings": {"()": "inspector.auth.RedactQueryStrings"},
+        "client_errors_in_one_line": {"()": "inspector.logs.ClientErrorsInOneLine"},
+    },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "filters": ["redact_query_strings"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["redact_query_strings", "client_errors_in_one_line"],
+        },
     },
     "root": {"handlers": ["console"], "level": _LOG_LEVEL},
     "loggers": {
         # Access logs: ours (mcp-inspector), daphne's runserver and Django's. Django's default
         # config gives django.server a handler of its own; route it through the filter instead.
-        name: {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False}
-        for name in ("inspector.access", "django.channels.server", "django.server")
+        **{
+            name: {"handlers": ["console"], "level": _LOG_LEVEL, "propagate": False}
+            for name in ("inspector.access", "django.channels.server", "django.server")
+        },
+        "django.request": {"filters": ["client_errors_in_one_line"]},
     },
 }
 

@@ -162,8 +162,8 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     )
     if inv.max_reconnects is not None:
         options.max_reconnects = inv.max_reconnects
-    if inv.max_message_bytes is not None:
-        options.max_message_bytes = inv.max_message_bytes
+    options.max_message_bytes = inv.max_message_bytes
+    options.max_message_bytes_name = "--max-message-bytes"
     session = connect(inv.target, options)
     session.handlers.update(handlers(inv.elicitation, inv.sampling))
 

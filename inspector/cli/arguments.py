@@ -26,6 +26,8 @@ __all__ = ["CliError", "Invocation", "UsageError", "parse_args"]
 
 TRANSPORTS = ("stdio", "sse", "http", "streamable-http")
 DEFAULT_TIMEOUT = 60.0
+# What a person asks a CLI for is printed whole, as the official CLI does: a 50 MB tool result too.
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 # Method -> (the option it needs, or None; the list key for paginated methods, or None).
 METHODS: dict[str, tuple[str | None, str | None]] = {
@@ -82,8 +84,8 @@ class Invocation:
     timeout: float = DEFAULT_TIMEOUT
     max_reconnects: int | None = None
     """``--max-reconnects``: resumptions of a dropped SSE reply stream (``None``: the engine default)."""
-    max_message_bytes: int | None = None
-    """``--max-message-bytes``: a bigger message is kept as its head, flagged (``None``: the default)."""
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """``--max-message-bytes``: a bigger message is kept as its head, flagged, and a reply's call fails."""
     record: str | None = None
     collection: list[Any] | None = None
     """Steps of ``--collection`` (inspector/cli/collection.py): run in one session instead of one method."""
@@ -197,8 +199,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "--max-message-bytes",
         type=int,
         metavar="N",
-        help="the largest message the server may send (default 16 MiB); "
-        "a bigger one is kept as its first 4 KiB with a verdict",
+        help="the largest message the server may send (default 256 MiB); "
+        "a bigger one is kept as its first 4 KiB with a verdict, and a reply's call fails",
     )
     parser.add_argument(
         "--insecure",
@@ -402,7 +404,9 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         protocol_version=opts.protocol_version,
         timeout=opts.timeout,
         max_reconnects=opts.max_reconnects,
-        max_message_bytes=opts.max_message_bytes,
+        max_message_bytes=DEFAULT_MAX_MESSAGE_BYTES
+        if opts.max_message_bytes is None
+        else opts.max_message_bytes,
         record=opts.record,
         collection=steps,
         junit=opts.junit,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._frames import Frame
     from ._transport import Transport
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "HttpStatusError",
     "InputRequiredRoundsExceeded",
     "McpError",
+    "MessageTooLarge",
     "RequestCancelled",
     "RequestTimeout",
     "SessionExpired",
@@ -80,6 +82,15 @@ class ConnectionClosed(TransportError):
     def __init__(self, message: str, *, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class MessageTooLarge(TransportError):
+    """The server's reply was larger than ``max_message_bytes``: its request fails as soon as the bytes
+    kept of it (``frame``, flagged ``message-too-large``) show which request it answers."""
+
+    def __init__(self, message: str, *, frame: Frame | None = None) -> None:
+        super().__init__(message)
+        self.frame = frame
 
 
 class HttpStatusError(TransportError):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
 
 from ._frames import Frame, head_of, too_large
 from ._oauth import OAuthSession
+from ._oversize import fail_reply
 from ._sse import SseDecoder, SseEvent
 from ._targets import HttpTarget, mask_headers
 from ._tls import oauth_client, tls_context
@@ -186,12 +187,16 @@ class HttpBase:
                 )
             )
 
-    def _deliver_event(self, event: SseEvent, stream: str, status: int) -> None:
+    def _deliver_event(
+        self, event: SseEvent, stream: str, status: int, among: Sequence[int | str] = ()
+    ) -> None:
+        """Deliver one event of a stream; ``among``: the requests of the POST whose reply stream it is."""
         details = {"http": {"status": status, "stream": stream, "event": event.event, "event_id": event.id}}
         if event.retry is not None:
             details["http"]["retry"] = event.retry
         if event.oversized:
-            self.sink.record(too_large(event.data, self.sink.options.max_message_bytes, **details))
+            frame = self.sink.record(too_large(event.data, self.sink.options.max_message_bytes, **details))
+            fail_reply(self.sink, frame, event.data, among)
             return
         if event.event != "message" or not event.data.strip():
             note = f"SSE event {event.event!r}" if event.event != "message" else "SSE event without data"
@@ -199,12 +204,15 @@ class HttpBase:
             return
         self.sink.receive(Frame("message", "in", event.data, transport=details))
 
-    def _message_in(self, body: bytes, whole: bool, details: dict[str, Any]) -> None:
-        """Deliver a body that should be a JSON-RPC message, or record its head when it is too large."""
+    def _message_in(self, body: bytes, whole: bool, details: dict[str, Any]) -> Frame | None:
+        """Deliver a body that should be a JSON-RPC message, or record its head when it is too large
+        (and fail the request it answers, if the head says which): return that head's frame."""
         if whole:
             self.sink.receive(Frame("message", "in", body, transport={"http": details}))
-        else:
-            self.sink.record(too_large(body, self.sink.options.max_message_bytes, http=details))
+            return None
+        frame = self.sink.record(too_large(body, self.sink.options.max_message_bytes, http=details))
+        fail_reply(self.sink, frame, body)
+        return frame
 
     async def _body(self, response: httpx.Response, head: Frame | None = None) -> tuple[bytes, bool]:
         """Read a body up to ``max_message_bytes``: ``(body, True)``, or ``(its first bytes, False)``.

@@ -99,7 +99,11 @@ class ClientOptions:
     (tests pass a ``testing.ManualClock`` to move time by hand)."""
     max_message_bytes: int = 16 * 1024 * 1024
     """The largest message the transports take in: a longer stdout line, SSE event or HTTP body is
-    recorded as its first 4 KiB, flagged ``message-too-large``, and the rest skipped."""
+    recorded as its first 4 KiB, flagged ``message-too-large``, and the rest skipped; a reply's request
+    fails at once (``MessageTooLarge``) when the bytes kept show which request it answers."""
+    max_message_bytes_name: str = "max_message_bytes"
+    """What a person sets to raise ``max_message_bytes`` (a CLI option, a setting of the app), named
+    in the error a request fails with when its reply is over the limit."""
     max_reconnects: int = 3
     """Streamable HTTP: how many times in a row a dropped SSE stream is resumed (GET with
     ``Last-Event-ID``) before its requests fail; a stream that delivers new events starts the count again."""

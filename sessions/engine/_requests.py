@@ -11,7 +11,7 @@ from types import EllipsisType
 from typing import Any
 
 from ._clock import Clock, Timer
-from ._errors import EngineError, RequestCancelled, RequestTimeout
+from ._errors import EngineError, MessageTooLarge, RequestCancelled, RequestTimeout
 from ._frames import Frame, Progress
 from ._options import ClientOptions
 from ._protocol import PROGRESS_METHODS
@@ -246,6 +246,9 @@ class RequestTable:
         for request_id in request_ids:
             outgoing = self.pending.pop(request_id, None)
             if outgoing is not None:
+                if isinstance(error, MessageTooLarge) and error.frame is not None:
+                    # The reply came, too large to take in: what was kept of it answers the request.
+                    outgoing.reply_seq, outgoing.reply = error.frame.seq, error.frame
                 self.settle(outgoing, error=error)
 
     def fail_all(self, error: Exception) -> None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConnectionClosed, TransportError
-from ._frames import Frame, head_of, too_large
+from ._frames import HEAD_BYTES, Frame, head_of, too_large
+from ._oversize import OversizedLine, tail_of
 from ._processes import MARKER, ServerProcess, call_on_exit, die_with_parent, kill_tree, new_marker
 from ._transport import FrameSink
 
@@ -44,21 +45,25 @@ async def read_messages(stream: asyncio.StreamReader, sink: FrameSink) -> None:
 
     A line longer than ``sink.options.max_message_bytes`` is not kept: its head is recorded, flagged
     ``message-too-large``, as soon as the limit is passed, and the rest is skipped up to the next newline.
+    If it is a reply, its request fails at once, or at the line's end when its id is written last.
     """
     limit = sink.options.max_message_bytes
     # Chunks of a line still being received; joined once, so a 50 MB line is not copied per chunk.
     parts: list[bytes] = []
     size = 0
-    skipping = False  # inside a line that went over the limit
+    skipping: OversizedLine | None = None  # the line that went over the limit
     while True:
         chunk = await stream.read(_CHUNK)
         if not chunk:
             break
-        if skipping:
+        if skipping is not None:
             end = chunk.find(b"\n")
             if end < 0:
+                skipping.more(chunk)
                 continue
-            chunk, skipping = chunk[end + 1 :], False
+            skipping.more(chunk[:end].removesuffix(b"\r"))
+            skipping.end()
+            chunk, skipping = chunk[end + 1 :], None
         if b"\n" in chunk:
             parts.append(chunk)
             *lines, tail = b"".join(parts).split(b"\n")
@@ -66,15 +71,16 @@ async def read_messages(stream: asyncio.StreamReader, sink: FrameSink) -> None:
             for line in lines:
                 line = line.removesuffix(b"\r")
                 if len(line) > limit:
-                    sink.record(too_large(line, limit))
+                    OversizedLine(sink, sink.record(too_large(line, limit)), line[:HEAD_BYTES], line).end()
                 elif line:
                     sink.receive(Frame("message", "in", line))
         elif chunk:
             parts.append(chunk)
             size += len(chunk)
         if size > limit:
-            sink.record(too_large(head_of(parts), limit))
-            parts, size, skipping = [], 0, True
+            head = head_of(parts)
+            skipping = OversizedLine(sink, sink.record(too_large(head, limit)), head, tail_of(parts))
+            parts, size = [], 0
     if parts:
         # An unterminated last line is still what the server wrote: record it.
         frame = Frame("message", "in", b"".join(parts))

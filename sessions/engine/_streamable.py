@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import functools
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -18,6 +19,7 @@ from ._frames import Frame
 from ._http import JSON, SEND_FAILED, SSE, ClientFactory, HttpBase, content_type, default_client, why
 from ._legacy_sse import LegacySseTransport
 from ._options import MODERN_VERSIONS
+from ._oversize import too_large_error
 from ._protocol import META_PROTOCOL_VERSION
 from ._sse import SseDecoder
 from ._targets import HttpTarget, mask_headers
@@ -292,19 +294,25 @@ class StreamableHttpTransport(HttpBase):
             await self._read_stream(response, f"POST #{seq}", ids)
             return
         body, whole = await self._body(response)
-        self._message_in(body, whole, {"status": status, "content_type": ctype, "request_seq": seq})
-        limit = self.sink.options.max_message_bytes
-        missing = "no response to this request" if whole else f"a reply larger than {limit} bytes"
-        self.sink.requests_failed(ids, TransportError(f"the HTTP reply carried {missing}"))
+        frame = self._message_in(body, whole, {"status": status, "content_type": ctype, "request_seq": seq})
+        if frame is not None:  # too large: the requests it carried fail, whatever the head shows
+            self.sink.requests_failed(ids, too_large_error(self.sink, frame))
+        else:
+            self.sink.requests_failed(
+                ids, TransportError("the HTTP reply carried no response to this request")
+            )
 
-    async def _pump(self, response: httpx.Response, decoder: SseDecoder, stream: str) -> int:
-        """Deliver the events of an SSE response as they arrive, until it ends or drops; count them."""
+    async def _pump(
+        self, response: httpx.Response, decoder: SseDecoder, stream: str, among: Sequence[int | str] = ()
+    ) -> int:
+        """Deliver the events of an SSE response as they arrive, until it ends or drops; count them.
+        ``among``: the requests of the POST whose reply stream it is."""
         count = 0
         try:
             async for chunk in response.aiter_bytes():
                 for event in decoder.feed(chunk):
                     count += 1
-                    self._deliver_event(event, stream, response.status_code)
+                    self._deliver_event(event, stream, response.status_code, among)
         except httpx.HTTPError as exc:
             self._record_failure(f"{stream} stream dropped", exc)
         decoder.restart()
@@ -331,7 +339,7 @@ class StreamableHttpTransport(HttpBase):
         while True:
             if current is not None:
                 try:
-                    if await self._pump(current, decoder, name):
+                    if await self._pump(current, decoder, name, ids):
                         attempts = 0  # the stream moved on: a new run of reconnections
                 finally:
                     await current.aclose()

@@ -173,6 +173,7 @@ class SessionOwner:
             roots=self.roots,
             max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES,
         )
+        options.max_message_bytes_name = "INSPECTOR_MAX_MESSAGE_BYTES"
         try:
             client = ClientSession(make_transport(await self._target()), options)
         except Exception as exc:  # a config the engine cannot use

@@ -92,6 +92,14 @@ def test_tool_arg_values_are_json_when_they_parse_and_strings_otherwise() -> Non
     }
 
 
+def test_the_largest_message_defaults_to_what_a_person_asks_a_cli_for_and_the_option_sets_it() -> None:
+    assert cli.parse_args(["npx", "pkg", "--method", "ping"]).max_message_bytes == 256 * 1024 * 1024
+    assert (
+        cli.parse_args(["npx", "pkg", "--method", "ping", "--max-message-bytes", "4096"]).max_message_bytes
+        == 4096
+    )
+
+
 def test_prompt_args_stay_strings() -> None:
     inv = cli.parse_args(
         ["srv", "--method", "prompts/get", "--prompt-name", "p", "--prompt-args", "n=3", 'q="x"']

@@ -390,7 +390,7 @@ def test_the_cli_takes_max_message_bytes_and_records_the_head_with_its_verdict(
     frames = [json.loads(line) for line in record.read_text().splitlines()]
     [big] = [f for f in frames if any(v["code"] == "message-too-large" for v in f["verdicts"])]
     assert len(big["raw"]) == HEAD_BYTES
-    # Without the option, the default (16 MiB) takes the same line whole.
+    # Without the option, the default (256 MiB in the CLI) takes the same line whole.
     proc = run_cli(
         server["command"], *server["args"], "--record", str(record),
         "--method", "tools/call", "--tool-name", "t", "--tool-arg", "size=100000",

@@ -199,6 +199,14 @@ def test_bad_stdio_big(peer, bad_stdio):
     assert len(json.loads(p.line())["result"]["content"][0]["text"]) == 1_000_000
 
 
+def test_bad_stdio_big_id_last(peer, bad_stdio):
+    p = peer(bad_stdio("big-id-last"))
+    p.initialize()
+    p.send(req(2, "tools/call", {"name": "t", "arguments": {"size": 1000}}))
+    line = p.line()
+    assert line.startswith(b'{"result":') and line.rstrip().endswith(b'"id":2}')
+
+
 def test_bad_stdio_violations(peer, bad_stdio):
     p = peer(bad_stdio("violations"))
     p.initialize()

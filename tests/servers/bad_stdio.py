@@ -15,6 +15,7 @@ hang-ignore-eof  like hang, but ignores SIGTERM and stdin close (only SIGKILL en
 flood            tools/call {"count": N} (default 1000): N notifications/message (level info, data {"i": k})
                  then the result (text "flooded N").
 big              tools/call {"size": N} (default 50 MB): result whose single text content is N bytes of "x".
+big-id-last      like big, but the response's members in the TypeScript SDK's order: result, jsonrpc, id.
 violations       tools/list: the response twice (same id), a response to unknown id 999, a response carrying
                  both result and error, a notification carrying an id, a progress notification for an
                  unknown token -- in that order, each on its own line.
@@ -43,6 +44,7 @@ MODES = {
     "hang-ignore-eof",
     "flood",
     "big",
+    "big-id-last",
     "violations",
     "stderr",
     "batch",
@@ -177,9 +179,12 @@ def handle(mode: str, msg: dict) -> None:
             data = b"[" * depth + b"]" * depth
             note = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":%s}}\n'
             write(note % data + dumps(result(msg_id, {"content": [{"type": "text", "text": "after deep"}]})))
-        elif mode == "big":
+        elif mode in ("big", "big-id-last"):
             size = int(args.get("size", 50 * 1024 * 1024))
-            write(dumps(result(msg_id, {"content": [{"type": "text", "text": "x" * size}]})))
+            answer = result(msg_id, {"content": [{"type": "text", "text": "x" * size}]})
+            if mode == "big-id-last":
+                answer = {"result": answer["result"], "jsonrpc": "2.0", "id": msg_id}
+            write(dumps(answer))
         else:
             write(dumps(result(msg_id, {"content": [{"type": "text", "text": "ok"}]})))
     else:
