@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.paths import REPO
+from support.paths import REPO, SANDBOX_READ
 from support.web import live_runtime, make_user, request, start_session, stdio_config
 
 from sessions.engine import ClientOptions, StdioTarget, connect
@@ -148,11 +148,12 @@ async def test_a_local_session_passes_the_users_environment_but_not_the_apps_sec
 async def test_a_hosted_session_passes_nothing_of_the_web_process(
     everything_stdio: dict, app_environment: None, settings: Any
 ) -> None:
-    settings.INSPECTOR_HOSTED = True
+    settings.INSPECTOR_HOSTED, settings.INSPECTOR_SANDBOX_READ = True, SANDBOX_READ
     async with live_runtime():
         alice = await make_user()
         config = stdio_config(everything_stdio["command"], everything_stdio["args"], env={"DECLARED": "yes"})
         session = await start_session(alice, config)
         answer = await request(session, "tools/call", {"name": "get-env", "arguments": {}}, wait=20)
     env = environment_of(answer["result"])
-    assert set(env) == {"DECLARED", "PATH", "HOME", MARKER}, sorted(env)
+    # PWD is bubblewrap's, the sandbox's working directory.
+    assert set(env) == {"DECLARED", "PATH", "HOME", MARKER, "PWD"}, sorted(env)
