@@ -231,12 +231,10 @@ def _tree(servers: Sequence[ServerProcess]) -> dict[int, int]:
     entries = frozenset(f"{MARKER}={server.marker}".encode() for server in servers)
     members = {p.pid: p for p in processes if _has_marker(p.pid, entries)}
     by_pid = {p.pid: p for p in processes}
-    for server in servers:
-        leader = by_pid.get(server.pid)
-        if leader is None or leader.started == server.started:
-            # The kernel does not reuse a pid while it names a living process group or session,
-            # so these are the server's even after the server itself is gone.
-            members.update({p.pid: p for p in processes if server.pid in (p.session, p.pgrp)})
+    # The kernel does not reuse a pid while it names a living process group or session, so those
+    # of a server's pid are the server's even after the server itself is gone.
+    leaders = {s.pid for s in servers if (leader := by_pid.get(s.pid)) is None or leader.started == s.started}
+    members.update({p.pid: p for p in processes if p.session in leaders or p.pgrp in leaders})
     children: dict[int, list[_Stat]] = {}
     for p in processes:
         children.setdefault(p.ppid, []).append(p)

@@ -224,3 +224,47 @@ async def test_closing_a_sandboxed_session_ends_everything_its_server_started() 
     assert len(tree) >= 5
     assert not any(alive(pid) for pid in tree)
     assert not Path(home).exists()  # its directory goes with it
+
+
+# Holds a secret in its environment until its stdin ends; made non-dumpable first when asked.
+HOLDER = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("processes", sys.argv[1])
+module = sys.modules["processes"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+if sys.argv[2] == "hide":
+    assert module.undumpable()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.parametrize(("how", "readable"), [("show", True), ("hide", False)])
+def test_a_non_dumpable_process_hides_its_environment_from_processes_of_its_own_user(
+    how: str, readable: bool
+) -> None:
+    # Both of one unprivileged user (root may read anything): the servers of an unsandboxed worker.
+    user = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
+    processes = str(REPO / "sessions/engine/_processes.py")
+    holder = subprocess.Popen(
+        [system_python(), "-c", HOLDER, processes, how],
+        env={"HELD_SECRET": "held-secret-3f9"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        **user,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        read = subprocess.run(
+            [system_python(), "-c", f"print(open('/proc/{holder.pid}/environ').read())"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT,
+            **user,
+        )
+        assert ("held-secret-3f9" in read.stdout) is readable, read.stderr
+        assert readable or "Permission denied" in read.stderr
+    finally:
+        holder.kill()
+        holder.communicate(timeout=WAIT)
