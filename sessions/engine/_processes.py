@@ -28,7 +28,6 @@ Linux only; elsewhere ``kill_tree`` falls back to the server's process group.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
 import json
@@ -161,6 +160,8 @@ def call_on_exit(pid: int, callback: Callable[[], None]) -> bool:
     Unlike asyncio's ``Process.wait()``, it does not wait for the pipes too: a child that left the
     server's session may hold them open for ever.
     """
+    import asyncio  # here: the watchdog runs this module as a script, and needs no event loop
+
     loop = asyncio.get_running_loop()
     try:
         fd = os.pidfd_open(pid)
