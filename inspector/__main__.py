@@ -133,6 +133,10 @@ def serve(args: Sequence[str]) -> int:
     from twisted.internet import reactor
 
     django.setup()
+    from django.conf import settings
+
+    if settings.INSPECTOR_HOSTED:
+        hide_environment()
     # Before anything is written: a broken install (no templates, no static files) stops here
     # with the reason, instead of serving a 500 for every page behind a green /healthz.
     from inspector.checks import startup_problems
@@ -148,8 +152,6 @@ def serve(args: Sequence[str]) -> int:
     from sessions.runtime.store import mark_orphans_lost
 
     mark_orphans_lost()
-
-    from django.conf import settings
 
     from inspector.asgi import application
     from inspector.auth import login_token
@@ -202,6 +204,18 @@ def tune_for_sessions() -> None:
     worker does the same (``manage.py run_engine_worker``); the figures are in docs/bench.md.
     """
     gc.set_threshold(*GC_THRESHOLDS)
+
+
+def hide_environment() -> None:
+    """Make this process non-dumpable: the servers it starts, and anything else of its user, can then
+    no longer read its environment (the deployment's secrets) or memory through /proc, nor trace it.
+
+    The hosted mode's entry points call it (``run_engine_worker`` too); a local user's own processes
+    may read the inspector as they may read the user's files.
+    """
+    from sessions.engine import undumpable
+
+    undumpable()
 
 
 def access_log(protocol: str, action: str, details: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ refuses to start instead.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,7 +19,9 @@ from django.core import checks
 from django.template import TemplateDoesNotExist, TemplateSyntaxError, engines
 from django.template.loader import get_template
 
-__all__ = ["check_egress_allow", "check_install", "startup_problems"]
+from sessions.env import SECRET_VARIABLES
+
+__all__ = ["check_egress_allow", "check_install", "check_sandbox", "startup_problems"]
 
 # The login page and the pages every user sees first, and what they load.
 TEMPLATES = (
@@ -97,6 +100,56 @@ def check_egress_allow(
         EgressPolicy.from_entries(settings.INSPECTOR_EGRESS_ALLOW)
     except ValueError as exc:
         return [checks.Error(f"INSPECTOR_EGRESS_ALLOW: {exc}", id="inspector.E004")]
+    return []
+
+
+_SANDBOX_OFF = (
+    "INSPECTOR_SANDBOX is off: stdio servers run unsandboxed, as this process's user, and can read its "
+    "files, its data folder and other servers' directories"
+)
+
+
+def _exposed(path: str) -> str:
+    """What of the app's own a readable path would show every sandboxed server ("" if nothing)."""
+    if not os.path.isabs(path):
+        return "it is not an absolute path"
+    inside = os.path.realpath(path)
+    secrets = [os.environ[f"{name}_FILE"] for name in SECRET_VARIABLES if os.environ.get(f"{name}_FILE")]
+    for label, mine in (
+        ("the data folder", str(settings.DATA_DIR)),
+        *(("a secret file", f) for f in secrets),
+    ):
+        mine = os.path.realpath(mine)
+        if mine == inside or mine.startswith(inside.rstrip("/") + "/"):
+            return f"it holds {label} ({mine})"
+    return ""
+
+
+@checks.register()
+def check_sandbox(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Tell whether the hosted mode's stdio servers can run in their sandbox here (bwrap runs once)."""
+    if not settings.INSPECTOR_HOSTED:
+        return []
+    if not settings.INSPECTOR_SANDBOX:
+        return [checks.Warning(_SANDBOX_OFF, id="inspector.W001")]
+    problems: list[checks.CheckMessage] = []
+    for path in settings.INSPECTOR_SANDBOX_READ:
+        if why := _exposed(path):
+            problems.append(
+                checks.Error(
+                    f"INSPECTOR_SANDBOX_READ: every stdio server could read {path}, and {why}",
+                    hint="list only the folders servers' programs live in",
+                    id="inspector.E005",
+                )
+            )
+    if problems:
+        return problems
+    from sessions.engine import sandbox_problem
+    from sessions.runtime.owner import confinement
+
+    sandbox = confinement().sandbox
+    if sandbox is not None and (problem := sandbox_problem(sandbox)):
+        return [checks.Warning(sandbox.refusal(problem), id="inspector.W002")]
     return []
 
 

@@ -320,6 +320,13 @@ INSPECTOR_HOSTED = envbool("INSPECTOR_HOSTED", False)
 # the like are refused): comma-separated host names, addresses and CIDR blocks. A team's own list
 # comes on top, in each session's config (``egress_allow``). Checked at start-up (inspector/checks.py).
 INSPECTOR_EGRESS_ALLOW = [e.strip() for e in envstr("INSPECTOR_EGRESS_ALLOW", "").split(",") if e.strip()]
+# Hosted: each stdio server runs in a bubblewrap sandbox (sessions/engine/_sandbox.py), and is refused
+# where none can run (checked at start-up). Off only by an administrator's explicit choice: servers then
+# run as the worker's user and can read its files and secrets.
+INSPECTOR_SANDBOX = envbool("INSPECTOR_SANDBOX", True)
+# Hosted, sandboxed: host paths a server may read besides the system's (where a catalog server's program
+# lives: /opt/mcp, a virtualenv), comma-separated absolute paths, shown read-only at the same place.
+INSPECTOR_SANDBOX_READ = [p.strip() for p in envstr("INSPECTOR_SANDBOX_READ", "").split(",") if p.strip()]
 
 # --- Single sign-on (hosted mode; inspector/sso.py) -------------------------------------------------
 # OpenID Connect: set the issuer and the client to show "Sign in with <INSPECTOR_OIDC_NAME>" on the

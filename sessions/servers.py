@@ -23,6 +23,7 @@ from sessions.engine import (
     EgressPolicy,
     HttpTarget,
     OAuthConfig,
+    Sandbox,
     StdioTarget,
     Target,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "HOSTED_PATH",
     "LOG_LEVELS",
     "MODES",
+    "SANDBOX_ADVICE",
     "STATELESS_VERSIONS",
     "TRANSPORTS",
     "URL_ELICITATION_REQUIRED",
@@ -113,6 +115,17 @@ class Confinement:
     egress_allow: tuple[str, ...] = ()
     """Hosted mode: the operator's allow-list (host names, addresses, CIDR blocks); each config's
     ``egress_allow`` (a team's list) is added to it."""
+    sandbox: Sandbox | None = None
+    """Hosted mode: the sandbox every stdio server runs in; a server is refused where it cannot run
+    here. None: servers run unsandboxed (the local mode, or an administrator who switched it off)."""
+
+
+# What a deployment does where the hosted sandbox cannot run (``Sandbox.advice``).
+SANDBOX_ADVICE = (
+    "Install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap) and let the engine workers create "
+    "user namespaces (in a container: a seccomp profile that allows them), or set INSPECTOR_SANDBOX=off "
+    "to run stdio servers unsandboxed, as the worker's user, able to read its files and secrets"
+)
 
 
 def _only_from_catalog(config: dict[str, Any], key: str) -> None:
@@ -135,10 +148,17 @@ def _stdio_target(config: dict[str, Any], confinement: Confinement | None) -> St
         _only_from_catalog(config, "cwd")
         env = {"PATH": HOSTED_PATH, **declared}
         return StdioTarget(
-            command, args, env=env, cwd=cwd, inherit_env=False, fresh_home="HOME" not in declared
+            command,
+            args,
+            env=env,
+            cwd=cwd,
+            inherit_env=False,
+            fresh_home="HOME" not in declared,
+            sandbox=confinement.sandbox,
+            watchdog=True,
         )
     inherited = {k: v for k, v in os.environ.items() if k not in confinement.withheld_env}
-    return StdioTarget(command, args, env=inherited | declared, cwd=cwd, inherit_env=False)
+    return StdioTarget(command, args, env=inherited | declared, cwd=cwd, inherit_env=False, watchdog=True)
 
 
 def _egress_policy(config: dict[str, Any], confinement: Confinement | None) -> EgressPolicy | None:

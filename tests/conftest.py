@@ -29,13 +29,16 @@ from support.browser import (  # noqa: F401 - fixtures for the browser tests
     home,  # noqa: F401
     live_app,
 )
+from support.paths import SANDBOX_READ
 from support.processes import HttpsServer, free_port, modes_of, start_http_server
-
-# Keep the tests' settings (secret key, SQLite file) out of the user's own data directory.
-os.environ.setdefault("INSPECTOR_DATA_DIR", tempfile.mkdtemp(prefix="mcp-inspector-tests-"))
 
 TESTS_DIR = Path(__file__).resolve().parent
 SERVERS_DIR = TESTS_DIR / "servers"
+
+# Keep the tests' settings (secret key, SQLite file) out of the user's own data directory.
+os.environ.setdefault("INSPECTOR_DATA_DIR", tempfile.mkdtemp(prefix="mcp-inspector-tests-"))
+# For the processes the tests start (this one's settings are already read: tests set them in place).
+os.environ.setdefault("INSPECTOR_SANDBOX_READ", ",".join(SANDBOX_READ))
 EVERYTHING_JS = SERVERS_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 SDK_SERVER = SERVERS_DIR / "sdk_server.py"
 BAD_STDIO = SERVERS_DIR / "bad_stdio.py"

@@ -44,9 +44,10 @@ from ._options import (
 )
 from ._outputs import MATCHES as OUTPUT_MATCHES
 from ._outputs import OUTPUT_CODES
-from ._processes import ServerProcess, kill_recorded, kill_tree
+from ._processes import ServerProcess, kill_recorded, kill_tree, undumpable
 from ._requests import RequestHandle
 from ._rules import warm_up
+from ._sandbox import Sandbox, sandbox_problem
 from ._serving import ServerRequestHandler
 from ._session import ClientSession
 from ._skills import Skill, SkillError, SkillRead, Skills, SkillVerificationFailed, offers_skills
@@ -106,6 +107,7 @@ __all__ = [
     "RequestCancelled",
     "RequestHandle",
     "RequestTimeout",
+    "Sandbox",
     "ServerProcess",
     "ServerRequestHandler",
     "SessionExpired",
@@ -133,7 +135,9 @@ __all__ = [
     "make_transport",
     "mask_headers",
     "oauth_client",
+    "sandbox_problem",
     "task_augmentable",
+    "undumpable",
     "warm_up",
     "offers_skills",
 ]

@@ -9,24 +9,35 @@ membership of the server's session or process group, and parenthood. Every proce
 pid *and* its start time (``/proc/<pid>/stat``), and signalled through a pidfd, so a pid that the
 kernel reused for someone else is never touched.
 
+Those that left the server's session would outlive a process killed with SIGKILL, which runs no
+clean-up: a watchdog does it instead (``watch``). It is one small process per app (not per server),
+started at the first server it is told of, in a session of its own and with an empty environment; it
+reads the servers' records from a pipe whose other end only this process holds, and when that pipe
+ends (this process is gone, however it died) it kills every server tree still on its list. It works
+unprivileged and changes nothing a server sees (its user, files, pids, ``/proc``), where a PID
+namespace would need a user namespace (and so show other users' files as ``nobody`` and make
+set-uid programs powerless) and a cgroup needs a delegation a desktop session or container rarely gives.
+
 Why not make the inspector a child subreaper instead: orphans would then become its children and,
-once dead, zombies that nobody waits for (asyncio waits only for the pids it started), and which
-server an adopted orphan belonged to would still take the marker to tell.
+once dead, zombies that nobody waits for (asyncio waits only for the pids it started), which server an
+adopted orphan belonged to would still take the marker to tell, and once the inspector is killed its
+adopted orphans go to init all the same.
 
 Linux only; elsewhere ``kill_tree`` falls back to the server's process group.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import secrets
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -38,7 +49,11 @@ __all__ = [
     "host_key",
     "kill_recorded",
     "kill_tree",
+    "kill_trees",
     "new_marker",
+    "undumpable",
+    "unwatch",
+    "watch",
 ]
 
 MARKER = "MCP_INSPECTOR_SERVER"
@@ -47,6 +62,7 @@ MARKER = "MCP_INSPECTOR_SERVER"
 _PROC = "/proc"
 _LINUX = sys.platform.startswith("linux")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +144,24 @@ def die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
+def undumpable() -> bool:
+    """Make this process non-dumpable: only root may then read its ``/proc`` entries, trace it or dump it.
+
+    Its environment (and so the secrets settings came from) stops being readable by the processes of
+    its own user, the servers it starts among them. False where the kernel was not asked (not Linux).
+    """
+    prctl = _prctl
+    return prctl is not None and prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
 def call_on_exit(pid: int, callback: Callable[[], None]) -> bool:
     """Have the running loop call ``callback`` once ``pid`` exits; False where no pidfd says so.
 
     Unlike asyncio's ``Process.wait()``, it does not wait for the pipes too: a child that left the
     server's session may hold them open for ever.
     """
+    import asyncio  # here: the watchdog runs this module as a script, and needs no event loop
+
     loop = asyncio.get_running_loop()
     try:
         fd = os.pidfd_open(pid)
@@ -173,10 +201,10 @@ def _stat(pid: int) -> _Stat | None:
     return _Stat(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
-def _has_marker(pid: int, entry: bytes) -> bool:
+def _has_marker(pid: int, entries: frozenset[bytes]) -> bool:
     try:
         with open(f"{_PROC}/{pid}/environ", "rb") as f:
-            return entry in f.read().split(b"\0")
+            return not entries.isdisjoint(f.read().split(b"\0"))
     except OSError:
         return False
 
@@ -198,16 +226,16 @@ def _processes() -> list[_Stat]:
     return found
 
 
-def _tree(server: ServerProcess) -> dict[int, int]:
-    """The server's processes still alive, as pid → start time."""
+def _tree(servers: Sequence[ServerProcess]) -> dict[int, int]:
+    """The servers' processes still alive, as pid → start time."""
     processes = _processes()
-    entry = f"{MARKER}={server.marker}".encode()
-    members = {p.pid: p for p in processes if _has_marker(p.pid, entry)}
-    leader = next((p for p in processes if p.pid == server.pid), None)
-    if leader is None or leader.started == server.started:
-        # The kernel does not reuse a pid while it names a living process group or session,
-        # so these are the server's even after the server itself is gone.
-        members.update({p.pid: p for p in processes if server.pid in (p.session, p.pgrp)})
+    entries = frozenset(f"{MARKER}={server.marker}".encode() for server in servers)
+    members = {p.pid: p for p in processes if _has_marker(p.pid, entries)}
+    by_pid = {p.pid: p for p in processes}
+    # The kernel does not reuse a pid while it names a living process group or session, so those
+    # of a server's pid are the server's even after the server itself is gone.
+    leaders = {s.pid for s in servers if (leader := by_pid.get(s.pid)) is None or leader.started == s.started}
+    members.update({p.pid: p for p in processes if p.session in leaders or p.pgrp in leaders})
     children: dict[int, list[_Stat]] = {}
     for p in processes:
         children.setdefault(p.ppid, []).append(p)
@@ -258,13 +286,20 @@ def kill_tree(server: ServerProcess, timeout: float = 3.0) -> list[int]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(server.pid, signal.SIGKILL)
         return []
-    if server.host != host_key():
+    return kill_trees([server], timeout)
+
+
+def kill_trees(servers: Iterable[ServerProcess], timeout: float = 3.0) -> list[int]:
+    """``kill_tree`` for several servers at once, with one look at /proc a round (Linux)."""
+    here = host_key()
+    ours = [server for server in servers if server.host == here]
+    if not ours:
         return []
     deadline = time.monotonic() + timeout
     stopped: dict[int, int] = {}
     try:
         while time.monotonic() < deadline:
-            found = {pid: t for pid, t in _tree(server).items() if pid not in stopped}
+            found = {pid: t for pid, t in _tree(ours).items() if pid not in stopped}
             if not found:
                 break
             for pid, started in found.items():
@@ -291,3 +326,102 @@ def _wait_gone(processes: Iterable[tuple[int, int]], deadline: float) -> None:
         left = [(pid, started) for pid, started in left if _alive(pid, started)]
         if left:
             time.sleep(0.005)  # polling process state: there is nothing to wait on for a non-child
+
+
+class _Watchdog:
+    """This process's watchdog, and the pipe end that tells it of servers (and, closed, of our end)."""
+
+    def __init__(self) -> None:
+        read, self.fd = os.pipe()
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable,
+                # Isolated, no site: only the standard library, whatever the environment says.
+                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
+                {},
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                # Out of our process group, so a Ctrl-C that stops us does not stop it first.
+                setsid=True,
+            )
+        except BaseException:
+            os.close(self.fd)
+            raise
+        finally:
+            os.close(read)
+        self.owner = os.getpid()
+        self.watched: dict[str, ServerProcess] = {}
+
+    def send(self, line: str) -> bool:
+        try:
+            os.write(self.fd, line.encode() + b"\n")
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+_watchdog: _Watchdog | None = None
+_watchdog_lock = threading.Lock()
+
+
+def _record(server: ServerProcess) -> str:
+    return "+" + json.dumps(server.as_dict(), separators=(",", ":"))
+
+
+def watch(server: ServerProcess) -> bool:
+    """Have the watchdog kill the server's tree once this process is gone, even if killed with SIGKILL.
+
+    Returns False where there can be no watchdog (not Linux, no interpreter to start it with).
+    """
+    global _watchdog
+    if not _LINUX or not sys.executable or not os.path.isfile(__file__):
+        return False
+    with _watchdog_lock:
+        dog = _watchdog if _watchdog is not None and _watchdog.owner == os.getpid() else None
+        if dog is not None and dog.send(_record(server)):
+            dog.watched[server.marker] = server
+            return True
+        # None yet (or it died, or this is a forked child's copy): start one and tell it everything.
+        watched = {**(dog.watched if dog else {}), server.marker: server}
+        if dog is not None:
+            dog.close()
+        try:
+            dog = _Watchdog()
+        except OSError:
+            _watchdog = None
+            return False
+        dog.watched = watched
+        _watchdog = dog
+        return all(dog.send(_record(s)) for s in watched.values())
+
+
+def unwatch(server: ServerProcess) -> None:
+    """Take a server off the watchdog's list (its tree is dead)."""
+    with _watchdog_lock:
+        dog = _watchdog
+        if dog is not None and dog.owner == os.getpid() and dog.watched.pop(server.marker, None) is not None:
+            dog.send("-" + server.marker)
+
+
+def _watchdog_main() -> None:
+    """Keep the list of servers our parent sends; once its end of the pipe closes, kill their trees."""
+    servers: dict[str, ServerProcess] = {}
+    for line in sys.stdin.buffer:
+        if line.startswith(b"+"):
+            server = ServerProcess.from_dict(json.loads(line[1:]))
+            if server is not None:
+                servers[server.marker] = server
+        elif line.startswith(b"-"):
+            servers.pop(line[1:].strip().decode(), None)
+    kill_trees(list(servers.values()))
+
+
+if __name__ == "__main__":
+    _watchdog_main()

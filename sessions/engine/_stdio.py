@@ -8,14 +8,24 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConnectionClosed, TransportError
 from ._frames import HEAD_BYTES, Frame, head_of, too_large
 from ._oversize import OversizedLine, tail_of
-from ._processes import MARKER, ServerProcess, call_on_exit, die_with_parent, kill_tree, new_marker
+from ._processes import (
+    MARKER,
+    ServerProcess,
+    call_on_exit,
+    die_with_parent,
+    kill_tree,
+    new_marker,
+    unwatch,
+    watch,
+)
+from ._sandbox import Launch, Sandbox, prepare_workdir, sandbox_problem, sandboxed
 from ._transport import FrameSink
 
 __all__ = ["StdioTarget", "StdioTransport", "read_messages"]
@@ -35,6 +45,11 @@ class StdioTarget:
     """Start from this process's environment (``env`` on top); off: the server gets ``env`` alone."""
     fresh_home: bool = False
     """Set HOME to a new empty directory of the server's own, removed when the transport closes."""
+    sandbox: Sandbox | None = None
+    """Run the server in this sandbox (bubblewrap), in a new empty directory of its own (its HOME too,
+    with ``fresh_home``); ``cwd`` is then shown to it read-only."""
+    watchdog: bool = False
+    """Have a watchdog process kill the server's whole tree when this process dies, even by SIGKILL."""
     # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
     close_grace: float = 2.0
     term_grace: float = 2.0
@@ -108,30 +123,38 @@ class StdioTransport:
 
     async def open(self, sink: FrameSink) -> None:
         self._sink = sink
-        env = dict(os.environ) if self.target.inherit_env else {}
-        env.update(self.target.env)
-        if self.target.fresh_home:
-            self._home = env["HOME"] = tempfile.mkdtemp(prefix="mcp-server-home-")
+        target = self.target
+        # Whether the sandbox runs here is found once per process (bwrap is run): in a thread.
+        sandbox = target.sandbox
+        if sandbox is not None and (problem := await asyncio.to_thread(sandbox_problem, sandbox)):
+            raise TransportError(sandbox.refusal(problem))
+        env = dict(os.environ) if target.inherit_env else {}
+        env.update(target.env)
+        if target.fresh_home or target.sandbox is not None:
+            self._home = tempfile.mkdtemp(prefix="mcp-server-home-")
+            if target.fresh_home:
+                env["HOME"] = self._home
         # Everything the server starts inherits the marker, even what leaves its session.
         marker = env[MARKER] = new_marker()
         try:
-            self.process = await asyncio.create_subprocess_exec(
-                self.target.command,
-                *self.target.args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=self.target.cwd,
-                # Its own process group, so a shutdown reaches the grandchildren (npx, shells) too.
-                start_new_session=True,
-                # And it dies with us, even if we are killed with SIGKILL.
-                preexec_fn=die_with_parent(),
-            )
+            with self._launch(env, marker) as launch:
+                self.process = await asyncio.create_subprocess_exec(
+                    *launch.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    # Its own process group, so a shutdown reaches the grandchildren (npx, shells) too.
+                    start_new_session=True,
+                    # And it dies with us, even if we are killed with SIGKILL.
+                    preexec_fn=die_with_parent(),
+                    **launch.spawn_options(),
+                )
         except OSError as exc:
             await self._remove_home()
-            raise TransportError(f"cannot start {self.target.command!r}: {exc.strerror or exc}") from exc
+            raise TransportError(f"cannot start {target.command!r}: {exc.strerror or exc}") from exc
         self.server_process = ServerProcess.of(self.process.pid, marker)
+        if target.watchdog:
+            watch(self.server_process)
         gone = asyncio.Event()
         if call_on_exit(self.process.pid, gone.set):
             self._gone = gone
@@ -143,7 +166,7 @@ class StdioTransport:
                     "state": "spawned",
                     "stdio": {
                         "pid": self.process.pid,
-                        "command": self.target.command,
+                        "command": target.command,
                         "process": self.server_process.as_dict(),
                     },
                 },
@@ -155,6 +178,25 @@ class StdioTransport:
             asyncio.create_task(self._read_stderr(), name="mcp-stdio-stderr"),
         ]
         self._tasks.append(asyncio.create_task(self._watch_exit(), name="mcp-stdio-exit"))
+
+    @contextlib.contextmanager
+    def _launch(self, env: dict[str, str], marker: str) -> Iterator[Launch]:
+        target = self.target
+        if target.sandbox is None:
+            yield Launch([target.command, *target.args], env=env, cwd=target.cwd)
+            return
+        assert self._home is not None
+        prepare_workdir(target.sandbox, self._home)
+        with sandboxed(
+            target.sandbox,
+            target.command,
+            target.args,
+            env=env,
+            workdir=self._home,
+            cwd=target.cwd,
+            outer_env={MARKER: marker},
+        ) as launch:
+            yield launch
 
     def set_protocol_version(self, version: str) -> None:
         pass
@@ -247,6 +289,7 @@ class StdioTransport:
         """SIGKILL the server and every process it started, wherever they went (blocks briefly)."""
         if self.server_process is not None:
             kill_tree(self.server_process)
+            unwatch(self.server_process)
 
     async def _server_gone(self) -> None:
         """Until the server process itself has exited, whoever else still holds its pipes."""

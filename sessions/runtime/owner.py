@@ -33,6 +33,7 @@ from sessions.engine import (
     PendingResolved,
     Progress,
     RequestHandle,
+    Sandbox,
     make_transport,
 )
 from sessions.env import secret_variables
@@ -44,7 +45,7 @@ from sessions.runtime.limits import SessionLimits
 from sessions.runtime.oauth import SessionOAuth
 from sessions.runtime.recorder import Recorder
 from sessions.runtime.viewers import Viewers
-from sessions.servers import Confinement, build_options, build_target
+from sessions.servers import SANDBOX_ADVICE, Confinement, build_options, build_target
 
 __all__ = ["SessionOwner", "confinement"]
 
@@ -53,10 +54,13 @@ log = logging.getLogger(__name__)
 
 def confinement() -> Confinement:
     """What the servers this process starts may get and reach, from the settings."""
+    hosted = settings.INSPECTOR_HOSTED
+    sandboxed = hosted and settings.INSPECTOR_SANDBOX
     return Confinement(
-        hosted=settings.INSPECTOR_HOSTED,
+        hosted=hosted,
         withheld_env=secret_variables(),
         egress_allow=tuple(settings.INSPECTOR_EGRESS_ALLOW),
+        sandbox=Sandbox(tuple(settings.INSPECTOR_SANDBOX_READ), advice=SANDBOX_ADVICE) if sandboxed else None,
     )
 
 

@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.paths import REPO
-from support.web import live_runtime, make_user, request, start_session, stdio_config
+from support.paths import REPO, SANDBOX_READ
+from support.teams import ateam_of
+from support.web import live_runtime, make_user, request, start_session, stdio_config, wait_until
 
-from sessions.engine import ClientOptions, StdioTarget, connect
+from sessions.engine import ClientOptions, StdioTarget, connect, sandbox_problem
 from sessions.env import SECRET_VARIABLES, secret_variables
+from sessions.models import McpSession
+from sessions.runtime import client
 from sessions.servers import HOSTED_PATH, Confinement, build_target
 
 MARKER = "MCP_INSPECTOR_SERVER"  # the engine's own, on every server it starts (sessions/engine/_processes.py)
@@ -102,6 +105,36 @@ def test_the_runtime_confines_its_servers_by_the_settings(settings: Any) -> None
     assert confinement().hosted and confinement().egress_allow == ("10.0.0.0/8", "intranet.example")
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_where_no_sandbox_can_run_a_hosted_stdio_session_fails_saying_what_to_set_up(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.INSPECTOR_HOSTED, settings.INSPECTOR_SANDBOX = True, True
+    monkeypatch.setenv("PATH", "/nonexistent")  # no bwrap to find: nothing is started
+    sandbox_problem.cache_clear()
+    try:
+        async with live_runtime():
+            alice = await make_user()
+            config = {**stdio_config("server", []), "catalog": {"id": 1}}
+            session = await McpSession.objects.acreate(
+                owner=alice, team=await ateam_of(alice), name="x", config=config
+            )
+            await client.start_session(session)
+
+            def ended() -> McpSession | None:
+                session.refresh_from_db()
+                return session if session.status in ("failed", "closed") else None
+
+            await wait_until(ended, what="the session to end")
+    finally:
+        sandbox_problem.cache_clear()
+    assert session.status == "failed"
+    assert "bubblewrap sandbox, and bwrap is not installed" in session.status_note
+    assert (
+        "apt-get install bubblewrap" in session.status_note and "INSPECTOR_SANDBOX=off" in session.status_note
+    )
+
+
 # --- what a real server sees (slow) -----------------------------------------------------------------
 
 
@@ -148,11 +181,12 @@ async def test_a_local_session_passes_the_users_environment_but_not_the_apps_sec
 async def test_a_hosted_session_passes_nothing_of_the_web_process(
     everything_stdio: dict, app_environment: None, settings: Any
 ) -> None:
-    settings.INSPECTOR_HOSTED = True
+    settings.INSPECTOR_HOSTED, settings.INSPECTOR_SANDBOX_READ = True, SANDBOX_READ
     async with live_runtime():
         alice = await make_user()
         config = stdio_config(everything_stdio["command"], everything_stdio["args"], env={"DECLARED": "yes"})
         session = await start_session(alice, config)
         answer = await request(session, "tools/call", {"name": "get-env", "arguments": {}}, wait=20)
     env = environment_of(answer["result"])
-    assert set(env) == {"DECLARED", "PATH", "HOME", MARKER}, sorted(env)
+    # PWD is bubblewrap's, the sandbox's working directory.
+    assert set(env) == {"DECLARED", "PATH", "HOME", MARKER, "PWD"}, sorted(env)

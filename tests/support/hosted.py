@@ -62,11 +62,11 @@ def _drain(stream: IO[str]) -> None:
 
 
 @contextlib.contextmanager
-def engine_worker(env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
-    """`manage.py run_engine_worker`, once it says it is ready (and has beaten once)."""
+def engine_worker(env: dict[str, str], cwd: Path = REPO) -> Iterator[subprocess.Popen[str]]:
+    """`manage.py run_engine_worker` (in ``cwd``), once it says it is ready (and has beaten once)."""
     worker = subprocess.Popen(
-        [sys.executable, "manage.py", "run_engine_worker"],
-        cwd=REPO,
+        [sys.executable, str(REPO / "manage.py"), "run_engine_worker"],
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -147,6 +147,8 @@ async def test_a_catalog_server_starts_with_the_values_filled_in_and_its_entry_m
     settings: Any,
 ) -> None:
     settings.INSPECTOR_HOSTED = True
+    # The SDK server runs on the tests' Python, which the sandbox's user may not reach (root's home).
+    settings.INSPECTOR_SANDBOX = False
     bob, team = await _operator()
     entry = await CatalogServer.objects.acreate(
         team=team,

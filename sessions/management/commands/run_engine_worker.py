@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from sessions.engine import undumpable
 from sessions.runtime import workers
 from sessions.runtime.host import Runtime, warm_up_in_background
 from sessions.runtime.store import close_connections, in_db_thread
@@ -35,6 +36,10 @@ class Command(BaseCommand):
             return
         if "InMemoryChannelLayer" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
             raise CommandError("an engine worker needs a shared channel layer: set REDIS_URL")
+        if settings.INSPECTOR_HOSTED:
+            # Its environment holds the deployment's secrets: the servers it starts, of the same user
+            # when unsandboxed, must not read it through /proc (as mcp-inspector, inspector/__main__.py).
+            undumpable()
         # The collector tuned for taking in floods of frames, as mcp-inspector's (inspector/__main__.py).
         gc.set_threshold(50_000, 20, 100)
         asyncio.run(self.serve())
