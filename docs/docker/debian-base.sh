@@ -5,7 +5,8 @@
 #
 #   docs/docker/debian-base.sh [TAG]        (as root; TAG defaults to mcp-inspector-base:bookworm)
 #
-# Settings: DEBIAN_MIRROR (http://deb.debian.org/debian), DOCKER (docker). The host's own added
+# Settings: DEBIAN_MIRROR (http://deb.debian.org/debian), DEBIAN_SECURITY_MIRROR (the mirror's
+# debian-security beside it), DOCKER (docker). The host's own added
 # certificate authorities (/usr/local/share/ca-certificates) go into the image, so that a build
 # behind a TLS-inspecting proxy trusts it; the Dockerfile installs ca-certificates, which adds them.
 set -eu
@@ -23,7 +24,7 @@ trap 'rm -rf "$rootfs"' EXIT
 debootstrap --variant=minbase bookworm "$rootfs" "$mirror"
 
 # Security and point-release updates, as the registry's debian:bookworm-slim has them.
-security="$(echo "$mirror" | sed 's#/debian$#/debian-security#')"
+security="${DEBIAN_SECURITY_MIRROR:-$(echo "$mirror" | sed 's#/debian$#/debian-security#')}"
 cat > "$rootfs/etc/apt/sources.list" <<SOURCES
 deb $mirror bookworm main
 deb $mirror bookworm-updates main
