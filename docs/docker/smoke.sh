@@ -87,6 +87,11 @@ python3 -c 'import json, sys; tools = json.load(open(sys.argv[1]))["tools"]; pri
     "$work/uvx.json"
 grep -q '"name": "get_current_time"' "$work/uvx.json" || fail "no get_current_time in the uvx server's tools/list"
 
+say "the hosted mode's sandbox: an npx server in bubblewrap, as the worker (user namespaces allowed, /proc unmasked)"
+"$docker" run --rm --network host --security-opt seccomp=unconfined \
+    --security-opt systempaths=unconfined -v "$here/sandbox_check.py:/tmp/sandbox_check.py:ro" \
+    "$image" python /tmp/sandbox_check.py || fail "no npx server in the sandbox"
+
 # The folder as Docker makes a missing bind-mount source: root's, 0755.
 data="$work/data"
 mkdir -m 0755 "$data"
