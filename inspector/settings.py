@@ -205,8 +205,15 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "mcp-inspector",
-        }
+        },
+        # The login sessions' (cached_db): pages still load while Redis is away (inspector/redis_cache.py).
+        "sessions": {
+            "BACKEND": "inspector.redis_cache.SessionCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcp-inspector",
+        },
     }
+    SESSION_CACHE_ALIAS = "sessions"
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

@@ -28,6 +28,9 @@ class Link:
         self.down_since: float | None = None
         self.changes = 0
         """How many times the link went down or came back: what ``changed`` waits to move on."""
+        self.outages = 0
+        self.last_problem = ""
+        """How many times it went down, and why the last time (kept once it is back)."""
         # Futures of whichever event loops wait (a web process may run sync views' loops besides its own).
         self._waiting: list[asyncio.Future[None]] = []
 
@@ -37,9 +40,10 @@ class Link:
 
     def down(self, problem: str) -> None:
         """A receive failed: the server is unreachable (again) for ``problem``."""
-        self.problem = problem or "the connection was lost"
+        self.problem = self.last_problem = problem or "the connection was lost"
         if self.down_since is None:
             self.down_since = time.time()
+            self.outages += 1
             self._changed()
 
     def restored(self) -> None:

@@ -300,14 +300,16 @@ class SessionConsumer(TimelineConsumer):
     async def _follow_link(self, link: Link) -> None:
         """While the channel layer is down the page says "reconnecting to the engine"; once it is back
         (this tab in its group again), what was stored meanwhile and the session's state."""
-        seen = link.changes
+        seen, outages = link.changes, link.outages
         while True:
             seen = await link.changed(seen)
+            if link.outages != outages:  # said even when it is already back: the tab may have missed events
+                outages = link.outages
+                await self._send_state(reconnecting=link.problem or link.last_problem)
             if link.up:
                 self.session = await _refresh(self.session)
                 await self.catch_up(self.session.last_seq)
                 await self._watch()
-            with contextlib.suppress(Exception):  # the tab is closing
                 await self._send_state()
 
     async def _send_presence(self) -> None:
@@ -334,9 +336,11 @@ class SessionConsumer(TimelineConsumer):
         for fragment in fragments:
             await self.send(text_data=fragment)
 
-    async def _send_state(self) -> None:
+    async def _send_state(self, reconnecting: str = "") -> None:
+        """The session's state; "reconnecting to the engine" and why, while the channel layer is down."""
         link = getattr(self, "layer_link", None)
-        reconnecting = link.problem if link is not None and not link.up else ""
+        if link is not None and not link.up:
+            reconnecting = link.problem
         context = {"session": self.session, "reconnecting": reconnecting}
         await self._send("sessions/_session_state.html", context)
         await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
