@@ -69,6 +69,8 @@ class RedisChannelLayer(ChannelsRedisChannelLayer):
         self._groups: dict[str, set[str]] = {}
         """This process's channels in each group, joined again after a reconnection."""
         self._reconnecting: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+        self._closings = 0
+        """How many times this process closed the connections itself (``close_pools``)."""
 
     async def _resolve_prefix(self) -> None:
         if self._prefix_resolved:
@@ -83,9 +85,12 @@ class RedisChannelLayer(ChannelsRedisChannelLayer):
     async def receive(self, channel: str) -> dict[str, Any]:
         while True:
             await self._resolve_prefix()
+            closings = self._closings
             try:
                 message: dict[str, Any] = await super().receive(channel)
             except UNREACHABLE as exc:
+                if self._closings != closings:
+                    raise  # this process closed the connections itself (a stop, a flush): not an outage
                 self.link.down(_why(exc))
                 await self._reconnected()
                 continue
@@ -146,6 +151,10 @@ class RedisChannelLayer(ChannelsRedisChannelLayer):
         await self._resolve_prefix()
         self._groups.clear()
         await super().flush()
+
+    async def close_pools(self) -> None:
+        self._closings += 1
+        await super().close_pools()
 
     async def _again_once(self, operation: Callable[[], Awaitable[None]]) -> None:
         """Do ``operation``, once more on a new connection if Redis had closed the pooled one (it was
