@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # A write the database refuses for a full disk is a 503 that says so, not a bare 500.
     "inspector.middleware.StorageFullMiddleware",
+    # A view that meets the channel layer down answers 503 with why, not a 500.
+    "inspector.engine_down.EngineDownMiddleware",
 ]
 
 ROOT_URLCONF = "inspector.urls"
@@ -169,13 +172,23 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = envsecret("REDIS_URL")
+# What this deployment's channel and group names start with on a Redis another deployment may share;
+# unset, one is derived from the database (inspector/redis_layer.py).
+INSPECTOR_CHANNEL_PREFIX = envstr("INSPECTOR_CHANNEL_PREFIX", "")
+if INSPECTOR_CHANNEL_PREFIX and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", INSPECTOR_CHANNEL_PREFIX):
+    raise ImproperlyConfigured("INSPECTOR_CHANNEL_PREFIX: 1 to 64 letters, digits, '_', '.' or '-'")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 reads with a 5 s socket timeout by default, the same as channels-redis's
-            # blocking pop: raise it, or an idle receive fails with "Timeout reading".
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            # channels-redis's, reconnecting when Redis drops its connections (inspector/redis_layer.py).
+            "BACKEND": "inspector.redis_layer.RedisChannelLayer",
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, the same as channels-redis's
+                # blocking pop: raise it, or an idle receive fails with "Timeout reading"; a read that
+                # long is a Redis gone, which the layer then reconnects to.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5}],
+                "prefix": f"mcp-inspector:{INSPECTOR_CHANNEL_PREFIX}:" if INSPECTOR_CHANNEL_PREFIX else "",
+            },
         }
     }
 else:
@@ -192,8 +205,15 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "mcp-inspector",
-        }
+        },
+        # The login sessions' (cached_db): pages still load while Redis is away (inspector/redis_cache.py).
+        "sessions": {
+            "BACKEND": "inspector.redis_cache.SessionCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcp-inspector",
+        },
     }
+    SESSION_CACHE_ALIAS = "sessions"
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 

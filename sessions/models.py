@@ -21,6 +21,8 @@ from sessions.secrets import EncryptedJSONField, EncryptedTextField
 from sessions.servers import DEFAULT_PROTOCOL_VERSION, TRANSPORTS
 
 __all__ = [
+    "Deployment",
+    "EngineWorker",
     "McpSession",
     "OAuthAuthorization",
     "OAuthTokens",
@@ -231,9 +233,29 @@ class EngineWorker(models.Model):
     name = models.CharField(max_length=200, unique=True)
     started = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(db_index=True)
+    problem = models.TextField(blank=True, default="")
+    """Why it cannot take commands now (its channel layer unreachable); empty while it can."""
 
     def __str__(self) -> str:
         return self.name
+
+
+class Deployment(models.Model):
+    """This deployment's own random key, made at its first start: what tells it apart from another
+    deployment on the same Redis (its channel and group names carry it)."""
+
+    key = models.CharField(max_length=32, unique=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+    @classmethod
+    def own_key(cls) -> str:
+        """The key, made on first use (whichever process comes first; the others read it)."""
+        row = cls.objects.order_by("pk").first()
+        if row is None:
+            row, _ = cls.objects.get_or_create(pk=1, defaults={"key": uuid.uuid4().hex})
+        return row.key
 
 
 class TimelineFrame(models.Model):

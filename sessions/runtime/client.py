@@ -11,9 +11,10 @@ from sessions.models import McpSession
 from sessions.runtime import messages as m
 from sessions.runtime import workers
 from sessions.runtime.host import ensure_embedded_runtime
+from sessions.runtime.link import ChannelLayerDown, link_of
 from sessions.runtime.store import in_db_thread
 
-__all__ = ["CommandFailed", "call", "request", "send_command", "start_session"]
+__all__ = ["ChannelLayerDown", "CommandFailed", "call", "request", "send_command", "start_session"]
 
 
 class CommandFailed(Exception):
@@ -27,8 +28,8 @@ class NoAnswer(CommandFailed):
 async def start_session(session: McpSession) -> None:
     """Ask the runtime to open the session's connection (an owner task takes it from there).
 
-    Hosted, with no engine worker alive, the session fails at once and says so (it would otherwise
-    show "starting" for ever); ``session`` then holds its new status and note.
+    Hosted, with no engine worker alive or the channel layer down, the session fails at once and says
+    so (it would otherwise show "starting" for ever); ``session`` then holds its new status and note.
     """
     ensure_embedded_runtime()
     if not settings.INSPECTOR_EMBEDDED_RUNTIME:
@@ -38,7 +39,14 @@ async def start_session(session: McpSession) -> None:
             session.last_seq, session.ended = failed.session.last_seq, failed.session.ended
             await workers.tell_failed([failed])
             return
-    await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk).encode())
+    try:
+        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk).encode())
+    except ChannelLayerDown as exc:
+        note = f"the engine cannot be reached now: its channel layer is down ({exc}); reconnect in a moment"
+        failed = await in_db_thread(workers.fail_start)(session.pk, note)
+        if failed is not None:
+            session.status, session.status_note = failed.session.status, failed.session.status_note
+            session.last_seq, session.ended = failed.session.last_seq, failed.session.ended
 
 
 async def send_command(session: McpSession, command: m.Command, reply: str = "") -> None:
@@ -50,9 +58,13 @@ async def send_command(session: McpSession, command: m.Command, reply: str = "")
 
 
 async def _answer(reply: str, timeout: float) -> m.Reply:
+    layer = get_channel_layer()
     try:
-        answer = m.decode_reply(await asyncio.wait_for(get_channel_layer().receive(reply), timeout))
+        answer = m.decode_reply(await asyncio.wait_for(layer.receive(reply), timeout))
     except TimeoutError:
+        link = link_of(layer)
+        if link is not None and not link.up:  # it may have answered: the answer could not come
+            raise ChannelLayerDown(link.problem) from None
         raise NoAnswer("the session's owner did not answer") from None
     if isinstance(answer, m.Failed):
         raise CommandFailed(answer.error or "the command failed")
@@ -78,7 +90,7 @@ async def request(session: McpSession, command: m.Request) -> m.Started | m.Done
     assert isinstance(started, m.Started)
     try:
         done = await _answer(reply, command.wait if command.wait is not None else 2.0)
-    except NoAnswer:
+    except (NoAnswer, ChannelLayerDown):  # it runs: its card finishes when the live socket hears of it
         return started
     assert isinstance(done, m.Done)
     return done

@@ -79,6 +79,12 @@ class Runtime:
             if collecting:
                 gc.enable()
 
+    def lose_all(self, reason: str) -> None:
+        """End every live session as lost (its recorded frames kept): this worker cannot take their
+        commands, and the reapers are about to say so."""
+        for owner in self.owners.values():
+            owner.lose(reason)
+
     def kill_processes(self) -> None:
         """Last resort at exit: no stdio server, nor anything it started, may outlive the inspector."""
         for owner in self.owners.values():

@@ -102,6 +102,7 @@ class SessionOwner:
         self._stop = asyncio.Event()
         self._stop_reason = ""
         self._connect_failed = False
+        self._lost = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.recorder: Recorder | None = None
         self.journal = Journal(session_pk, layer, self._spawn)
@@ -167,6 +168,8 @@ class SessionOwner:
 
     @property
     def final_status(self) -> str:
+        if self._lost:
+            return "lost"
         state = self.client.state if self.client is not None else "failed"
         return "failed" if state == "failed" or self._connect_failed else "closed"
 
@@ -262,6 +265,11 @@ class SessionOwner:
     def stop(self, reason: str) -> None:
         self._stop_reason = reason
         self._stop.set()
+
+    def lose(self, reason: str) -> None:
+        """End as lost: its engine worker could not take commands for too long (runtime/workers.py)."""
+        self._lost = True
+        self.stop(reason)
 
     @property
     def stopping(self) -> bool:

@@ -46,14 +46,31 @@ def new_name() -> str:
 
 
 def beat(name: str) -> None:
-    """Say this worker is alive (registering it on the first beat)."""
-    EngineWorker.objects.update_or_create(name=name, defaults={"last_seen": timezone.now()})
+    """Say this worker is alive and takes commands (registering it on the first beat)."""
+    EngineWorker.objects.update_or_create(name=name, defaults={"last_seen": timezone.now(), "problem": ""})
+
+
+def unwell(name: str, problem: str) -> None:
+    """Say why this worker cannot take commands now, without beating: three beats of it and its
+    sessions are lost, as a dead worker's."""
+    EngineWorker.objects.filter(name=name).update(problem=problem)
+
+
+def health_here() -> str:
+    """Why no worker on this machine (its container, say) is healthy; empty when one is: a fresh
+    heartbeat and commands reaching it."""
+    here = EngineWorker.objects.filter(name__startswith=f"{socket.gethostname()}:").order_by("-last_seen")
+    if here.filter(last_seen__gte=_cutoff(timezone.now()), problem="").exists():
+        return ""
+    unwell = here.exclude(problem="").first()
+    if unwell is not None:
+        return f"engine worker {unwell.name} cannot receive commands: {unwell.problem}"
+    return "no engine worker on this machine has a fresh heartbeat"
 
 
 def beating_here() -> bool:
-    """Whether a worker on this machine (its container, say) has a fresh heartbeat."""
-    here = EngineWorker.objects.filter(name__startswith=f"{socket.gethostname()}:")
-    return here.filter(last_seen__gte=_cutoff(timezone.now())).exists()
+    """Whether a worker on this machine has a fresh heartbeat and takes commands."""
+    return not health_here()
 
 
 def retire(name: str) -> None:
@@ -76,8 +93,9 @@ def reap() -> list[McpSession]:
             # Deleted only while still stale: a worker that beat meanwhile keeps its row and sessions.
             if not EngineWorker.objects.filter(pk=worker.pk, last_seen__lt=cutoff).delete()[0]:
                 continue
+            why = f"cannot receive commands: {worker.problem}" if worker.problem else "stopped answering"
             note = (
-                f"its engine worker {worker.name} stopped answering "
+                f"its engine worker {worker.name} {why} "
                 f"(last heartbeat {worker.last_seen:%H:%M:%S} UTC); "
                 "frames up to its last write are kept"
             )

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.runtime.link import Link, link_of
 from sessions.servers import LOG_LEVELS
 from sessions.teams import access
 from sessions.timeline.calls import call_context
@@ -154,11 +155,14 @@ class SessionConsumer(TimelineConsumer):
         await self._watch()
         await self._announce("join")
         self._beat_task = asyncio.get_running_loop().create_task(self._beat())
+        self.layer_link = link_of(self.channel_layer)
+        if self.layer_link is not None:
+            self._link_task = asyncio.get_running_loop().create_task(self._follow_link(self.layer_link))
 
     async def _watch(self) -> None:
         """Tell the session's owner that a tab watches it (idle sessions end); a new owner hears it too."""
         if self.session.worker_channel and self.session.worker_channel != self.watching:
-            with contextlib.suppress(client.CommandFailed):
+            with contextlib.suppress(client.CommandFailed, client.ChannelLayerDown):
                 await client.send_command(self.session, m.Viewer(1))
             self.watching = self.session.worker_channel
 
@@ -167,6 +171,8 @@ class SessionConsumer(TimelineConsumer):
             self.stop_jumping()
         if getattr(self, "_beat_task", None) is not None:
             self._beat_task.cancel()
+        if getattr(self, "_link_task", None) is not None:
+            self._link_task.cancel()
         if hasattr(self, "roster"):
             with contextlib.suppress(Exception):  # the others drop this tab within EXPIRY anyway
                 await self._announce("leave")
@@ -175,7 +181,7 @@ class SessionConsumer(TimelineConsumer):
         if getattr(self, "watching", ""):
             self.session = await _refresh(self.session)
             if self.session.worker_channel == self.watching:
-                with contextlib.suppress(client.CommandFailed):
+                with contextlib.suppress(client.CommandFailed, client.ChannelLayerDown):
                     await client.send_command(self.session, m.Viewer(-1))
 
     # --- the timeline, as this session's page has it -------------------------------------------
@@ -291,6 +297,21 @@ class SessionConsumer(TimelineConsumer):
             if self.roster.prune():
                 await self._send_presence()
 
+    async def _follow_link(self, link: Link) -> None:
+        """While the channel layer is down the page says "reconnecting to the engine"; once it is back
+        (this tab in its group again), what was stored meanwhile and the session's state."""
+        seen, outages = link.changes, link.outages
+        while True:
+            seen = await link.changed(seen)
+            if link.outages != outages:  # said even when it is already back: the tab may have missed events
+                outages = link.outages
+                await self._send_state(reconnecting=link.problem or link.last_problem)
+            if link.up:
+                self.session = await _refresh(self.session)
+                await self.catch_up(self.session.last_seq)
+                await self._watch()
+                await self._send_state()
+
     async def _send_presence(self) -> None:
         context = {"people": self.roster.people(), "me": self.user_id}
         await self._send("sessions/activity/_presence.html", context)
@@ -315,8 +336,13 @@ class SessionConsumer(TimelineConsumer):
         for fragment in fragments:
             await self.send(text_data=fragment)
 
-    async def _send_state(self) -> None:
-        await self._send("sessions/_session_state.html", {"session": self.session})
+    async def _send_state(self, reconnecting: str = "") -> None:
+        """The session's state; "reconnecting to the engine" and why, while the channel layer is down."""
+        link = getattr(self, "layer_link", None)
+        if link is not None and not link.up:
+            reconnecting = link.problem
+        context = {"session": self.session, "reconnecting": reconnecting}
+        await self._send("sessions/_session_state.html", context)
         await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
         facts = await database_sync_to_async(overview)(self.session)
         await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True, **facts})

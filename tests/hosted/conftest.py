@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from support.hosted import POSTGRES, REDIS, reachable
+from support.hosted import POSTGRES, REDIS, new_database, reachable
 
 
 @pytest.fixture
@@ -23,12 +21,5 @@ def services() -> None:
 
 @pytest.fixture
 def hosted_database() -> Iterator[str]:
-    name = f"mcp_hosted_{uuid.uuid4().hex[:8]}"
-    psql = ["psql", "-h", POSTGRES[0], "-U", "postgres", "-q", "-c"]
-    subprocess.run([*psql, f"CREATE DATABASE {name}"], check=True, timeout=30, capture_output=True)
-    try:
+    with new_database() as name:
         yield name
-    finally:
-        subprocess.run(
-            [*psql, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], timeout=30, capture_output=True
-        )

@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +33,9 @@ def reachable(address: tuple[str, int]) -> bool:
         return False
 
 
-def hosted_env(db_name: str, redis_db: int, **extra: str) -> dict[str, str]:
+def hosted_env(
+    db_name: str, redis_db: int, *, redis: tuple[str, int] = REDIS, **extra: str
+) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         DB="postgres",
@@ -39,10 +43,76 @@ def hosted_env(db_name: str, redis_db: int, **extra: str) -> dict[str, str]:
         DB_USER="postgres",
         DB_HOST=POSTGRES[0],
         DB_PORT=str(POSTGRES[1]),
-        REDIS_URL=f"redis://{REDIS[0]}:{REDIS[1]}/{redis_db}",
+        REDIS_URL=f"redis://{redis[0]}:{redis[1]}/{redis_db}",
         **extra,
     )
     return env
+
+
+@contextlib.contextmanager
+def new_database() -> Iterator[str]:
+    """A PostgreSQL database of the test's own, dropped after."""
+    name = f"mcp_hosted_{uuid.uuid4().hex[:8]}"
+    admin = ["psql", "-h", POSTGRES[0], "-U", "postgres", "-q", "-c"]
+    subprocess.run([*admin, f"CREATE DATABASE {name}"], check=True, timeout=30, capture_output=True)
+    try:
+        yield name
+    finally:
+        drop = f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        subprocess.run([*admin, drop], timeout=30, capture_output=True)
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True, timeout=120
+    )
+
+
+class RedisServer:
+    """A Redis of a test's own on a free port, with nothing saved: stopped and started again on the same
+    port, it comes back empty, as a restarted Redis without persistence does."""
+
+    def __init__(self) -> None:
+        self.address = ("127.0.0.1", free_port())
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        argv = ["redis-server", "--port", str(self.address[1]), "--bind", "127.0.0.1", "--save", ""]
+        self.process = subprocess.Popen(
+            [*argv, "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while not self.answers():
+            assert self.process.poll() is None, "redis-server exited"
+            assert time.monotonic() < deadline, "redis-server did not answer within 30 s"
+            time.sleep(0.05)
+
+    def answers(self) -> bool:
+        try:
+            return bool(self.client().ping())
+        except Exception:  # redis-py's ConnectionError while it starts
+            return False
+
+    def client(self) -> Any:
+        import redis
+
+        return redis.Redis(*self.address, socket_timeout=5)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+        self.process = None
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def prepare(env: dict[str, str], redis_db: int) -> None:
