@@ -130,7 +130,7 @@ def login_page(request: HtmxHttpRequest) -> HttpResponse:
     refused = throttle.reserve()
     if refused:
         # Before any password is checked, and the same whether or not the account exists.
-        response = _login_page(request, next_url, refused.message(), status=429)
+        response = _login_page(request, next_url, refused.message(), status=refused.status)
         response.headers["Retry-After"] = str(refused.window)
         return response
     # Counted as failed from here on: only the limit's worth of guesses ever reach the password hasher,
@@ -249,7 +249,9 @@ def invite_page(request: HtmxHttpRequest) -> HttpResponse:
         throttle = sign_up_throttle(invitation.pk, lifetime, client_address(request))
         refused = throttle.reserve()
         if refused:
-            return _invite_page(request, token, invitation=invitation, error=refused.message(), status=429)
+            return _invite_page(
+                request, token, invitation=invitation, error=refused.message(), status=refused.status
+            )
         form: UserCreationForm = UserCreationForm(request.POST)
         if not form.is_valid():
             return _invite_page(request, token, invitation=invitation, form=form, status=400)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import logging
 import unicodedata
 from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.contrib.auth.forms import UsernameField
 from django.core.cache import cache
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "REFUSAL",
@@ -34,6 +37,15 @@ ADDRESS_REFUSAL = "Too many failed attempts from your address. Wait {minutes} mi
 INVITATION_REFUSAL = (
     "This invitation has had too many failed attempts to make an account. Ask a team admin for a new one."
 )
+
+
+try:  # The hosted set-up keeps the counters in Redis (the local one in memory, which cannot fail).
+    from redis.exceptions import ConnectionError as _RedisDown
+    from redis.exceptions import TimeoutError as _RedisSlow
+
+    UNREACHABLE: tuple[type[Exception], ...] = (_RedisDown, _RedisSlow, OSError)
+except ImportError:  # pragma: no cover - the local install has no redis
+    UNREACHABLE = (OSError,)
 
 
 def _key(kind: str, value: str) -> str:
@@ -77,9 +89,20 @@ class Counter:
     limit: int
     window: int
     refusal: str = REFUSAL
+    status: int = 429
+    """What a refused attempt is answered: 429, or 503 when nothing can be counted."""
 
     def message(self) -> str:
         return self.refusal.format(minutes=max(1, round(self.window / 60)))
+
+
+UNCOUNTED = Counter(
+    "",
+    0,
+    5,
+    "Logins are paused for a moment: the store that counts failed logins cannot be reached. Try again soon.",
+    status=503,
+)
 
 
 class Throttle:
@@ -93,12 +116,17 @@ class Throttle:
         """Count this attempt as failed now, before its secret is checked; the counter that refuses it
         (with nothing counted) when one is already at its limit, else None to go on."""
         taken: list[Counter] = []
-        for counter in self.counters:
-            taken.append(counter)
-            if _incr(counter) > counter.limit:
-                for held in taken:
-                    _decr(held)
-                return counter
+        try:
+            for counter in self.counters:
+                taken.append(counter)
+                if _incr(counter) > counter.limit:
+                    for held in taken:
+                        _decr(held)
+                    return counter
+        except UNREACHABLE as exc:
+            # Refused rather than unlimited: while the counters cannot be kept, no guess is checked.
+            log.warning("the login limits cannot be counted, refusing: %s", exc)
+            return UNCOUNTED
         self.reserved = True
         return None
 
@@ -131,6 +159,9 @@ def _decr(counter: Counter) -> None:
         count = int(cache.decr(counter.key))
     except ValueError:
         return  # expired (or cleared by a success) meanwhile: nothing left to give back
+    except UNREACHABLE as exc:
+        log.warning("a login limit's place could not be given back: %s", exc)  # it counts one more
+        return
     if count <= 0:
         # As above: a DECR after expiry makes a key without expiry, which must not outlive the window.
         cache.touch(counter.key, counter.window)
@@ -162,7 +193,10 @@ class LoginThrottle(Throttle):
         if self.reserved:
             _decr(self.address)
         self.reserved = False
-        cache.delete(self.user.key)
+        try:
+            cache.delete(self.user.key)
+        except UNREACHABLE as exc:
+            log.warning("a login limit could not be cleared: %s", exc)  # it runs out by itself
 
 
 def sign_up_throttle(invitation_id: int, lifetime: int, address: str) -> Throttle:

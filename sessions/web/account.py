@@ -53,7 +53,7 @@ def change_password(request: AuthedRequest) -> HttpResponse:
     throttle = LoginThrottle(user.get_username(), logins.client_address(request))
     refused = throttle.reserve()
     if refused:
-        return _page(request, status=429, password_error=refused.message())
+        return _page(request, status=refused.status, password_error=refused.message())
     form = PasswordChangeForm(user, request.POST)
     if not form.is_valid():
         if not form.has_error("old_password", "password_incorrect"):

@@ -19,7 +19,7 @@ from django.contrib.auth.hashers import MD5PasswordHasher
 from django.contrib.auth.models import User
 from django.core.cache import cache, caches
 from django.db import connections
-from django.test import Client
+from django.test import Client, override_settings
 
 from sessions.teams import logins
 from sessions.teams.models import Invitation, LoginSession, Membership, Role, Team
@@ -146,6 +146,25 @@ def test_sixty_parallel_wrong_passwords_for_one_user_get_five_checks_and_fifty_f
     assert Counter(held.answered) == {403: limit, 429: attempts - limit}
     # The five failures are counted: the right password is refused too, from anywhere.
     assert log_in(Client(REMOTE_ADDR="192.0.2.50"), "alice").status_code == 429
+
+
+@pytest.mark.django_db
+def test_while_the_counters_cannot_be_reached_logins_are_refused_with_a_503_not_checked(
+    alice: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldChecks()
+    held.install(monkeypatch)
+    held.opened.set()
+    # A Redis that is not there (nothing listens on port 1): the counters cannot be kept.
+    absent = {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+    with override_settings(CACHES={"default": absent}):
+        try:
+            response = log_in(Client(), "alice")
+        finally:
+            caches["default"].close()
+    assert response.status_code == 503
+    assert "cannot be reached" in response.content.decode()
+    assert held.checks == 0  # refused before any password is checked, the right one included
 
 
 def test_an_attempt_whose_password_is_never_checked_uses_up_no_try(alice: User, settings: Any) -> None:
