@@ -56,6 +56,9 @@ def test_loader_variables_are_refused_and_a_changed_entry_does_not_reconnect(
         INSPECTOR_HOSTED="true",
         INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
         INSPECTOR_EMBEDDED_RUNTIME="false",
+        # The catalog's rules, not the sandbox (tests/hosted/test_isolation.py): the SDK server runs on
+        # the tests' own Python, under /root, which the sandbox's user cannot read.
+        INSPECTOR_SANDBOX="off",
     )
     prepare(env, REDIS_DB)
     manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")

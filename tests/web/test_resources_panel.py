@@ -255,11 +255,11 @@ async def test_a_download_asked_for_before_its_answer_is_stored_waits_for_it(
     stalled, released, flushing = asyncio.Event(), asyncio.Event(), asyncio.Event()
     store, flush = recorder.store_frames, SessionOwner.on_flush
 
-    async def slow_store(pk: int, rows: list[dict[str, Any]]) -> None:
+    async def slow_store(pk: int, rows: list[dict[str, Any]], *args: Any) -> None:
         if any(r["method"] == "resources/read" and r["rpc_kind"] == "result" for r in rows):
             stalled.set()
             await released.wait()
-        await store(pk, rows)
+        await store(pk, rows, *args)
 
     async def on_flush(owner: SessionOwner, command: Any) -> None:
         flushing.set()
