@@ -28,7 +28,7 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
-from sessions.frames import PREVIEW_CHARS, deeper_than
+from sessions.frames import NUL, NUL_SHOWN, PREVIEW_CHARS, deeper_than
 from sessions.timeline.names import (
     CASELESS,
     NAME_WORDS,
@@ -57,6 +57,7 @@ __all__ = [
     "Rules",
     "config_secrets",
     "looks_secret",
+    "preview_of",
 ]
 
 MASK = "[redacted]"
@@ -597,10 +598,11 @@ class Redactor:
         shown.size = len(shown.raw)
         shown.transport = self.transport(frame.transport)
         shown.verdicts = self.value(frame.verdicts if isinstance(frame.verdicts, list) else [])
-        for name in ("method", "rpc_id", "note", "uri", "parse_error", "preview"):
+        for name in ("method", "rpc_id", "note", "uri", "parse_error"):
             value = getattr(frame, name, "")
             if isinstance(value, str):
                 setattr(shown, name, self.text(value))
+        shown.preview = preview_of(shown.raw, shown.note if isinstance(shown.note, str) else "")
         shown.save = _never_saved
         return shown
 
@@ -627,6 +629,17 @@ class Redactor:
 
 
 _DIGITS_AS_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def preview_of(raw: bytes, note: str) -> str:
+    """A frame's preview as the recorder makes it (``frame_row``), of bytes redacted already: the stored
+    one may be cut through a secret, whose head no rule recognises."""
+    preview = (
+        raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
+        if raw
+        else note[:PREVIEW_CHARS]
+    )
+    return preview.replace(NUL, NUL_SHOWN)
 
 
 def _url_passwords(line: str) -> str:

@@ -19,6 +19,7 @@ from sessions.timeline import conformance, plots
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, detail_of, page_of_rows
 from sessions.timeline.redaction import Redactor, Rules
+from sessions.timeline.seams import Seams
 
 __all__ = ["ROW_RAW_LIMIT", "SharedSession", "find_share", "log_opening", "preview"]
 
@@ -51,6 +52,11 @@ class SharedSession:
             TimelineFilter.from_data(share.filter if isinstance(share.filter, dict) else {}),
         )
 
+    @property
+    def seams(self) -> Seams:
+        """Secrets split across adjacent frames of a stream, found with the frames around them."""
+        return Seams(self.session, self.redactor.forms)
+
     def frames(self) -> QuerySet[TimelineFrame]:
         """The frames in the share's scope."""
         frames = TimelineFrame.objects.filter(session=self.session)
@@ -77,17 +83,29 @@ class SharedSession:
         return self.redacted_rows(rows)
 
     def redacted_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rows redacted, each preview made again from its redacted bytes (read here, a page at once)."""
+        """Rows redacted, each preview made again from its redacted bytes (read here, a page at once), a
+        secret split across frames of a stream masked in each."""
         small = [r["seq"] for r in rows if (r.get("size") or 0) <= ROW_RAW_LIMIT]
         raws = dict(
             TimelineFrame.objects.filter(session=self.session, seq__in=small).values_list("seq", "raw")
         )
-        return [self.redactor.row(r, bytes(raws[r["seq"]]) if r["seq"] in raws else None) for r in rows]
+        seams = self.seams
+        cuts = seams.cuts(
+            (r["seq"], r["kind"], r["direction"], r["method"]) for r in rows if r["seq"] in raws
+        )
+        return [
+            self.redactor.row(r, seams.cut(r["seq"], r["kind"], bytes(raws[r["seq"]]), cuts))
+            if r["seq"] in raws
+            else self.redactor.row(r, None)
+            for r in rows
+        ]
 
     def detail(self, seq: int) -> dict[str, Any] | None:
         """One frame of the scope, redacted, with nothing to send again."""
         frame = self.frames().filter(seq=seq).first()
-        return None if frame is None else detail_of(self.redactor.frame(frame), replay=False)
+        return (
+            None if frame is None else detail_of(self.redactor.frame(self.seams.frame(frame)), replay=False)
+        )
 
     def shown_session(self) -> McpSession:
         """The session's name, server URL, config and facts redacted (a copy that is never saved)."""
@@ -116,7 +134,7 @@ def preview(shared: SharedSession) -> list[dict[str, Any]]:
     frames = shared.frames().order_by("seq")[:PREVIEW_SCAN]
     for frame in frames.iterator(chunk_size=200):
         raw = bytes(frame.raw)
-        shown = shared.redactor.frame(frame)
+        shown = shared.redactor.frame(shared.seams.frame(frame))
         changed = shown.raw != raw or shown.transport != frame.transport or shown.note != frame.note
         if frame.method == "initialize" or changed:
             text = pretty_json(bytes(shown.raw)) or bytes(shown.raw).decode("utf-8", errors="replace")

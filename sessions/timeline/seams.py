@@ -1,0 +1,192 @@
+"""A secret split across adjacent frames of one stream: the end of one frame and the start of the next
+(and any frame between) hold it together, though neither holds it alone.
+
+A stream is what a server writes a piece at a time, each piece a frame: its stderr (a frame a line;
+a long token wrapped, or written in two writes) and its log notifications (``notifications/message``
+with text ``data``; one stream per logger). Two frames of a stream are adjacent when no frame of the
+stream comes between them and they are at most ``STREAM_GAP`` frames apart (further apart, they are
+not the two halves of one write). The pieces are masked in each frame before the other rules run
+(``cut_raw``); the recording is never changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q
+
+from sessions.frames import message_of
+from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.redaction import MASK
+from sessions.timeline.secret_forms import SecretForms
+
+__all__ = ["STREAM_GAP", "Cut", "Seams", "cut_raw", "stream_cuts"]
+
+STREAM_GAP = 100
+LOG = "notifications/message"
+# Between the kept ends of a long frame's text, so that no match joins them (no secret holds a NUL).
+_BREAK = "\x00"
+# The frames that may belong to a stream, as a query finds them.
+STREAM_FRAMES = Q(kind="stderr") | Q(kind="message", direction="in", method=LOG)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What of a frame's stream text is a piece of a split secret: its first ``head`` characters and
+    everything from ``tail`` on (None: nothing)."""
+
+    head: int = 0
+    tail: int | None = None
+
+
+def may_stream(kind: str, direction: str, method: str | None) -> bool:
+    """Whether a frame of this kind may be part of a stream (``stream_of`` says which)."""
+    return kind == "stderr" or (kind == "message" and direction == "in" and method == LOG)
+
+
+def stream_of(
+    kind: str, direction: str, method: str | None, raw: bytes
+) -> tuple[tuple[str, ...], str] | None:
+    """The stream a frame is part of and its text there, or None."""
+    if kind == "stderr":
+        return ("stderr", direction), raw.decode("utf-8", errors="surrogateescape")
+    if not may_stream(kind, direction, method):
+        return None
+    params = message_of(raw).get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("data"), str):
+        return None
+    return ("log", str(params.get("logger") or "")), params["data"]
+
+
+def stream_cuts(forms: SecretForms, frames: Iterable[tuple[int, tuple[str, ...], str]]) -> dict[int, Cut]:
+    """The cuts of the frames (seq, stream, text; in seq order) where a secret crosses from one frame of
+    a stream into the next: every form ``forms`` finds in a stream's texts joined, but not within one."""
+    runs: dict[tuple[str, ...], list[list[tuple[int, str]]]] = {}
+    for seq, stream, text in frames:
+        stream_runs = runs.setdefault(stream, [[]])
+        if stream_runs[-1] and seq - stream_runs[-1][-1][0] > STREAM_GAP:
+            stream_runs.append([])
+        stream_runs[-1].append((seq, text))
+    cuts: dict[int, Cut] = {}
+    keep = max(forms.longest - 1, 0)
+    for run in (run for stream_runs in runs.values() for run in stream_runs):
+        if len(run) > 1:
+            _cut_run(forms, run, keep, cuts)
+    return cuts
+
+
+def _cut_run(forms: SecretForms, run: list[tuple[int, str]], keep: int, cuts: dict[int, Cut]) -> None:
+    """The cuts of one run of adjacent frames: their texts joined, each long one by its two ends only
+    (a match that crosses a frame's edge reaches at most ``keep`` characters into it)."""
+    joined: list[str] = []
+    # Each frame's place in the joined text: where its kept head starts, and where its kept tail starts.
+    places: list[tuple[int, int, int, str]] = []  # (seq, start in joined, length, text)
+    at = 0
+    for seq, text in run:
+        shown = text if len(text) <= 2 * keep + 1 else text[:keep] + _BREAK + text[len(text) - keep :]
+        places.append((seq, at, len(shown), text))
+        joined.append(shown)
+        at += len(shown)
+    whole = "".join(joined)
+    for start, end in forms.matches(whole):
+        touched = [place for place in places if place[1] < end and start < place[1] + place[2]]
+        if len(touched) < 2:
+            continue  # within one frame: the frame's own redaction masks it
+        for i, (seq, first, length, text) in enumerate(touched):
+            cut = cuts.get(seq, Cut())
+            if i == 0:  # the secret starts in this frame's tail
+                tail = len(text) - (first + length - start)
+                cut = Cut(cut.head, tail if cut.tail is None else min(cut.tail, tail))
+            elif i == len(touched) - 1:  # and ends in this one's head
+                cut = Cut(max(cut.head, end - first), cut.tail)
+            else:  # and holds the whole of this one
+                cut = Cut(len(text), cut.tail)
+            cuts[seq] = cut
+
+
+def cut_raw(raw: bytes, kind: str, cut: Cut, mask: str) -> bytes:
+    """A frame's bytes with the pieces of its stream text ``cut`` says replaced by ``mask``."""
+    if kind == "stderr":
+        return _cut_text(raw.decode("utf-8", errors="surrogateescape"), cut, mask).encode(
+            "utf-8", errors="surrogateescape"
+        )
+    message = message_of(raw)
+    params = message.get("params")
+    if not isinstance(params, dict) or not isinstance(params.get("data"), str):
+        return raw
+    params["data"] = _cut_text(params["data"], cut, mask)
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _cut_text(text: str, cut: Cut, mask: str) -> str:
+    if cut.tail is not None and cut.tail <= cut.head:
+        return mask
+    head = mask if cut.head else ""
+    tail = mask if cut.tail is not None else ""
+    return head + text[cut.head : cut.tail] + tail
+
+
+class Seams:
+    """The cuts of a session's frames, read with their neighbours in the session (whatever a share's
+    scope: the other piece may lie outside it)."""
+
+    def __init__(self, session: McpSession, forms: SecretForms) -> None:
+        self.session = session
+        self.forms = forms
+
+    def cuts(self, frames: Iterable[tuple[int, str, str, str | None]]) -> dict[int, Cut]:
+        """The cuts of these frames (seq, kind, direction, method), each read with the stream frames
+        within ``STREAM_GAP`` of it."""
+        seqs = sorted(seq for seq, kind, direction, method in frames if may_stream(kind, direction, method))
+        if not seqs or self.forms.pattern is None:
+            return {}
+        ranges: list[tuple[int, int]] = []
+        for seq in seqs:
+            if ranges and seq - STREAM_GAP <= ranges[-1][1]:
+                ranges[-1] = (ranges[-1][0], seq + STREAM_GAP)
+            else:
+                ranges.append((seq - STREAM_GAP, seq + STREAM_GAP))
+        where = Q()
+        for first, last in ranges:
+            where |= Q(seq__gte=first, seq__lte=last)
+        rows = (
+            TimelineFrame.objects.filter(session=self.session)
+            .filter(STREAM_FRAMES)
+            .filter(where)
+            .order_by("seq")
+            .values_list("seq", "kind", "direction", "method", "raw")
+        )
+        found = []
+        for seq, kind, direction, method, raw in rows:
+            stream = stream_of(kind, direction, method, bytes(raw))
+            if stream is not None:
+                found.append((seq, *stream))
+        wanted = set(seqs)
+        return {seq: cut for seq, cut in stream_cuts(self.forms, found).items() if seq in wanted}
+
+    def cut(self, seq: int, kind: str, raw: bytes, cuts: dict[int, Cut]) -> bytes:
+        """``raw`` with its cut applied, if it has one."""
+        found = cuts.get(seq)
+        return raw if found is None else cut_raw(raw, kind, found, MASK)
+
+    def raws(self, rows: list[tuple[Any, ...]], places: tuple[int, int, int, int, int]) -> list[bytes]:
+        """The bytes of a batch of frames read as values (seq, kind, direction, method and raw at these
+        places in each), pieces of a split secret masked."""
+        seq, kind, direction, method, raw = places
+        cuts = self.cuts((row[seq], row[kind], row[direction], row[method]) for row in rows)
+        return [self.cut(row[seq], row[kind], bytes(row[raw]), cuts) for row in rows]
+
+    def frame(self, frame: Any) -> Any:
+        """A stored frame with its pieces of a split secret masked: a copy, if it has any."""
+        if not may_stream(frame.kind, frame.direction, frame.method):
+            return frame
+        cuts = self.cuts([(frame.seq, frame.kind, frame.direction, frame.method)])
+        if frame.seq not in cuts:
+            return frame
+        shown = copy.copy(frame)
+        shown.raw = cut_raw(bytes(frame.raw), frame.kind, cuts[frame.seq], MASK)
+        return shown
