@@ -6,7 +6,8 @@ a long token wrapped, or written in two writes) and its log notifications (``not
 with text ``data``; one stream per logger). Two frames of a stream are adjacent when no frame of the
 stream comes between them and they are at most ``STREAM_GAP`` frames apart (further apart, they are
 not the two halves of one write). The pieces are masked in each frame before the other rules run
-(``cut_raw``); the recording is never changed.
+(``cut_raw``); the recording is never changed. While a session is live, the newest frame of a
+stream that ends with the opening of a secret has that opening masked too: its rest may come next.
 """
 
 from __future__ import annotations
@@ -166,7 +167,24 @@ class Seams:
             if stream is not None:
                 found.append((seq, *stream))
         wanted = set(seqs)
-        return {seq: cut for seq, cut in stream_cuts(self.forms, found).items() if seq in wanted}
+        cuts = stream_cuts(self.forms, found)
+        if self.session.is_live:
+            self._pending(found, wanted, cuts)
+        return {seq: cut for seq, cut in cuts.items() if seq in wanted}
+
+    def _pending(self, found: list[tuple[Any, ...]], wanted: set[int], cuts: dict[int, Cut]) -> None:
+        """Cut the opening of a secret from the end of each stream's newest frame, while the next may
+        still come: a live view sends it now, and would not take it back."""
+        newest: dict[tuple[str, ...], tuple[int, str]] = {}
+        for seq, stream, text in found:
+            newest[stream] = (seq, text)
+        for seq, text in newest.values():
+            if seq not in wanted or seq + STREAM_GAP <= self.session.last_seq:
+                continue
+            at = self.forms.opening_at(text)
+            if at is not None:
+                cut = cuts.get(seq, Cut())
+                cuts[seq] = Cut(cut.head, at if cut.tail is None else min(cut.tail, at))
 
     def cut(self, seq: int, kind: str, raw: bytes, cuts: dict[int, Cut]) -> bytes:
         """``raw`` with its cut applied, if it has one."""

@@ -35,6 +35,9 @@ _B64_WAYS = {"+": ("+", "-", "%2B", "%2b"), "/": ("/", "_", "%2F", "%2f", "\\/")
 _PADDING = ("=", "%3D", "%3d")
 # Anchors shorter than this let too much text through to be worth looking for.
 MIN_ANCHOR = 3
+# The opening of a secret a frame may end with, its rest to come in the next frame: at least MIN_PIECE
+# characters (fewer would mask the end of many a line, and tell little), looked at up to OPENING.
+MIN_PIECE, OPENING = 4, 48
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,15 @@ class Form:
     def longest(self) -> int:
         """The most characters a match of ``pattern(written=False)`` spans."""
         return sum(max(map(len, p.ways)) * p.most for p in self.positions)
+
+    def opening(self, least: int, most: int) -> str:
+        """A regular expression for the form's first ``least`` to ``most`` positions: the piece of it a
+        frame ends with when the rest is still to come."""
+        pieces = [_piece(p, False) for p in self.positions[:most]]
+        rest = ""
+        for piece in reversed(pieces[least:]):
+            rest = f"(?:{piece}{rest})?"
+        return "".join(pieces[:least]) + rest
 
 
 def _piece(position: Position, written: bool) -> str:
@@ -209,6 +221,8 @@ class SecretForms:
             else [_group(anchor, members) for anchor, members in by_anchor.items()]
         )
         self.longest = max((form.longest() for form in forms), default=0)
+        openings = [form.opening(MIN_PIECE, min(len(form.positions) - 1, OPENING)) for form in forms]
+        self.openings = re.compile(f"(?:{'|'.join(openings)})\\Z") if openings else None
         self.ascii = all(secret.isascii() for secret in secrets)
 
     def _candidates(self, text: str, written: bool = False) -> list[tuple[int, int]] | None:
@@ -278,6 +292,14 @@ class SecretForms:
             done = end
         pieces.append(text[done:])
         return "".join(pieces)
+
+    def opening_at(self, text: str) -> int | None:
+        """Where ``text`` ends with the opening of a form (``MIN_PIECE`` characters of it or more, not the
+        whole), or None."""
+        if self.openings is None:
+            return None
+        found = self.openings.search(text, max(0, len(text) - OPENING * WRITTEN_GROWTH))
+        return None if found is None else found.start()
 
     def written_in(self, text: str) -> bool:
         """Whether ``text``, or a JSON string written in it, may hold a form."""

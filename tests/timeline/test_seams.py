@@ -157,3 +157,20 @@ def test_both_pieces_are_masked_in_a_shares_rows_and_frames_and_in_every_redacte
     ranged = SharedSession(session, redactor, first_seq=3, last_seq=3)
     assert [row["preview"] for row in ranged.rows(ranged.scope_filter)] == [f"{MASK} -- done"]
     assert MASK in _collect(jsonl_lines(session, redactor, ranged.frames()))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_live_the_newest_frame_of_a_stream_that_ends_with_a_secrets_opening_has_it_masked() -> None:
+    """A live view sends a frame as soon as it is stored; the rest of the secret may come in the next."""
+    session = _session()
+    TimelineFrame.objects.filter(session=session, seq__gte=3).delete()  # the rest has not come yet
+    McpSession.objects.filter(pk=session.pk).update(last_seq=2, status="ready")
+    session.refresh_from_db()
+    shared = SharedSession(session, Redactor.for_session(session.config))
+    assert [row["preview"] for row in shared.rows(shared.scope_filter)][0] == f"the key: {MASK}"
+    # Closed, a frame that ends with a secret's opening is the end of its stream: left as it is.
+    McpSession.objects.filter(pk=session.pk).update(status="closed")
+    session.refresh_from_db()
+    assert [row["preview"] for row in shared.rows(shared.scope_filter)][0] == f"the key: {HEAD}"
+    assert FORMS.opening_at("nothing to see") is None and FORMS.opening_at(f"x {SECRET[:3]}") is None
+    assert FORMS.opening_at(f"x {SECRET[:4].lower()}") == 2
