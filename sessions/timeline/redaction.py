@@ -119,7 +119,7 @@ class Redactor:
         self.patterns = patterns
         # Every form of the session's secrets (as they are, JSON-escaped, URL-encoded, in any case,
         # base64, hex): one regular expression, run only where the text holds what each form holds.
-        self.forms = SecretForms(secrets, encodings)
+        self.forms = SecretForms.of(secrets, encodings)
         self.secrets = self.forms.pattern
         # Rules of the sharer's own: ``plain`` cannot tell what they mask.
         self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)

@@ -14,25 +14,23 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
-
-from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.redaction import MASK
 from sessions.timeline.secret_forms import SecretForms
 
-__all__ = ["STREAM_GAP", "Cut", "Seams", "cut_raw", "stream_cuts"]
+__all__ = ["STREAM_GAP", "Cut", "Seams", "cut_raw", "stream_cuts", "stream_text"]
 
 STREAM_GAP = 100
+REMEMBERED = 4096  # stream texts a Seams keeps (an export's batch and its margins)
+UNCOVERED_QUERIES = 4  # queries for the frames around a batch, at most
 LOG = "notifications/message"
 # Between the kept ends of a long frame's text, so that no match joins them (no secret holds a NUL).
 _BREAK = "\x00"
-# The frames that may belong to a stream, as a query finds them.
-STREAM_FRAMES = Q(kind="stderr") | Q(kind="message", direction="in", method=LOG)
 
 
 @dataclass(frozen=True)
@@ -45,22 +43,33 @@ class Cut:
 
 
 def may_stream(kind: str, direction: str, method: str | None) -> bool:
-    """Whether a frame of this kind may be part of a stream (``stream_of`` says which)."""
+    """Whether a frame of this kind may be part of a stream (``streams_of`` says which)."""
     return kind == "stderr" or (kind == "message" and direction == "in" and method == LOG)
 
 
-def stream_of(
-    kind: str, direction: str, method: str | None, raw: bytes
-) -> tuple[tuple[str, ...], str] | None:
-    """The stream a frame is part of and its text there, or None."""
+def stream_text(kind: str, direction: str, raw: bytes) -> tuple[tuple[str, ...], str] | None:
+    """The stream a frame that ``may_stream`` is part of, and its text there (a log notification's is
+    its ``params.data``); None if it is none."""
     if kind == "stderr":
         return ("stderr", direction), raw.decode("utf-8", errors="surrogateescape")
-    if not may_stream(kind, direction, method):
-        return None
-    params = message_of(raw).get("params")
-    if not isinstance(params, dict) or not isinstance(params.get("data"), str):
-        return None
-    return ("log", str(params.get("logger") or "")), params["data"]
+    params = _message(raw).get("params")
+    if isinstance(params, dict) and isinstance(params.get("data"), str):
+        return ("log", str(params.get("logger") or "")), params["data"]
+    return None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _message(raw: bytes) -> dict[str, Any]:
+    """``message_of``, in half its time (what ``json.loads`` adds, finding the bytes' encoding, is not
+    needed: a message is UTF-8)."""
+    try:
+        text = raw.decode("utf-8").strip()
+        message, end = _DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
+        return {}
+    return message if end == len(text) and isinstance(message, dict) else {}
 
 
 def stream_cuts(forms: SecretForms, frames: Iterable[tuple[int, tuple[str, ...], str]]) -> dict[int, Cut]:
@@ -115,7 +124,7 @@ def cut_raw(raw: bytes, kind: str, cut: Cut, mask: str) -> bytes:
         return _cut_text(raw.decode("utf-8", errors="surrogateescape"), cut, mask).encode(
             "utf-8", errors="surrogateescape"
         )
-    message = message_of(raw)
+    message = _message(raw)
     params = message.get("params")
     if not isinstance(params, dict) or not isinstance(params.get("data"), str):
         return raw
@@ -138,41 +147,54 @@ class Seams:
     def __init__(self, session: McpSession, forms: SecretForms) -> None:
         self.session = session
         self.forms = forms
+        # seq → its stream and text (None: in no stream): an export's batches share their margins.
+        self.texts: dict[int, tuple[tuple[str, ...], str] | None] = {}
 
-    def cuts(self, frames: Iterable[tuple[int, str, str, str | None]]) -> dict[int, Cut]:
-        """The cuts of these frames (seq, kind, direction, method), each read with the stream frames
-        within ``STREAM_GAP`` of it."""
-        seqs = sorted(seq for seq, kind, direction, method in frames if may_stream(kind, direction, method))
-        if not seqs or self.forms.pattern is None:
+    def cuts(self, frames: Iterable[tuple[int, str, str, str | None, bytes | None]]) -> dict[int, Cut]:
+        """The cuts of these frames (seq, kind, direction, method, and raw if read already), each read with
+        the stream frames within ``STREAM_GAP`` of it (those not among them read here)."""
+        given = list(frames)
+        streaming = [row for row in given if may_stream(row[1], row[2], row[3])]
+        if not streaming or self.forms.pattern is None:
             return {}
-        ranges: list[tuple[int, int]] = []
-        for seq in seqs:
-            if ranges and seq - STREAM_GAP <= ranges[-1][1]:
-                ranges[-1] = (ranges[-1][0], seq + STREAM_GAP)
-            else:
-                ranges.append((seq - STREAM_GAP, seq + STREAM_GAP))
-        where = Q()
-        for first, last in ranges:
-            where |= Q(seq__gte=first, seq__lte=last)
-        rows = (
-            TimelineFrame.objects.filter(session=self.session)
-            .filter(STREAM_FRAMES)
-            .filter(where)
-            .order_by("seq")
-            .values_list("seq", "kind", "direction", "method", "raw")
-        )
+        if len(self.texts) > REMEMBERED:
+            self.texts.clear()
+        texts = self.texts
+        for seq, kind, direction, _, raw in streaming:
+            if raw is not None and seq not in texts:
+                texts[seq] = stream_text(kind, direction, raw)
+        known = sorted(row[0] for row in given if row[4] is not None)
+        windows = _merged_ranges([(row[0] - STREAM_GAP, row[0] + STREAM_GAP) for row in streaming])
+        seqs = [row[0] for row in streaming if row[4] is not None]
+        kinds: dict[int, tuple[str, str]] = {}
+        for window in windows:
+            # Ranges of seqs (the index on session and seq), only where the frames are not here already
+            # (an export's batch: the two margins); which frames are there, without their bytes.
+            for first, last in _uncovered(window, known):
+                around = TimelineFrame.objects.filter(session=self.session, seq__gte=first, seq__lte=last)
+                for seq, kind, direction, method in around.values_list("seq", "kind", "direction", "method"):
+                    if may_stream(kind, direction, method):
+                        kinds[seq] = (kind, direction)
+        unseen = [seq for seq in kinds if seq not in texts]
+        if unseen:  # the bytes of the stream frames around not seen yet
+            read = TimelineFrame.objects.filter(session=self.session, seq__in=unseen).values_list(
+                "seq", "raw"
+            )
+            for seq, data in read:
+                texts[seq] = stream_text(*kinds[seq], bytes(data))
+        seqs += kinds
         found = []
-        for seq, kind, direction, method, raw in rows:
-            stream = stream_of(kind, direction, method, bytes(raw))
-            if stream is not None:
-                found.append((seq, *stream))
-        wanted = set(seqs)
+        for seq in sorted(set(seqs)):
+            text = texts.get(seq)
+            if text is not None:
+                found.append((seq, *text))
         cuts = stream_cuts(self.forms, found)
+        wanted = {row[0] for row in streaming}
         if self.session.is_live:
             self._pending(found, wanted, cuts)
         return {seq: cut for seq, cut in cuts.items() if seq in wanted}
 
-    def _pending(self, found: list[tuple[Any, ...]], wanted: set[int], cuts: dict[int, Cut]) -> None:
+    def _pending(self, found: list[tuple[Any, ...]], wanted: Collection[int], cuts: dict[int, Cut]) -> None:
         """Cut the opening of a secret from the end of each stream's newest frame, while the next may
         still come: a live view sends it now, and would not take it back."""
         newest: dict[tuple[str, ...], tuple[int, str]] = {}
@@ -195,16 +217,52 @@ class Seams:
         """The bytes of a batch of frames read as values (seq, kind, direction, method and raw at these
         places in each), pieces of a split secret masked."""
         seq, kind, direction, method, raw = places
-        cuts = self.cuts((row[seq], row[kind], row[direction], row[method]) for row in rows)
-        return [self.cut(row[seq], row[kind], bytes(row[raw]), cuts) for row in rows]
+        raws = [bytes(row[raw]) for row in rows]
+        cuts = self.cuts(
+            (row[seq], row[kind], row[direction], row[method], data)
+            for row, data in zip(rows, raws, strict=True)
+        )
+        if not cuts:
+            return raws
+        return [self.cut(row[seq], row[kind], data, cuts) for row, data in zip(rows, raws, strict=True)]
 
     def frame(self, frame: Any) -> Any:
         """A stored frame with its pieces of a split secret masked: a copy, if it has any."""
         if not may_stream(frame.kind, frame.direction, frame.method):
             return frame
-        cuts = self.cuts([(frame.seq, frame.kind, frame.direction, frame.method)])
+        raw = bytes(frame.raw)
+        cuts = self.cuts([(frame.seq, frame.kind, frame.direction, frame.method, raw)])
         if frame.seq not in cuts:
             return frame
         shown = copy.copy(frame)
-        shown.raw = cut_raw(bytes(frame.raw), frame.kind, cuts[frame.seq], MASK)
+        shown.raw = cut_raw(raw, frame.kind, cuts[frame.seq], MASK)
         return shown
+
+
+def _merged_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive ranges (in order of their starts) with those less than ``STREAM_GAP`` apart joined (one
+    query reads a few more frames, not one query more)."""
+    merged: list[tuple[int, int]] = []
+    for first, last in ranges:
+        if merged and first <= merged[-1][1] + STREAM_GAP:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
+def _uncovered(window: tuple[int, int], known: list[int]) -> list[tuple[int, int]]:
+    """The parts of the inclusive ``window`` that hold no seq of ``known`` (in order); the whole window
+    when they would be many (a page of rows far apart: one query, not one a row)."""
+    first, last = window
+    parts = []
+    at = bisect_left(known, first)
+    start = first
+    while at < len(known) and known[at] <= last:
+        if known[at] > start:
+            parts.append((start, known[at] - 1))
+        start = known[at] + 1
+        at += 1
+    if start <= last:
+        parts.append((start, last))
+    return parts if len(parts) <= UNCOVERED_QUERIES else [window]

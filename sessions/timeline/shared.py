@@ -90,12 +90,15 @@ class SharedSession:
             TimelineFrame.objects.filter(session=self.session, seq__in=small).values_list("seq", "raw")
         )
         seams = self.seams
+        read = {seq: bytes(raw) for seq, raw in raws.items()}
         cuts = seams.cuts(
-            (r["seq"], r["kind"], r["direction"], r["method"]) for r in rows if r["seq"] in raws
+            (r["seq"], r["kind"], r["direction"], r["method"], read[r["seq"]])
+            for r in rows
+            if r["seq"] in read
         )
         return [
-            self.redactor.row(r, seams.cut(r["seq"], r["kind"], bytes(raws[r["seq"]]), cuts))
-            if r["seq"] in raws
+            self.redactor.row(r, seams.cut(r["seq"], r["kind"], read[r["seq"]], cuts))
+            if r["seq"] in read
             else self.redactor.row(r, None)
             for r in rows
         ]
