@@ -15,7 +15,8 @@ frames a session mostly holds (requests, progress, results without a secret: ``p
 unparsed), the env dumps above (the same one in every frame, and each different), and log lines each
 holding a secret in one encoding. Judged: every encoding costs at most ``PER_FRAME_TARGET``× the
 literal matcher, frame for frame (the encodings add four forms a secret, and must not turn a redacted
-export into a slow one).
+export into a slow one). Shown: what the check for secrets split across adjacent frames of a stream
+adds to a log flood's batches (stderr lines and log notifications, the only frames it reads).
 
 It runs in its own process (``python -m bench.redaction``: prints one JSON object), with its own
 temporary data folder and SQLite database, so Django never loads in the benchmarking process.
@@ -180,6 +181,59 @@ def per_frame(frames: int, rounds: int) -> dict[str, Any]:
     return results
 
 
+def seams_per_frame(frames: int, rounds: int) -> dict[str, Any]:
+    """µs a frame for a log flood's batches (stderr lines and log notifications, no secret split):
+    ``Redactor.raws`` alone, and with the check for secrets split across frames (``Seams.raws``)."""
+    from django.contrib.auth.models import User
+
+    from sessions.engine import Frame
+    from sessions.frames import RECORD_FIELDS, frame_row
+    from sessions.models import McpSession, TimelineFrame
+    from sessions.teams.access import personal_team
+    from sessions.timeline.exports import Batches
+    from sessions.timeline.redaction import Redactor
+    from sessions.timeline.seams import Seams
+
+    user, _ = User.objects.get_or_create(username="bench")
+    session = McpSession.objects.create(
+        owner=user, team=personal_team(user), name="log flood", config=CONFIG, status="closed"
+    )
+    rows = []
+    for seq in range(1, frames + 1):
+        if seq % 5 == 0:
+            frame = Frame("stderr", "in", f"debug: request {seq} handled in 3 ms".encode())
+        else:
+            params = {"level": "info", "logger": "server", "data": f"served request {seq} in 3 ms"}
+            body = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+            frame = Frame("message", "in", json.dumps(body).encode(), message=body)
+            frame.rpc_kind, frame.method = "notification", "notifications/message"
+        frame.seq = seq
+        rows.append(frame_row(frame, 0))
+    for first in range(0, frames, 1000):
+        TimelineFrame.insert_rows(session.pk, rows[first : first + 1000])
+    McpSession.objects.filter(pk=session.pk).update(last_seq=frames)
+    read = Batches(TimelineFrame.objects.filter(session=session), RECORD_FIELDS)
+    batches = []
+    while batch := read.next():
+        batches.append(batch)
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(rounds):
+        for split in (False, True):
+            redactor = Redactor.for_session(CONFIG)
+            seams = Seams(session, redactor.forms)
+            started = time.perf_counter()
+            for batch in batches:
+                raws = seams.raws(batch, (0, 1, 2, 9, 5)) if split else [bytes(row[5]) for row in batch]
+                redactor.raws(raws)
+            best[split] = min(best[split], time.perf_counter() - started)
+    return {
+        "frames": frames,
+        "literal_us": best[False] / frames * 1e6,
+        "encodings_us": best[True] / frames * 1e6,
+        "x_literal": best[True] / best[False],
+    }
+
+
 def environment() -> dict[str, str]:
     return {
         name: SPECIAL.get(name, f"/opt/{name.lower()}/value-{n}") for n, name in enumerate(ENV_NAMES.split())
@@ -257,6 +311,7 @@ def child(frames: int, rounds: int) -> None:
         servers.django_on(folder)
         results = asyncio.run(measure(frames, rounds))
         results["per_frame"] = per_frame(min(frames, 5000), max(rounds, 3))
+        results["seams"] = seams_per_frame(min(frames, 10_000), max(rounds, 3))
         print(json.dumps(results))
 
 
@@ -279,6 +334,7 @@ def judge(results: dict[str, Any]) -> bool:
 
 def print_table(results: dict[str, Any]) -> None:
     per = results.get("per_frame", {})
+    seams = results.get("seams")
     results = {form: row for form, row in results.items() if form in FORMS}
     frames = next(iter(results.values()))["frames"]
     print(f"\n9. redacted JSON Lines export of {frames:,} env-dump frames (target: ≤ {RATIO_TARGET}× raw)")
@@ -303,6 +359,12 @@ def print_table(results: dict[str, Any]) -> None:
         print(
             f"     {PER_FRAME[kind][0]:<28}{row['literal_us']:>9.1f}{row['encodings_us']:>11.1f}"
             f"{row['x_literal']:>10.2f}  {verdict}"
+        )
+    if seams:
+        print(
+            f"   and secrets split across frames of a stream (a log flood of {seams['frames']:,} frames; "
+            f"µs a frame): {seams['literal_us']:.1f} without the check, {seams['encodings_us']:.1f} with it "
+            f"({seams['x_literal']:.2f}×, shown)"
         )
 
 
