@@ -164,7 +164,7 @@ class Seams:
             if raw is not None and seq not in texts:
                 texts[seq] = stream_text(kind, direction, raw)
         known = sorted(row[0] for row in given if row[4] is not None)
-        windows = _merged_ranges([(row[0] - STREAM_GAP, row[0] + STREAM_GAP) for row in streaming])
+        windows = _merged_ranges(sorted((row[0] - STREAM_GAP, row[0] + STREAM_GAP) for row in streaming))
         seqs = [row[0] for row in streaming if row[4] is not None]
         kinds: dict[int, tuple[str, str]] = {}
         for window in windows:

@@ -43,7 +43,7 @@ MIN_PIECE, OPENING = 4, 48
 
 @dataclass(frozen=True)
 class Position:
-    """One character of an encoded secret: the ways it may be written; ``repeat`` ways at most."""
+    """One character of an encoded secret: the ways it may be written, ``least`` to ``most`` times."""
 
     ways: frozenset[str]
     least: int = 1
