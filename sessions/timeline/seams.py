@@ -226,17 +226,24 @@ class Seams:
             return raws
         return [self.cut(row[seq], row[kind], data, cuts) for row, data in zip(rows, raws, strict=True)]
 
+    def frames(self, frames: list[Any]) -> list[Any]:
+        """Stored frames with their pieces of a split secret masked: copies, those that have any."""
+        raws = [bytes(frame.raw) for frame in frames]
+        cuts = self.cuts(
+            (frame.seq, frame.kind, frame.direction, frame.method, raw)
+            for frame, raw in zip(frames, raws, strict=True)
+        )
+        shown = []
+        for frame, raw in zip(frames, raws, strict=True):
+            if frame.seq in cuts:
+                frame = copy.copy(frame)
+                frame.raw = cut_raw(raw, frame.kind, cuts[frame.seq], MASK)
+            shown.append(frame)
+        return shown
+
     def frame(self, frame: Any) -> Any:
         """A stored frame with its pieces of a split secret masked: a copy, if it has any."""
-        if not may_stream(frame.kind, frame.direction, frame.method):
-            return frame
-        raw = bytes(frame.raw)
-        cuts = self.cuts([(frame.seq, frame.kind, frame.direction, frame.method, raw)])
-        if frame.seq not in cuts:
-            return frame
-        shown = copy.copy(frame)
-        shown.raw = cut_raw(raw, frame.kind, cuts[frame.seq], MASK)
-        return shown
+        return self.frames([frame])[0]
 
 
 def _merged_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.db.models import QuerySet
@@ -28,6 +29,7 @@ ROW_RAW_LIMIT = 256 * 1024
 # The preview before a link is made: at most this many frames, found among the first SCAN in scope.
 PREVIEW_FRAMES = 6
 PREVIEW_SCAN = 2000
+PREVIEW_CHUNK = 200  # frames looked at together (their split secrets found at once)
 PREVIEW_CHARS = 4000
 
 
@@ -52,7 +54,7 @@ class SharedSession:
             TimelineFilter.from_data(share.filter if isinstance(share.filter, dict) else {}),
         )
 
-    @property
+    @cached_property
     def seams(self) -> Seams:
         """Secrets split across adjacent frames of a stream, found with the frames around them."""
         return Seams(self.session, self.redactor.forms)
@@ -134,11 +136,33 @@ def preview(shared: SharedSession) -> list[dict[str, Any]]:
     """What a viewer of a share will see, before the link is made: the initialize exchange and the
     frames where redaction changed something (a few, redacted)."""
     picked: list[dict[str, Any]] = []
-    frames = shared.frames().order_by("seq")[:PREVIEW_SCAN]
-    for frame in frames.iterator(chunk_size=200):
-        raw = bytes(frame.raw)
-        shown = shared.redactor.frame(shared.seams.frame(frame))
-        changed = shown.raw != raw or shown.transport != frame.transport or shown.note != frame.note
+    scanned = shared.frames().order_by("seq")[:PREVIEW_SCAN]
+    seams = shared.seams
+    chunk: list[TimelineFrame] = []
+    for stored in scanned.iterator(chunk_size=PREVIEW_CHUNK):
+        chunk.append(stored)
+        if len(chunk) < PREVIEW_CHUNK:
+            continue
+        picked += _picked(shared, chunk, seams.frames(chunk), PREVIEW_FRAMES - len(picked))
+        chunk = []
+        if len(picked) >= PREVIEW_FRAMES:
+            return picked
+    return picked + _picked(shared, chunk, seams.frames(chunk), PREVIEW_FRAMES - len(picked))
+
+
+def _picked(
+    shared: SharedSession, stored: list[TimelineFrame], cut: list[TimelineFrame], wanted: int
+) -> list[dict[str, Any]]:
+    """Of these frames (as stored, and with their split secrets masked), the initialize exchange and
+    those where redaction changed something, ``wanted`` at most."""
+    picked: list[dict[str, Any]] = []
+    for frame, masked in zip(stored, cut, strict=True):
+        if len(picked) >= wanted:
+            break
+        shown = shared.redactor.frame(masked)
+        changed = (
+            shown.raw != bytes(frame.raw) or shown.transport != frame.transport or shown.note != frame.note
+        )
         if frame.method == "initialize" or changed:
             text = pretty_json(bytes(shown.raw)) or bytes(shown.raw).decode("utf-8", errors="replace")
             transport = json.dumps(shown.transport, indent=2, ensure_ascii=False) if shown.transport else ""
@@ -151,8 +175,6 @@ def preview(shared: SharedSession) -> list[dict[str, Any]]:
                     "transport": transport[:PREVIEW_CHARS],
                 }
             )
-        if len(picked) >= PREVIEW_FRAMES:
-            break
     return picked
 
 

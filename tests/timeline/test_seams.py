@@ -20,7 +20,7 @@ from sessions.timeline.exports import document, jsonl_lines
 from sessions.timeline.redaction import MASK, Redactor
 from sessions.timeline.seams import STREAM_GAP, Cut, cut_raw, stream_cuts
 from sessions.timeline.secret_forms import SecretForms
-from sessions.timeline.shared import SharedSession
+from sessions.timeline.shared import SharedSession, preview
 
 SECRET = "ENVSECRET456xyz"
 HEAD, TAIL = SECRET[:7], SECRET[7:]  # neither is a secret alone
@@ -153,6 +153,10 @@ def test_both_pieces_are_masked_in_a_shares_rows_and_frames_and_in_every_redacte
         shown = detail["text"]
         assert not _pieces_in(shown), (seq, shown)
     assert shared.detail(1)["text"] == f"the key: {MASK}"  # type: ignore[index]
+    # The sharer's preview shows the frames a split secret was cut from, as changed.
+    previewed = {item["frame"].seq: item for item in preview(shared)}
+    assert {1, 3} <= set(previewed) and previewed[1]["changed"]
+    assert not _pieces_in(json.dumps([item["text"] for item in previewed.values()]))
     # A share of one frame still masks the piece it holds: the other piece is read outside its scope.
     ranged = SharedSession(session, redactor, first_seq=3, last_seq=3)
     assert [row["preview"] for row in ranged.rows(ranged.scope_filter)] == [f"{MASK} -- done"]
