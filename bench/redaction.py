@@ -1,4 +1,5 @@
-"""9. Redacted exports: a JSON Lines export of a session whose every frame holds an environment dump.
+"""9. Redacted exports: a JSON Lines export of a session whose every frame holds an environment dump;
+and the cost per frame of hunting the session's secrets in every common encoding.
 
 A tool result whose text is about 100 ``NAME=value`` lines (server-everything's ``get-env``, printed the
 way ``env`` prints it), 10,000 of them; the same environment as get-env really formats it (JSON text);
@@ -6,6 +7,16 @@ and dumps of which no two are alike (one value changes each time: what redaction
 cannot help). The session's config holds secrets, as a share or a default export would redact. Timed:
 the whole ``exports.jsonl_lines`` read, raw and redacted, alternately, the best of each; the ratio is
 judged.
+
+Per frame: ``Redactor.raws`` over batches of 500 frames (as an export redacts them), in microseconds a
+frame, with the secrets looked for as they are and JSON-escaped only (``encodings=False``: the matcher
+before encodings) and in every encoding (the default), alternately in the same run, the best of each:
+frames a session mostly holds (requests, progress, results without a secret: ``plain`` lets them through
+unparsed), the env dumps above (the same one in every frame, and each different), and log lines each
+holding a secret in one encoding. Judged: every encoding costs at most ``PER_FRAME_TARGET``× the
+literal matcher, frame for frame (the encodings add four forms a secret, and must not turn a redacted
+export into a slow one). Shown: what the check for secrets split across adjacent frames of a stream
+adds to a log flood's batches (stderr lines and log notifications, the only frames it reads).
 
 It runs in its own process (``python -m bench.redaction``: prints one JSON object), with its own
 temporary data folder and SQLite database, so Django never loads in the benchmarking process.
@@ -55,12 +66,172 @@ SPECIAL = {
 }
 
 
+# Encodings on ≤ this × the literal matcher, per frame: one more regular expression pass is allowed, not
+# one per encoding.
+PER_FRAME_TARGET = 2.0
+PER_FRAME_BATCH = 500
 FORMS = {
     "lines": "NAME=value lines",
     "json": "JSON (get-env)",
     "changing": "lines, each different",
 }
 JUDGED = ("lines", "json")
+
+
+def protocol_frames(count: int) -> list[bytes]:
+    """What a session mostly holds: requests, progress notifications, results, logs without a secret."""
+    made = []
+    for seq in range(count):
+        match seq % 4:
+            case 0:
+                body: dict[str, Any] = {
+                    "jsonrpc": "2.0", "id": seq, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"message": f"hello number {seq}"}},
+                }  # fmt: skip
+            case 1:
+                body = {
+                    "jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": seq, "progress": seq % 10, "total": 10},
+                }  # fmt: skip
+            case 2:
+                text = f"Echo: hello number {seq - 2}; the weather is fine and nothing is secret here. " * 4
+                body = {
+                    "jsonrpc": "2.0",
+                    "id": seq - 2,
+                    "result": {"content": [{"type": "text", "text": text}]},
+                }
+            case _:
+                body = {
+                    "jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "info", "logger": "server", "data": f"served request {seq} in 3 ms"},
+                }  # fmt: skip
+        made.append(json.dumps(body).encode())
+    return made
+
+
+def encoded_frames(count: int) -> list[bytes]:
+    """Log lines, each holding the session's API key in one encoding among a sentence."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    secret = CONFIG["env"]["API_KEY"]  # type: ignore[index]
+    data = secret.encode()
+    encodings = [
+        secret, quote(secret, safe=""), quote_plus(f"a {secret}"), secret.lower(),
+        data.hex(), data.hex().upper(),
+        base64.b64encode(data).decode(), base64.urlsafe_b64encode(b"x" + data).decode().rstrip("="),
+        base64.b64encode(b"xy" + data + b"z").decode(),
+    ]  # fmt: skip
+    made = []
+    for seq in range(count):
+        data_text = f"request {seq}: forwarding credentials {encodings[seq % len(encodings)]} upstream"
+        body = {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": data_text},
+        }
+        made.append(json.dumps(body).encode())
+    return made
+
+
+PER_FRAME = {
+    "protocol": ("requests, progress, results", protocol_frames),
+    "lines": ("env dump, NAME=value lines", lambda n: [_env_frame("lines", seq) for seq in range(n)]),
+    "json": ("env dump, JSON (get-env)", lambda n: [_env_frame("json", seq) for seq in range(n)]),
+    "changing": ("env dumps, each different", lambda n: [_env_frame("changing", seq) for seq in range(n)]),
+    "encoded": ("logs, a secret encoded", encoded_frames),
+}
+
+
+def _env_frame(form: str, seq: int) -> bytes:
+    body = {
+        "jsonrpc": "2.0",
+        "id": seq,
+        "result": {"content": [{"type": "text", "text": env_text(form, seq)}]},
+    }
+    return json.dumps(body).encode()
+
+
+def per_frame(frames: int, rounds: int) -> dict[str, Any]:
+    """µs a frame for ``Redactor.raws``, literal matcher against every encoding, alternately."""
+    from sessions.timeline.redaction import Redactor
+    from sessions.timeline.secret_rules import config_secrets
+
+    secrets = config_secrets(CONFIG)
+    results: dict[str, Any] = {}
+    for kind, (_, make) in PER_FRAME.items():
+        raws = make(frames)
+        best = {False: float("inf"), True: float("inf")}
+        for _ in range(rounds):
+            for encodings in (False, True):
+                redactor = Redactor(secrets, encodings=encodings)  # one for every frame, as an export has
+                started = time.perf_counter()
+                for first in range(0, len(raws), PER_FRAME_BATCH):
+                    shown = redactor.raws(raws[first : first + PER_FRAME_BATCH])
+                seconds = time.perf_counter() - started
+                best[encodings] = min(best[encodings], seconds)
+                if encodings and kind == "encoded" and any(b"ENVSECRET456" in raw for raw in shown):
+                    raise SystemExit("bench: a secret went through")
+        results[kind] = {
+            "frames": frames,
+            "literal_us": best[False] / frames * 1e6,
+            "encodings_us": best[True] / frames * 1e6,
+            "x_literal": best[True] / best[False],
+        }
+    return results
+
+
+def seams_per_frame(frames: int, rounds: int) -> dict[str, Any]:
+    """µs a frame for a log flood's batches (stderr lines and log notifications, no secret split):
+    ``Redactor.raws`` alone, and with the check for secrets split across frames (``Seams.raws``)."""
+    from django.contrib.auth.models import User
+
+    from sessions.engine import Frame
+    from sessions.frames import RECORD_FIELDS, frame_row
+    from sessions.models import McpSession, TimelineFrame
+    from sessions.teams.access import personal_team
+    from sessions.timeline.exports import Batches
+    from sessions.timeline.redaction import Redactor
+    from sessions.timeline.seams import Seams
+
+    user, _ = User.objects.get_or_create(username="bench")
+    session = McpSession.objects.create(
+        owner=user, team=personal_team(user), name="log flood", config=CONFIG, status="closed"
+    )
+    rows = []
+    for seq in range(1, frames + 1):
+        if seq % 5 == 0:
+            frame = Frame("stderr", "in", f"debug: request {seq} handled in 3 ms".encode())
+        else:
+            params = {"level": "info", "logger": "server", "data": f"served request {seq} in 3 ms"}
+            body = {"jsonrpc": "2.0", "method": "notifications/message", "params": params}
+            frame = Frame("message", "in", json.dumps(body).encode(), message=body)
+            frame.rpc_kind, frame.method = "notification", "notifications/message"
+        frame.seq = seq
+        rows.append(frame_row(frame, 0))
+    for first in range(0, frames, 1000):
+        TimelineFrame.insert_rows(session.pk, rows[first : first + 1000])
+    McpSession.objects.filter(pk=session.pk).update(last_seq=frames)
+    read = Batches(TimelineFrame.objects.filter(session=session), RECORD_FIELDS)
+    batches = []
+    while batch := read.next():
+        batches.append(batch)
+    best = {False: float("inf"), True: float("inf")}
+    for _ in range(rounds):
+        for split in (False, True):
+            redactor = Redactor.for_session(CONFIG)
+            seams = Seams(session, redactor.forms)
+            started = time.perf_counter()
+            for batch in batches:
+                raws = seams.raws(batch, (0, 1, 2, 9, 5)) if split else [bytes(row[5]) for row in batch]
+                redactor.raws(raws)
+            best[split] = min(best[split], time.perf_counter() - started)
+    return {
+        "frames": frames,
+        "literal_us": best[False] / frames * 1e6,
+        "encodings_us": best[True] / frames * 1e6,
+        "x_literal": best[True] / best[False],
+    }
 
 
 def environment() -> dict[str, str]:
@@ -138,7 +309,10 @@ async def measure(frames: int, rounds: int) -> dict[str, Any]:
 def child(frames: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-redaction-") as folder:
         servers.django_on(folder)
-        print(json.dumps(asyncio.run(measure(frames, rounds))))
+        results = asyncio.run(measure(frames, rounds))
+        results["per_frame"] = per_frame(min(frames, 5000), max(rounds, 3))
+        results["seams"] = seams_per_frame(min(frames, 10_000), max(rounds, 3))
+        print(json.dumps(results))
 
 
 def run(frames: int, rounds: int = 2) -> dict[str, Any]:
@@ -152,10 +326,16 @@ def judge(results: dict[str, Any]) -> bool:
     for form in JUDGED:
         results[form]["pass"] = results[form]["x_raw"] <= RATIO_TARGET
         ok &= results[form]["pass"]
+    for row in results.get("per_frame", {}).values():
+        row["pass"] = row["x_literal"] <= PER_FRAME_TARGET
+        ok &= row["pass"]
     return ok
 
 
 def print_table(results: dict[str, Any]) -> None:
+    per = results.get("per_frame", {})
+    seams = results.get("seams")
+    results = {form: row for form, row in results.items() if form in FORMS}
     frames = next(iter(results.values()))["frames"]
     print(f"\n9. redacted JSON Lines export of {frames:,} env-dump frames (target: ≤ {RATIO_TARGET}× raw)")
     print(f"   {'env dump as':<24}{'MB':>7}{'raw s':>9}{'redacted s':>12}{'×raw':>7}  verdict")
@@ -165,6 +345,26 @@ def print_table(results: dict[str, Any]) -> None:
         print(
             f"     {label:<22}{row['raw_mb']:>7.1f}{row['raw_s']:>9.2f}{row['redacted_s']:>12.2f}"
             f"{row['x_raw']:>7.2f}  {verdict}"
+        )
+    if not per:
+        return
+    count = next(iter(per.values()))["frames"]
+    print(
+        f"   secrets in every encoding, Redactor.raws of {count:,} frames (µs a frame; "
+        f"target: ≤ {PER_FRAME_TARGET}× the literal matcher)"
+    )
+    print(f"   {'frames':<30}{'literal':>9}{'encodings':>11}{'×literal':>10}  verdict")
+    for kind, row in per.items():
+        verdict = "" if "pass" not in row else "PASS" if row["pass"] else "FAIL"
+        print(
+            f"     {PER_FRAME[kind][0]:<28}{row['literal_us']:>9.1f}{row['encodings_us']:>11.1f}"
+            f"{row['x_literal']:>10.2f}  {verdict}"
+        )
+    if seams:
+        print(
+            f"   and secrets split across frames of a stream (a log flood of {seams['frames']:,} frames; "
+            f"µs a frame): {seams['literal_us']:.1f} without the check, {seams['encodings_us']:.1f} with it "
+            f"({seams['x_literal']:.2f}×, shown)"
         )
 
 

@@ -21,7 +21,8 @@ from django.template.loader import render_to_string
 
 from sessions.frames import indented_json, pretty_json
 from sessions.teams.models import Note
-from sessions.timeline.redaction import Redactor
+from sessions.timeline.redaction import Redactor, preview_of
+from sessions.timeline.seams import Seams
 from sessions.timeline.shown import Shown, truncated
 
 __all__ = ["BODY_LIMIT", "HTML_FIELDS", "LONGEST_KEPT", "FrameHtml", "Memo"]
@@ -67,12 +68,13 @@ class FrameHtml:
     """A frame's values (``HTML_FIELDS``) as the file's list item; with a ``redactor``, redacted as
     ``Redactor.frame`` redacts a stored frame."""
 
-    def __init__(self, redactor: Redactor | None) -> None:
+    def __init__(self, redactor: Redactor | None, seams: Seams | None = None) -> None:
         self.redactor = redactor
+        self.seams = seams
         self.shown = Shown()  # a value as ``{{ value }}`` shows it
         self.sizes, self.latencies = Memo(self._size), Memo(self._latency)
         self.transports, self.texts = Memo(self._transport, LONGEST_KEPT), Memo(self._text)
-        # The batch's notes, previews and transport details that no rule changes (``all`` looks): shown
+        # The batch's notes and transport details that no rule changes (``all`` looks): shown
         # as they are. Any other is redacted the long way, which gives a plain one back unchanged.
         self.plain: set[str] = set()
 
@@ -105,20 +107,22 @@ class FrameHtml:
         return self.shown(truncated(text, PREVIEW))
 
     def all(self, rows: list[tuple[Any, ...]], notes: dict[int, list[Note]]) -> str:
-        """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``; their notes,
-        previews and transport details looked at together: ``Redactor.plains``)."""
+        """The items of a batch of frames (their bytes redacted together: ``Redactor.raws``; their notes
+        and transport details looked at together: ``Redactor.plains``)."""
         raws = [bytes(row[9]) for row in rows]
+        if self.seams is not None:  # seq, kind, direction, method, raw
+            raws = self.seams.raws(rows, (0, 1, 2, 5, 9))
         if self.redactor is not None:
             raws = self.redactor.raws(raws)
             self.plain = self._plain(rows)
         return "".join([self.item(row, raw, notes.get(row[0])) for row, raw in zip(rows, raws, strict=True)])
 
     def _plain(self, rows: list[tuple[Any, ...]]) -> set[str]:
-        """The notes, previews and transport details (those not written already) of a batch that no rule
+        """The notes and transport details (those not written already) of a batch that no rule
         changes: ``Redactor.plains`` of them all at once, quicker than ``plain`` of each."""
         assert self.redactor is not None
         known = self.transports.knows
-        texts = {text for row in rows for text in (row[11], row[12]) if text}
+        texts = {row[11] for row in rows if row[11]}
         texts.update(row[15] for row in rows if row[15] and not known(row[15]))
         looked = list(texts)
         return {text for text, plain in zip(looked, self.redactor.plains(looked), strict=True) if plain}
@@ -140,7 +144,8 @@ class FrameHtml:
             verdicts = redactor.value(verdicts if isinstance(verdicts, list) else [])
             method = self.texts(method)
             rpc_id, parse_error = redactor.text(rpc_id), redactor.text(parse_error)
-            note, preview = self._redacted(note), self._redacted(preview)
+            note = self._redacted(note)
+            preview = preview_of(raw, note)  # the stored one may be cut through a secret
         marks = [v if isinstance(v, dict) else {} for v in verdicts] if isinstance(verdicts, list) else []
         _shown = self.shown
         # Line 1 of the template: the summary.

@@ -48,6 +48,7 @@ from sessions.timeline import conformance
 from sessions.timeline.export_html import HTML_FIELDS, LONGEST_KEPT, FrameHtml, Memo
 from sessions.timeline.queries import request_of
 from sessions.timeline.redaction import Redactor
+from sessions.timeline.seams import Seams
 
 # Which of the session's frames an export holds (a share's scope): a queryset of TimelineFrame.
 Frames = Any
@@ -186,8 +187,9 @@ class Records:
     """A frame's values (``RECORD_FIELDS``) as its JSON Lines record; with a ``redactor``, redacted as
     ``Redactor.frame`` redacts a stored frame."""
 
-    def __init__(self, redactor: Redactor | None) -> None:
+    def __init__(self, redactor: Redactor | None, seams: Seams | None = None) -> None:
         self.redactor = redactor
+        self.seams = seams
         # SQLite keeps a JSON column as json.dumps wrote it: it can be copied (PostgreSQL rewrites it).
         self.verbatim = connection.vendor == "sqlite"
         self.transport = Memo(self._transport, LONGEST_KEPT)
@@ -206,7 +208,10 @@ class Records:
         (``Redactor.raws``, ``Redactor.plains``: most of what they look for is in none)."""
         if self.redactor is None:
             return [self.record(row, bytes(row[5]), True) for row in rows]
-        raws = self.redactor.raws([bytes(row[5]) for row in rows])
+        raws = [bytes(row[5]) for row in rows]
+        if self.seams is not None:  # seq, kind, direction, method, raw
+            raws = self.seams.raws(rows, (0, 1, 2, 9, 5))
+        raws = self.redactor.raws(raws)
         seen = self.transport.knows  # transport details redacted already (no rule left them): as they were
         plain = iter(self.redactor.plains([row[6] or "" for row in rows if not seen(row[6])]))
         plains = [not seen(row[6]) and next(plain) for row in rows]
@@ -259,13 +264,17 @@ async def jsonl_lines(
     """Every frame of the session (or of ``frames``) as JSON Lines, a batch at a time; with a
     ``redactor``, each frame's bytes, transport, note and verdicts redacted (it still opens as a session)."""
     batches = Batches(_frames(session, frames), RECORD_FIELDS)
-    write = Records(redactor)
+    write = Records(redactor, _seams(session, redactor))
 
     def lines() -> str:
         return "".join(write.all(batches.next()))
 
     async for text in _ahead(lines):
         yield text  # one ASGI message a batch: a message (and a socket write) per frame cost more
+
+
+def _seams(session: McpSession, redactor: Redactor | None) -> Seams | None:
+    return None if redactor is None else Seams(session, redactor.forms)
 
 
 def _head(session: McpSession, redactor: Redactor | None, frames: Frames | None) -> str:
@@ -312,7 +321,7 @@ async def document(
     """The HTML file; with a ``redactor``, everything in it redacted; with ``frames``, only those."""
     yield await sync_to_async(_head)(session, redactor, frames)
     batches = Batches(_frames(session, frames), HTML_FIELDS)
-    write = FrameHtml(redactor)
+    write = FrameHtml(redactor, _seams(session, redactor))
     async for html in _ahead(lambda: _page(session, batches, write, redactor)):
         yield html
     yield "</ol>\n</main>\n</body>\n</html>\n"

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from itertools import accumulate
 from typing import Any
 
-from sessions.frames import PREVIEW_CHARS, deeper_than
+from sessions.frames import NUL, NUL_SHOWN, PREVIEW_CHARS, deeper_than
 from sessions.timeline.names import (
     CASELESS,
     NAME_WORDS,
@@ -38,6 +38,7 @@ from sessions.timeline.names import (
     plain_name,
     url_password,
 )
+from sessions.timeline.secret_forms import SecretForms
 from sessions.timeline.secret_rules import (
     JSON_PATH,
     MIN_SECRET,
@@ -56,6 +57,7 @@ __all__ = [
     "Rules",
     "config_secrets",
     "looks_secret",
+    "preview_of",
 ]
 
 MASK = "[redacted]"
@@ -96,8 +98,6 @@ VERDICTS = 10_000
 NAMED = 2048
 NAMED_CHARS = 2048
 NAMED_BYTES = 1024 * 1024
-# Up to this many forms of the session's secrets are looked for one by one (more: one regex pass).
-FEW_SECRETS = 8
 MAX_DEPTH = 200
 # What a row shows instead of its preview when its bytes were too big to redact for a list.
 LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
@@ -106,7 +106,7 @@ LARGE_PREVIEW = "(a large frame: open it to see it, redacted)"
 class Redactor:
     """Redacts text, JSON values and frames by the built-in rules, the session's secrets and ``rules``."""
 
-    def __init__(self, secrets: list[str], rules: Rules | None = None) -> None:
+    def __init__(self, secrets: list[str], rules: Rules | None = None, *, encodings: bool = True) -> None:
         self.rules = rules or Rules()
         self.names = {n.lower() for n in self.rules.names}
         self.paths = [path_parts(p) for p in self.rules.paths if JSON_PATH.fullmatch(p)]
@@ -117,19 +117,10 @@ class Redactor:
             except re.error:
                 continue
         self.patterns = patterns
-        # Each secret as it is, and as JSON writes it inside a string (quotes, backslashes, non-ASCII).
-        forms: set[str] = set()
-        for secret in secrets:
-            forms.add(secret)
-            forms.add(json.dumps(secret)[1:-1])
-            forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
-        ordered = sorted((f for f in forms if len(f) >= MIN_SECRET), key=len, reverse=True)
-        self.secrets = re.compile("|".join(re.escape(f) for f in ordered)) if ordered else None
-        self.secret_forms = ordered
-        # Each form as it is and as it stands inside a JSON string (``plain`` looks for them in JSON text),
-        # and whether they are all ASCII (then a character escaped as ``\\uXXXX`` beyond ASCII is none).
-        self.written_forms = sorted({*ordered, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in ordered)})
-        self.ascii_forms = all(form.isascii() for form in self.written_forms)
+        # Every form of the session's secrets (as they are, JSON-escaped, URL-encoded, in any case,
+        # base64, hex): one regular expression, run only where the text holds what each form holds.
+        self.forms = SecretForms.of(secrets, encodings)
+        self.secrets = self.forms.pattern
         # Rules of the sharer's own: ``plain`` cannot tell what they mask.
         self.own_rules = bool(self.rules.names or self.rules.paths or self.rules.patterns)
         # The words a name must hold to be masked: the built-in ones and the sharer's names (those a
@@ -225,33 +216,8 @@ class Redactor:
         return _on_lines(text, lines, self._header_line) if ":" in text else text
 
     def _session_secrets(self, text: str) -> str:
-        """Every form of the session's secrets masked, as ``self.secrets`` masks them.
-
-        A few secrets are found quicker one by one; where no two of them overlap, what the regular
-        expression would mask is exactly each one found.
-        """
-        if self.secrets is None:
-            return text
-        if len(self.secret_forms) > FEW_SECRETS or len(text) < TEXT_CACHE_MIN:
-            return self.secrets.sub(MASK, text)
-        found = []
-        for form in self.secret_forms:
-            at = text.find(form)
-            while at >= 0:
-                found.append((at, at + len(form)))
-                at = text.find(form, at + len(form))
-        if not found:
-            return text
-        found.sort()
-        pieces = []
-        done = 0
-        for start, end in found:
-            if start < done:  # two that overlap: the regular expression decides which one goes
-                return self.secrets.sub(MASK, text)
-            pieces += [text[done:start], MASK]
-            done = end
-        pieces.append(text[done:])
-        return "".join(pieces)
+        """Every form of the session's secrets masked, as ``self.secrets`` masks them."""
+        return self.forms.mask(text, MASK)
 
     def _remembering(self, text: str) -> bool:
         """Whether to take ``text`` line by line, remembering lines (``_line_by_line``).
@@ -522,10 +488,9 @@ class Redactor:
         """``plain``, but for names: a few quick searches, each for what would make it say False."""
         if self.own_rules:
             return False
-        for form in self.written_forms:
-            if form in text:
-                return False
-        escaped = SPELLING_ESCAPE.search(text) if self.ascii_forms else "\\/" in text or "\\u" in text
+        if self.forms.written_in(text):
+            return False
+        escaped = SPELLING_ESCAPE.search(text) if self.forms.ascii else "\\/" in text or "\\u" in text
         if escaped:
             return False
         if "@" in text and "://" in text and url_password(text):  # "@" first: one quick search
@@ -633,10 +598,11 @@ class Redactor:
         shown.size = len(shown.raw)
         shown.transport = self.transport(frame.transport)
         shown.verdicts = self.value(frame.verdicts if isinstance(frame.verdicts, list) else [])
-        for name in ("method", "rpc_id", "note", "uri", "parse_error", "preview"):
+        for name in ("method", "rpc_id", "note", "uri", "parse_error"):
             value = getattr(frame, name, "")
             if isinstance(value, str):
                 setattr(shown, name, self.text(value))
+        shown.preview = preview_of(shown.raw, shown.note if isinstance(shown.note, str) else "")
         shown.save = _never_saved
         return shown
 
@@ -663,6 +629,17 @@ class Redactor:
 
 
 _DIGITS_AS_0 = bytes.maketrans(b"123456789", b"000000000")
+
+
+def preview_of(raw: bytes, note: str) -> str:
+    """A frame's preview as the recorder makes it (``frame_row``), of bytes redacted already: the stored
+    one may be cut through a secret, whose head no rule recognises."""
+    preview = (
+        raw[:PREVIEW_CHARS].decode("utf-8", errors="replace").replace("\n", " ")
+        if raw
+        else note[:PREVIEW_CHARS]
+    )
+    return preview.replace(NUL, NUL_SHOWN)
 
 
 def _url_passwords(line: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.db.models import QuerySet
@@ -19,6 +20,7 @@ from sessions.timeline import conformance, plots
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import PAGE, TimelineFilter, detail_of, page_of_rows
 from sessions.timeline.redaction import Redactor, Rules
+from sessions.timeline.seams import Seams
 
 __all__ = ["ROW_RAW_LIMIT", "SharedSession", "find_share", "log_opening", "preview"]
 
@@ -27,6 +29,7 @@ ROW_RAW_LIMIT = 256 * 1024
 # The preview before a link is made: at most this many frames, found among the first SCAN in scope.
 PREVIEW_FRAMES = 6
 PREVIEW_SCAN = 2000
+PREVIEW_CHUNK = 200  # frames looked at together (their split secrets found at once)
 PREVIEW_CHARS = 4000
 
 
@@ -50,6 +53,11 @@ class SharedSession:
             share.last_seq,
             TimelineFilter.from_data(share.filter if isinstance(share.filter, dict) else {}),
         )
+
+    @cached_property
+    def seams(self) -> Seams:
+        """Secrets split across adjacent frames of a stream, found with the frames around them."""
+        return Seams(self.session, self.redactor.forms)
 
     def frames(self) -> QuerySet[TimelineFrame]:
         """The frames in the share's scope."""
@@ -77,17 +85,32 @@ class SharedSession:
         return self.redacted_rows(rows)
 
     def redacted_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Rows redacted, each preview made again from its redacted bytes (read here, a page at once)."""
+        """Rows redacted, each preview made again from its redacted bytes (read here, a page at once), a
+        secret split across frames of a stream masked in each."""
         small = [r["seq"] for r in rows if (r.get("size") or 0) <= ROW_RAW_LIMIT]
         raws = dict(
             TimelineFrame.objects.filter(session=self.session, seq__in=small).values_list("seq", "raw")
         )
-        return [self.redactor.row(r, bytes(raws[r["seq"]]) if r["seq"] in raws else None) for r in rows]
+        seams = self.seams
+        read = {seq: bytes(raw) for seq, raw in raws.items()}
+        cuts = seams.cuts(
+            (r["seq"], r["kind"], r["direction"], r["method"], read[r["seq"]])
+            for r in rows
+            if r["seq"] in read
+        )
+        return [
+            self.redactor.row(r, seams.cut(r["seq"], r["kind"], read[r["seq"]], cuts))
+            if r["seq"] in read
+            else self.redactor.row(r, None)
+            for r in rows
+        ]
 
     def detail(self, seq: int) -> dict[str, Any] | None:
         """One frame of the scope, redacted, with nothing to send again."""
         frame = self.frames().filter(seq=seq).first()
-        return None if frame is None else detail_of(self.redactor.frame(frame), replay=False)
+        return (
+            None if frame is None else detail_of(self.redactor.frame(self.seams.frame(frame)), replay=False)
+        )
 
     def shown_session(self) -> McpSession:
         """The session's name, server URL, config and facts redacted (a copy that is never saved)."""
@@ -113,11 +136,33 @@ def preview(shared: SharedSession) -> list[dict[str, Any]]:
     """What a viewer of a share will see, before the link is made: the initialize exchange and the
     frames where redaction changed something (a few, redacted)."""
     picked: list[dict[str, Any]] = []
-    frames = shared.frames().order_by("seq")[:PREVIEW_SCAN]
-    for frame in frames.iterator(chunk_size=200):
-        raw = bytes(frame.raw)
-        shown = shared.redactor.frame(frame)
-        changed = shown.raw != raw or shown.transport != frame.transport or shown.note != frame.note
+    scanned = shared.frames().order_by("seq")[:PREVIEW_SCAN]
+    seams = shared.seams
+    chunk: list[TimelineFrame] = []
+    for stored in scanned.iterator(chunk_size=PREVIEW_CHUNK):
+        chunk.append(stored)
+        if len(chunk) < PREVIEW_CHUNK:
+            continue
+        picked += _picked(shared, chunk, seams.frames(chunk), PREVIEW_FRAMES - len(picked))
+        chunk = []
+        if len(picked) >= PREVIEW_FRAMES:
+            return picked
+    return picked + _picked(shared, chunk, seams.frames(chunk), PREVIEW_FRAMES - len(picked))
+
+
+def _picked(
+    shared: SharedSession, stored: list[TimelineFrame], cut: list[TimelineFrame], wanted: int
+) -> list[dict[str, Any]]:
+    """Of these frames (as stored, and with their split secrets masked), the initialize exchange and
+    those where redaction changed something, ``wanted`` at most."""
+    picked: list[dict[str, Any]] = []
+    for frame, masked in zip(stored, cut, strict=True):
+        if len(picked) >= wanted:
+            break
+        shown = shared.redactor.frame(masked)
+        changed = (
+            shown.raw != bytes(frame.raw) or shown.transport != frame.transport or shown.note != frame.note
+        )
         if frame.method == "initialize" or changed:
             text = pretty_json(bytes(shown.raw)) or bytes(shown.raw).decode("utf-8", errors="replace")
             transport = json.dumps(shown.transport, indent=2, ensure_ascii=False) if shown.transport else ""
@@ -130,8 +175,6 @@ def preview(shared: SharedSession) -> list[dict[str, Any]]:
                     "transport": transport[:PREVIEW_CHARS],
                 }
             )
-        if len(picked) >= PREVIEW_FRAMES:
-            break
     return picked
 
 
