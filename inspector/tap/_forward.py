@@ -104,7 +104,7 @@ def _thread(target: Callable[[], None], name: str) -> threading.Thread:
 def run(options: TapOptions) -> int:
     """Run the server behind the tap until it exits; return its exit code (128+N for signal N)."""
     # Forwarding threads wait for the interpreter lock while the spool thread works: let them in sooner.
-    sys.setswitchinterval(0.0005)
+    sys.setswitchinterval(0.0001)
     env = dict(os.environ)
     marker = env[_MARKER] = os.urandom(12).hex()
     started = time.time(), time.monotonic()
