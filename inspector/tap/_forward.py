@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from inspector.tap import TapOptions
+from inspector.tap._options import TapOptions
 
 __all__ = ["run"]
 

@@ -18,7 +18,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from inspector.tap import TapOptions
+from inspector.tap._options import TapOptions
 
 if TYPE_CHECKING:
     from sessions.engine import Frame, LineSplitter, TapObserver
