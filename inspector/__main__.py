@@ -1,4 +1,4 @@
-"""The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli."""
+"""The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli, a tap with ``tap``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-# Nothing here imports Django (nor webbrowser, logging, ipaddress) at module level: the --cli path
-# must start fast.
+# Nothing here imports Django (nor webbrowser, logging, ipaddress) at module level: the --cli and tap
+# paths must start fast.
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6274
@@ -21,6 +21,10 @@ GC_THRESHOLDS = (50_000, 20, 100)
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the inspector; return the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["tap"]:
+        from inspector import tap
+
+        return tap.main(args[1:])
     if not any(isinstance(finder, _WithoutHttpxCli) for finder in sys.meta_path):
         sys.meta_path.insert(0, _WithoutHttpxCli())
     if "--cli" in args:
@@ -38,6 +42,10 @@ def run() -> NoReturn:
     of every 700 (70 collections a call found next to nothing, ~10 ms), and it ends without the
     interpreter's teardown (``inspector.cli.end_process``).
     """
+    if sys.argv[1:2] == ["tap"]:
+        from inspector.tap._forward import end_process as end_tap
+
+        end_tap(main())
     cli = "--cli" in sys.argv[1:]
     if cli:
         gc.set_threshold(100_000)

@@ -214,6 +214,11 @@ class McpSession(models.Model):
         return bool(isinstance(self.config, dict) and self.config.get("imported_from"))
 
     @property
+    def is_tap(self) -> bool:
+        """Watched through ``mcp-inspector tap``: the host drives it, the inspector only records."""
+        return self.transport_name == "tap"
+
+    @property
     def shown_config(self) -> dict[str, Any]:
         return masked_config(self.config)
 

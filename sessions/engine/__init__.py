@@ -34,6 +34,7 @@ from ._listen import ACKNOWLEDGED as LISTEN_ACKNOWLEDGED
 from ._listen import SUBSCRIPTION_ID, ListenStream
 from ._oauth_config import GRANTS, Authorizer, OAuthConfig, OAuthFailed, TokenStore
 from ._oauth_rules import Challenge, canonical_resource, parse_challenges
+from ._observer import LineSplitter, TapObserver
 from ._options import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
@@ -44,7 +45,7 @@ from ._options import (
 )
 from ._outputs import MATCHES as OUTPUT_MATCHES
 from ._outputs import OUTPUT_CODES
-from ._processes import ServerProcess, kill_recorded, kill_tree, undumpable
+from ._processes import ServerProcess, kill_recorded, kill_tree, undumpable, watch
 from ._requests import RequestHandle
 from ._rules import warm_up
 from ._sandbox import Sandbox, sandbox_problem
@@ -98,6 +99,7 @@ __all__ = [
     "HttpStatusError",
     "HttpTarget",
     "InputRequiredRoundsExceeded",
+    "LineSplitter",
     "ListenStream",
     "McpError",
     "MessageTooLarge",
@@ -121,6 +123,7 @@ __all__ = [
     "Task",
     "TaskBook",
     "TaskChanged",
+    "TapObserver",
     "Transport",
     "TransportError",
     "Verdict",
@@ -138,6 +141,7 @@ __all__ = [
     "sandbox_problem",
     "task_augmentable",
     "undumpable",
+    "watch",
     "warm_up",
     "offers_skills",
 ]

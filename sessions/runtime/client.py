@@ -51,6 +51,8 @@ async def start_session(session: McpSession) -> None:
 
 async def send_command(session: McpSession, command: m.Command, reply: str = "") -> None:
     """Send a command to the session's owner without waiting for an answer."""
+    if session.is_tap:
+        raise CommandFailed("a tap session is driven by its host: the inspector only records it")
     if not session.worker_channel:
         raise CommandFailed("the session is not live")
     ensure_embedded_runtime()

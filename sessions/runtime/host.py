@@ -20,6 +20,7 @@ from sessions.engine import ServerProcess, kill_tree, warm_up
 from sessions.runtime import store
 from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession
 from sessions.runtime.owner import SessionOwner
+from sessions.runtime.taps import TapIngester
 
 __all__ = ["Runtime", "ensure_embedded_runtime", "stop_embedded_runtime", "warm_up_in_background"]
 
@@ -121,8 +122,20 @@ def ensure_embedded_runtime() -> Runtime | None:
         return _embedded[1]
     runtime = Runtime()
     _embedded = (loop, runtime, loop.create_task(runtime.serve(), name="mcp-runtime"))
+    _start_taps(runtime)
     _stop_with_the_server()
     return runtime
+
+
+_taps: asyncio.Task[None] | None = None
+
+
+def _start_taps(runtime: Runtime) -> None:
+    """Take the frames of local taps (``mcp-inspector tap``) as sessions: the local mode's alone."""
+    global _taps
+    if settings.INSPECTOR_HOSTED:
+        return
+    _taps = asyncio.get_running_loop().create_task(TapIngester(runtime.layer).serve(), name="mcp-taps")
 
 
 def _kill_embedded_processes() -> None:
@@ -152,7 +165,7 @@ def _stop_with_the_server() -> None:
 
 async def stop_embedded_runtime(reason: str = "the inspector stopped") -> None:
     """Stop taking sessions and close every live one (tests, and servers that stop)."""
-    global _embedded
+    global _embedded, _taps
     if _embedded is None:
         return
     _, runtime, serving = _embedded
@@ -160,5 +173,10 @@ async def stop_embedded_runtime(reason: str = "the inspector stopped") -> None:
     serving.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await serving
+    if _taps is not None:
+        taps, _taps = _taps, None
+        taps.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await taps
     await runtime.shutdown(reason)
     await store.close_connections()

@@ -44,10 +44,14 @@ PANELS: dict[str, PanelContext] = {
 }
 # Panels for features a server may not offer at all: their tab shows only when it does.
 OPTIONAL: dict[str, Callable[[McpSession], bool]] = {"skills": skills.offered}
+# A tap session is driven by its host: only the panels that show what happened, none that act.
+TAP_PANELS = ("overview", "conformance", "activity")
 
 
 def visible(session: McpSession) -> list[str]:
     """The tabs the session page shows."""
+    if session.is_tap:
+        return list(TAP_PANELS)
     return [name for name in PANELS if name not in OPTIONAL or OPTIONAL[name](session)]
 
 
@@ -71,7 +75,7 @@ def panel_context(session: McpSession, tab: str, request: AuthedRequest) -> dict
 async def panel(request: AuthedRequest, public_id: Any, name: str) -> HttpResponse:
     """One feature panel, for tab switches."""
     session = await owned_session(request, public_id)
-    if name not in PANELS:
+    if name not in PANELS or (session.is_tap and name not in TAP_PANELS):
         raise Http404("No such panel")
     context = await sync_to_async(panel_context)(session, name, request)
     html = await sync_to_async(render_to_string)(f"sessions/panels/{name}.html", context, request)

@@ -229,7 +229,7 @@ async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if session.status == McpSession.Status.IMPORTING:
         return await sync_to_async(render)(request, "sessions/importing.html", _import_context(session))
     tab = request.GET.get("tab", "overview")
-    if tab not in PANELS:
+    if tab not in PANELS or (session.is_tap and tab not in visible(session)):
         tab = "overview"
     wanted = int_param(request.GET, "frame")
     context = await sync_to_async(_session_context)(session, tab, request, wanted)
@@ -279,6 +279,8 @@ async def reconnect(request: AuthedRequest, public_id: Any) -> HttpResponse:
     session = await owned_session(request, public_id)
     if session.is_imported:
         return HttpResponseBadRequest("a session opened from a recording has no server to reconnect to")
+    if session.is_tap:
+        return HttpResponseBadRequest("a tap session belongs to its host: run the host again")
     if not session.is_live or not session.worker_channel:
         # The session's own team's rules, whichever team the person has chosen on the page.
         problem = await sync_to_async(policy.reconnect_problem)(session)
