@@ -87,6 +87,12 @@ class ClientConduct:
     """Progress tokens of the client's requests in flight → the request's id."""
     server_progress: dict[Id, float | None] = field(default_factory=dict)
     """Progress tokens of the server's requests in flight → the last progress the client reported."""
+    session_ended: bool = False
+    """The server answered 404 to a request with the session id: only a new initialize may follow."""
+    request_states: set[str] = field(default_factory=set)
+    """Stateless: every ``requestState`` the server issued (a retry must echo one, unchanged)."""
+    input_required: set[Id] = field(default_factory=set)
+    """Stateless: ids of requests answered ``input_required`` (their retry must take a new id)."""
     task_support: dict[str, str] = field(default_factory=dict)
     """Each listed tool's ``execution.taskSupport`` (2025-11-25)."""
     tools_listed: bool = False
@@ -153,6 +159,8 @@ def observe_server_frame(frame: Frame, conduct: ClientConduct) -> None:
 
 
 def _observe_http(details: dict[str, Any], conduct: ClientConduct) -> None:
+    if details.get("status") == 404 and conduct.session_id is not None:
+        conduct.session_ended = True
     headers = details.get("headers")
     if not isinstance(headers, dict) or conduct.session_id is not None or conduct.stateless:
         return
@@ -202,6 +210,11 @@ def _observe_one(message: dict[str, Any], frame: Frame, conduct: ClientConduct) 
         conduct.server_capabilities = capabilities if isinstance(capabilities, dict) else {}
     elif request.method == "tools/list" and isinstance(result, dict):
         _learn_tools(result, conduct)
+    if conduct.stateless and isinstance(result, dict) and result.get("resultType") == "input_required":
+        conduct.input_required.add(request_id)
+        state = result.get("requestState")
+        if isinstance(state, str):
+            conduct.request_states.add(state)
 
 
 def _learn_tools(result: dict[str, Any], conduct: ClientConduct) -> None:

@@ -111,6 +111,12 @@ def _check_headers(frame: Frame, conduct: ClientConduct, message: Any) -> None:
     version = conduct.protocol_version if conduct.phase in ("ready", "operating") else None
     if conduct.stateless:
         version = STATELESS_VERSION
+    if conduct.session_ended and not initializing:
+        frame.flag(
+            "client-session-id-header",
+            "error",
+            "the server ended the session (404): the client must start a new one with initialize",
+        )
     check_http(
         frame, version=version, initializing=initializing, session_id=conduct.session_id, message=message
     )
@@ -198,6 +204,12 @@ def _request(
                 frame.flag(
                     "client-id-reuse", "error", f"{at}id {request_id!r} repeats a request still pending"
                 )
+            elif request_id in conduct.input_required and "inputResponses" in params:
+                frame.flag(
+                    "client-id-reuse",
+                    "error",
+                    f"{at}a retry after input_required must take a new id, not {request_id!r}",
+                )
         elif request_id in conduct.ids_seen:
             frame.flag("client-id-reuse", "error", f"{at}id {request_id!r} was already used in this session")
         conduct.ids_seen.add(request_id)
@@ -264,6 +276,13 @@ def _stateless_meta(
     missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
     if missing and method != "server/discover":
         frame.flag("client-stateless-meta", "error", f"{at}{method} lacks _meta {', '.join(missing)}")
+    state = params.get("requestState")
+    if state is not None and state not in conduct.request_states:
+        frame.flag(
+            "client-request-state",
+            "error",
+            f"{at}requestState must echo one the server sent, unchanged (this one it never sent)",
+        )
     version = meta.get(META_PROTOCOL_VERSION)
     if isinstance(version, str):
         conduct.protocol_version = version

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from ._frames import Frame, Severity, Verdict
 from ._protocol import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION
@@ -43,6 +44,25 @@ def http_request(frame: Frame) -> tuple[str, dict[str, str]] | None:
     return (method.upper() if isinstance(method, str) else "POST"), headers
 
 
+# Query parameters that carry a credential (RFC 6750 names access_token; the rest are its cousins).
+_TOKEN_PARAMS = frozenset({"access_token", "token", "id_token", "refresh_token", "api_key", "apikey"})
+
+
+def _check_url(frame: Frame) -> None:
+    """A token goes in the Authorization header, never in the URL's query."""
+    url = frame.transport["http"].get("url")
+    if not isinstance(url, str) or "?" not in url:
+        return
+    names = {name.lower() for name, _ in parse_qsl(urlsplit(url).query, keep_blank_values=True)}
+    if names & _TOKEN_PARAMS:
+        frame.flag(
+            "client-token-in-url",
+            "error",
+            f"a credential in the URL's query ({', '.join(sorted(names & _TOKEN_PARAMS))}): "
+            "tokens go in the Authorization header",
+        )
+
+
 def _media_types(accept: str) -> set[str]:
     return {part.split(";", 1)[0].strip().lower() for part in accept.split(",")}
 
@@ -65,6 +85,7 @@ def check_http(
     if request is None:
         return
     method, headers = request
+    _check_url(frame)
     accept = _media_types(headers.get("accept", ""))
     if method == "POST" and not {JSON, SSE} <= accept:
         frame.flag(

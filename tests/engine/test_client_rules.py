@@ -86,7 +86,50 @@ SAMPLING = {"messages": [{"role": "user", "content": {"type": "text", "text": "h
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
 
 # (rule code, severity, script, transport): the last client line of each script breaks the rule.
+STATELESS_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+STATELESS_ASKED: list[Line] = [
+    (">", req(1, "tools/call", {"name": "echo", "arguments": {}, "_meta": STATELESS_META})),
+    ("<", ok(1, {"resultType": "input_required", "inputRequests": {}, "requestState": "s1"})),
+]
+
+
+def retry(id_: int, state: str) -> Line:
+    params = {
+        "name": "echo",
+        "arguments": {},
+        "_meta": STATELESS_META,
+        "inputResponses": {},
+        "requestState": state,
+    }
+    return (">", req(id_, "tools/call", params))
+
+
 PLANTED: list[tuple[str, str, list[Line], str]] = [
+    ("client-request-state", "error", [*STATELESS_ASKED, retry(2, "forged")], "stdio"),
+    ("client-id-reuse", "error", [*STATELESS_ASKED, retry(1, "s1")], "stdio"),
+    (
+        "client-session-id-header",
+        "error",
+        [
+            *handshake(headers=GOOD_HEADERS),
+            (">", req(1, "tools/list"), http_after()),
+            ("<", err(1, -32001, "session not found"), {":status": "404"}),
+            (">", req(2, "tools/list"), http_after()),
+        ],
+        "http",
+    ),
+    (
+        "client-token-in-url",
+        "error",
+        [
+            *handshake(headers=GOOD_HEADERS),
+            (">", req(1, "tools/list"), {**http_after(), ":url": "http://h/mcp?access_token=abc"}),
+        ],
+        "http",
+    ),
     ("client-invalid-json", "error", [*handshake(), (">", "{not json")], "stdio"),
     ("client-invalid-json", "error", [*handshake(), (">", b'{"jsonrpc": "2.0", "method": "\xff"}')], "stdio"),
     ("client-not-jsonrpc", "error", [*handshake(), (">", "42")], "stdio"),
@@ -707,7 +750,17 @@ def test_a_stateless_client_that_carries_its_meta_draws_nothing() -> None:
             req(2, "tools/call", {"name": "echo", "arguments": {}, "_meta": meta}),
             {**headers, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
         ),
-        ("<", ok(2, {"content": []})),
+        ("<", ok(2, {"resultType": "input_required", "inputRequests": {}, "requestState": "s1"})),
+        (
+            ">",
+            req(
+                3,
+                "tools/call",
+                {"name": "echo", "arguments": {}, "_meta": meta, "inputResponses": {}, "requestState": "s1"},
+            ),
+            {**headers, "Mcp-Method": "tools/call", "Mcp-Name": "echo"},
+        ),
+        ("<", ok(3, {"content": []})),
         # A finished request's id may come again in this revision (only pending ones may not).
         (">", req(2, "tools/list", {"_meta": meta}), {**headers, "Mcp-Method": "tools/list"}),
     ]

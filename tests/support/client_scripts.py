@@ -22,26 +22,31 @@ def run(
 ) -> tuple[list[Frame], ClientConduct]:
     """Feed a conversation to the rules: ``">"`` lines are the client's, ``"<"`` lines the server's;
     a third item gives the HTTP request headers of a client line (or the response headers of a
-    server line); ``">GET"`` / ``">DELETE"`` are the client's bodiless HTTP requests."""
+    server line; ``":url"`` and ``":status"`` among them set the URL and the status); ``">GET"`` /
+    ``">DELETE"`` are the client's bodiless HTTP requests."""
     conduct = ClientConduct(transport=transport, validate=validate)  # type: ignore[arg-type]
     frames = []
     for seq, (direction, body, *rest) in enumerate(script, 1):
-        headers = rest[0] if rest else None
+        headers = dict(rest[0]) if rest else None
+        url = headers.pop(":url", "http://127.0.0.1/mcp") if headers else "http://127.0.0.1/mcp"
+        status = int(headers.pop(":status", 200)) if headers else 200
         raw = (
             body
             if isinstance(body, bytes)
             else (body if isinstance(body, str) else json.dumps(body)).encode()
         )
         if direction.startswith(">") and direction != ">":
-            http = {"method": direction[1:], "url": "http://127.0.0.1/mcp", "headers": headers or {}}
+            http = {"method": direction[1:], "url": url, "headers": headers or {}}
             frame = Frame("http", "out", transport={"http": http}, seq=seq)
             check_client_frame(frame, conduct)
         elif direction == ">":
-            details = {"http": {"method": "POST", "headers": headers}} if headers is not None else {}
+            details = (
+                {"http": {"method": "POST", "url": url, "headers": headers}} if headers is not None else {}
+            )
             frame = Frame("message", "out", raw, transport=details, seq=seq)
             check_client_frame(frame, conduct)
         else:
-            details = {"http": {"status": 200, "headers": headers}} if headers is not None else {}
+            details = {"http": {"status": status, "headers": headers}} if headers is not None else {}
             frame = Frame("message", "in", raw, transport=details, seq=seq)
             observe_server_frame(frame, conduct)
         frames.append(frame)
