@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._client_rules import CLIENT_PREFIX, ClientConduct, check_client_frame, observe_server_frame, side_of
 from ._clock import Clock
 from ._connect import make_transport
 from ._egress import EgressPolicy, EgressRefused, is_forbidden_address, is_numeric_disguise
@@ -65,6 +66,11 @@ if TYPE_CHECKING:  # at run time these load on first use (__getattr__ below): th
     from ._tls import oauth_client
 
 __all__ = [
+    "CLIENT_PREFIX",
+    "ClientConduct",
+    "check_client_frame",
+    "observe_server_frame",
+    "side_of",
     "GRANTS",
     "OAUTH_STEPS",
     "Authorizer",

@@ -1,7 +1,8 @@
 """The Conformance report: every verdict of a session counted by rule, and latency by method.
 
 "Is my server correct?" in one screen: which rules it broke, how often, where first (a click opens
-that frame), with an example; and how fast each method answers (p50, p95, max), with its errors.
+that frame), with an example; and how fast each method answers (p50, p95, max), with its errors. In
+a tap session the client's frames are judged too: each rule says which side broke it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.db import connections
 from django.db.models import Count, F, Max, Q, Value
 from django.db.models.functions import Coalesce, NullIf
 
+from sessions.engine import side_of
 from sessions.frames import SEVERITY_ORDER
 from sessions.models import McpSession, TimelineFrame
 
@@ -34,7 +36,8 @@ def _frames(session: McpSession, frames: Frames | None) -> Frames:
 
 
 def verdict_rows(session: McpSession, frames: Frames | None = None) -> tuple[list[dict[str, Any]], bool]:
-    """One row per rule code: severity, count, first frame, an example; and whether the scan was capped."""
+    """One row per rule code: the side that broke it, severity, count, first frame, an example; and
+    whether the scan was capped."""
     flagged = list(
         _frames(session, frames).exclude(worst="").order_by("-seq").values_list("seq", "verdicts")[:SCAN]
     )
@@ -48,6 +51,7 @@ def verdict_rows(session: McpSession, frames: Frames | None = None) -> tuple[lis
             if row is None:
                 rows[key] = {
                     "code": key[0],
+                    "side": side_of(key[0]),
                     "severity": key[1],
                     "count": 1,
                     "first_seq": seq,
