@@ -57,8 +57,8 @@ SERVER_CAPABILITY_OF: dict[str, tuple[str, str | None]] = {
 
 
 def _parse(frame: Frame) -> tuple[bool, Any]:
-    """The frame's message (parsed from ``raw``, or as given when there are no bytes); flag garbage."""
-    if not frame.raw and frame.message is not None:
+    """The frame's message (as given when already parsed, else from ``raw``); flag garbage."""
+    if frame.message is not None:
         return True, frame.message
     try:
         message = json.loads(frame.raw.decode("utf-8").removeprefix("\ufeff"))

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard, cast
 
 from . import _rules
+from ._client_conduct import ClientConduct, observe_server_frame
+from ._client_rules import check_client_frame
 from ._clock import LoopClock
 from ._frames import HEAD_BYTES, Frame, too_large
 from ._options import HANDSHAKE_VERSIONS, ClientOptions
@@ -48,6 +50,8 @@ class TapObserver:
         self._seq = itertools.count(1)
         self._tokens: dict[int | str, int | str] = {}  # request id → its progress token
         self._asked: dict[int | str, _ServerAsked] = {}
+        self.conduct = ClientConduct(transport="stdio", validate=validate)
+        """What the client rules remember of the host."""
 
     # --- what the tap saw -----------------------------------------------------------------------
 
@@ -87,6 +91,7 @@ class TapObserver:
         if len(raw) > self.max_message_bytes:
             return [self._oversized(frame, "in")]
         outcomes = _rules.check_frame(frame, self.peer, self.requests)
+        observe_server_frame(frame, self.conduct)
         self._numbered(frame)
         self.peer.tasks.drain(frame.seq)  # the observer keeps the books, it publishes no task events
         for outcome in outcomes:
@@ -123,9 +128,8 @@ class TapObserver:
     # --- the client's side ----------------------------------------------------------------------
 
     def judge_client_frame(self, frame: Frame) -> None:
-        """Where the client's frames are judged: the client rules (``check_client_frame(frame,
-        conduct)``, in ``_client_rules``) attach their verdicts to ``frame`` here, before the books
-        below change for it. Until they exist, a client frame carries only its parse outcome."""
+        """The client rules attach their verdicts to ``frame``, before the books below change for it."""
+        check_client_frame(frame, self.conduct)
 
     def _client_message(self, frame: Frame, message: dict[str, Any]) -> list[Frame]:
         """Keep the books the server rules read, from one message of the client."""

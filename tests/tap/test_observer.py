@@ -166,3 +166,14 @@ def test_the_tap_takes_its_options_before_the_double_dash_and_leaves_the_rest_to
     for bad in ([], ["node"], ["--name"], ["--bogus", "--", "node"], ["--"]):
         with pytest.raises(UsageError):
             parse_args(bad)
+
+
+def test_the_hosts_frames_are_judged_by_the_client_rules_and_a_clean_handshake_draws_none() -> None:
+    observer = TapObserver(validate=False)
+    assert all(f.verdicts == [] for f in handshake(observer))
+    observer = TapObserver(validate=False)
+    [early] = observer.client_line(line({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+    assert "client-before-initialize" in codes(early)
+    handshake(observer)
+    [reused] = observer.client_line(line({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}))
+    assert any(code.startswith("client-") for code in codes(reused))
