@@ -118,6 +118,24 @@ def parse_web_args(args: Sequence[str]) -> argparse.Namespace:
     return opts
 
 
+def _storage_problem(error: BaseException, folder: Any = None) -> str:
+    """What stops the start when the database or the data folder cannot be written, and what to do."""
+    import shutil
+
+    from sessions.runtime import storage
+
+    said = f"the database cannot be opened or written ({storage.cause(error)})"
+    if folder is None:
+        folder = os.environ.get("INSPECTOR_DATA_DIR") or "the data folder"
+    try:
+        full = storage.is_full(error) or shutil.disk_usage(folder).free < (1 << 20)
+    except OSError:
+        full = storage.is_full(error)
+    if full:
+        return f"the disk of {folder} is full: free some space there, then start again"
+    return said
+
+
 def serve(args: Sequence[str]) -> int:
     """Check the install, migrate the database and serve the web inspector with daphne until interrupted."""
     opts = parse_web_args(args)
@@ -140,8 +158,13 @@ def serve(args: Sequence[str]) -> int:
     from django.core.management import call_command
     from twisted.internet import reactor
 
-    django.setup()
+    try:
+        django.setup()  # settings make the data folder and its keys on the first run
+    except OSError as exc:
+        print(f"mcp-inspector cannot start: {_storage_problem(exc)}", file=sys.stderr)
+        return 1
     from django.conf import settings
+    from django.db import DatabaseError
 
     if settings.INSPECTOR_HOSTED:
         hide_environment()
@@ -155,11 +178,15 @@ def serve(args: Sequence[str]) -> int:
     if errors:
         print("mcp-inspector cannot start:", *errors, sep="\n  ", file=sys.stderr)
         return 1
-    # The first run creates the SQLite database.
-    call_command("migrate", interactive=False, verbosity=0)
     from sessions.runtime.store import mark_orphans_lost
 
-    mark_orphans_lost()
+    try:
+        # The first run creates the SQLite database.
+        call_command("migrate", interactive=False, verbosity=0)
+        mark_orphans_lost()
+    except DatabaseError as exc:
+        print(f"mcp-inspector cannot start: {_storage_problem(exc, settings.DATA_DIR)}", file=sys.stderr)
+        return 1
 
     from inspector.asgi import application
     from inspector.auth import login_token

@@ -128,3 +128,27 @@ def test_a_full_disk_shows_frames_held_and_lost_live_records_the_gap_and_lets_pe
         counts = gaps(disk / "data" / "inspector.sqlite3", public_id)
     assert counts, "no not-stored gap in the session"
     assert sum(counts) >= max(lost for _, lost in banners(watcher))
+
+
+def test_starting_on_a_full_disk_stops_with_a_message_that_says_so_not_a_traceback(tmp_path: Path) -> None:
+    with small_disk(tmp_path / "disk") as disk:
+        data = disk / "data"
+        for first_run in (False, True):  # a data folder made before, and none yet (no keys to write)
+            if not first_run:
+                with inspector("--port", str(free_port()), data_dir=data) as (_proc, output):
+                    output.wait_for(LOGIN_LINE)
+                filler = fill(disk, 0)
+            else:
+                subprocess.run(["rm", "-rf", str(data)], check=True)
+            env = {k: v for k, v in os.environ.items() if k not in ("DB", "DB_NAME", "SECRET_KEY")}
+            started = subprocess.run(
+                [sys.executable, "-m", "inspector", "--no-browser", "--port", str(free_port())],
+                env={**env, "INSPECTOR_DATA_DIR": str(data)},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert started.returncode == 1, started
+            assert "Traceback" not in started.stderr, started.stderr
+            assert f"the disk of {data} is full" in started.stderr, started.stderr
+        filler.unlink()
