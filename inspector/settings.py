@@ -199,18 +199,20 @@ else:
 # The cache holds the login rate limits (sessions/teams/throttle.py), which every web process must
 # share: Redis when REDIS_URL is set (the hosted set-up runs several), this process's memory otherwise.
 CACHES: dict[str, dict[str, Any]]
+# Login counters and sessions of deployments sharing one Redis stay apart when they set their prefix.
+_CACHE_PREFIX = f"mcp-inspector:{INSPECTOR_CHANNEL_PREFIX}" if INSPECTOR_CHANNEL_PREFIX else "mcp-inspector"
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "mcp-inspector",
+            "KEY_PREFIX": _CACHE_PREFIX,
         },
         # The login sessions' (cached_db): pages still load while Redis is away (inspector/redis_cache.py).
         "sessions": {
             "BACKEND": "inspector.redis_cache.SessionCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "mcp-inspector",
+            "KEY_PREFIX": _CACHE_PREFIX,
         },
     }
     SESSION_CACHE_ALIAS = "sessions"
