@@ -193,18 +193,20 @@ def _check_icons(owner: dict[str, Any], what: str, frame: Frame, at: str) -> Non
         if scheme in ("https", "data"):
             continue
         shown = src if len(src) <= 80 else src[:77] + "..."
-        if scheme == "http":
+        if scheme == "http" or scheme is None:
+            # Relative (the TypeScript SDK's example server sends "./mcp.svg") or plain http: as safe as
+            # the server's own URL, but not the https or data: URI the spec asks for.
+            said = "plain http" if scheme else "a relative URI"
             frame.flag(
                 "icon-uri",
                 "warning",
-                f"{at}{what} icon {i}: plain http {shown!r} (icons should be https or data:)",
+                f"{at}{what} icon {i} is {said} ({shown!r}); icons should be https or data: URIs",
             )
         else:
-            said = f"scheme {scheme + ':'!r}" if scheme else "no scheme"
             frame.flag(
                 "icon-uri",
                 "error",
-                f"{at}{what} icon {i} has {said} ({shown!r}): a client MUST reject icons "
+                f"{at}{what} icon {i} has scheme {scheme + ':'!r} ({shown!r}): a client MUST reject icons "
                 "that are not https or data:",
             )
 

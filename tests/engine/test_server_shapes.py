@@ -194,7 +194,7 @@ SAFE = icons("https://example.com/a.png", "data:image/png;base64,iVBORw0KGgo=")
 
 
 async def test_an_icon_with_an_unsafe_scheme_is_flagged_icon_uri_wherever_it_is() -> None:
-    unsafe = icons("javascript:alert(1)", " java\tscript:alert(2)", "file:///etc/passwd", "icon.png")
+    unsafe = icons("javascript:alert(1)", " java\tscript:alert(2)", "file:///etc/passwd", "ms-settings:x")
     async with connected(serverInfo={"name": "s", "version": "1", "icons": unsafe}) as (
         session,
         server,
@@ -228,14 +228,18 @@ async def test_an_icon_with_an_unsafe_scheme_is_flagged_icon_uri_wherever_it_is(
         )
         link = {"type": "resource_link", "uri": "file:///a", "name": "a", "icons": icons("ws://x/")}
         call = await answered(session, server, "tools/call", {"content": [link]})
-        plain_http = await answered(
-            session, server, "prompts/list", {"prompts": [{"name": "p", "icons": icons("http://x/i.png")}]}
+        not_quite = await answered(
+            session,
+            server,
+            "prompts/list",
+            {"prompts": [{"name": "p", "icons": icons("http://x/i.png", "./mcp.svg")}]},
         )
     assert flagged(handshake, "icon-uri") == ["error"] * 4
     assert flagged(tools, "icon-uri") == ["error"] * 4
     assert "MUST reject" in tools.verdicts[0].message and "'javascript:'" in tools.verdicts[0].message
     assert [flagged(f, "icon-uri") for f in (prompts, resources, templates, call)] == [["error"]] * 4
-    assert flagged(plain_http, "icon-uri") == ["warning"]
+    # Plain http, or relative to the server's URL (the TypeScript SDK's example server): warnings.
+    assert flagged(not_quite, "icon-uri") == ["warning", "warning"]
 
 
 async def test_https_and_data_icons_draw_no_verdict() -> None:
