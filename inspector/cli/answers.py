@@ -14,6 +14,9 @@ the command line says how to answer, and declaring the capability goes with it:
   when the command line is read (an ``ElicitResult`` needs an ``action``; a ``CreateMessageResult``
   ``role``, ``content`` and ``model``).
 
+No policy sees a request the engine refuses first: an undeclared mode, tool-enabled sampling, or a
+form whose ``requestedSchema`` nests objects (answered -32602, never accepted with made-up values).
+
 The same answers serve requests on a reply stream, on the standalone GET stream, and those
 embedded in a 2026-07-28 ``input_required`` result (the engine retries with them).
 """

@@ -55,6 +55,8 @@ class PeerState:
     """2025-11-25 tasks: every task seen, the client's task requests in flight, the tools' task support."""
     output_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per tool, the ``outputSchema`` of its latest listing (its calls' structuredContent is held to it)."""
+    subscribed: set[str] = field(default_factory=set)
+    """Every URI the client sent resources/subscribe for (an update must name one, or one under it)."""
 
     def enter(self, state: str, note: str = "") -> Frame:
         """Move to ``state``; return the state frame that records why."""

@@ -15,7 +15,7 @@ import json.scanner
 from dataclasses import dataclass
 from typing import Any
 
-from . import _listen, _outputs, _xheaders
+from . import _listen, _outputs, _shapes, _xheaders
 from ._errors import McpError, error_name
 from ._frames import Frame, Progress, Verdict
 from ._options import HANDSHAKE_VERSIONS, LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
@@ -33,6 +33,7 @@ from ._tasks import STATUS_NOTIFICATION
 
 __all__ = [
     "Answered",
+    "InvalidRequest",
     "Outcome",
     "ProgressReported",
     "ServerCancelled",
@@ -40,6 +41,7 @@ __all__ = [
     "check_frame",
     "describe_outgoing",
     "refusal",
+    "refused",
 ]
 
 
@@ -76,7 +78,16 @@ class ProgressReported:
     progress: Progress
 
 
-Outcome = Answered | ServerRequest | ServerCancelled | ProgressReported
+@dataclass(slots=True, frozen=True)
+class InvalidRequest:
+    """A request from the server the client cannot take: answer -32600 (Invalid Request)."""
+
+    request_id: Any
+    """The id the answer carries: the one received when JSON-RPC allows echoing it, else None."""
+    message: str
+
+
+Outcome = Answered | ServerRequest | ServerCancelled | ProgressReported | InvalidRequest
 
 
 def check_frame(frame: Frame, peer: PeerState, requests: RequestTable) -> list[Outcome]:
@@ -219,6 +230,7 @@ def check_response(
         if peer.mode == "stateless":
             learn_tool_headers(result, frame, at, peer)
     check_result_schema(outgoing.method, result, frame, peer, definition)
+    _shapes.check_result(outgoing.method, result, frame, at, peer.protocol_version)
     if outgoing.tool is not None and isinstance(result, dict):
         _outputs.check(result, peer.output_schemas.get(outgoing.tool), frame, at)
     return Answered(outgoing, result=result if isinstance(result, dict) else {"result": result})
@@ -312,13 +324,12 @@ def check_stateless_result(
         for key, item in requests.items():
             if isinstance(item, dict) and isinstance(item.get("method"), str):
                 params = item.get("params")
-                refused = refusal(
+                refused_with = refused(
                     item["method"], params if isinstance(params, dict) else {}, client_capabilities
                 )
-                if refused is not None:
-                    frame.flag(
-                        "undeclared-capability", "error", f"{at}input request {key!r}: {refused.message}"
-                    )
+                if refused_with is not None:
+                    code, error = refused_with
+                    frame.flag(code, "error", f"{at}input request {key!r}: {error.message}")
         asked = ", ".join(
             f"{key}: {item.get('method') if isinstance(item, dict) else '?'}"
             for key, item in requests.items()
@@ -355,15 +366,17 @@ def learn_tool_headers(result: Any, frame: Frame, at: str, peer: PeerState) -> N
 
 def check_request(
     message: dict[str, Any], method: str, frame: Frame, at: str, peer: PeerState
-) -> ServerRequest | None:
+) -> ServerRequest | InvalidRequest | None:
     """Rules for a server→client request: its id, the capability it needs, when it came."""
     request_id = message["id"]
     if frame.rpc_kind != "batch":
         frame.rpc_kind = "request"
         frame.rpc_id = request_id
     if not isinstance(request_id, int | str) or isinstance(request_id, bool):
-        frame.flag("invalid-id", "error", f"{at}request id must be a string or an integer, never null")
-        return None
+        problem = _shapes.invalid_id_problem(request_id)
+        frame.flag("invalid-id", "error", f"{at}{problem}; answered -32600")
+        # Unanswered, a server waits for ever: JSON-RPC answers an invalid request -32600.
+        return InvalidRequest(_shapes.echoable_id(request_id), f"Invalid Request: {problem}")
     if request_id in peer.server_ids:
         frame.flag("id-reuse", "error", f"{at}the server reused request id {request_id!r}")
     peer.server_ids.add(request_id)
@@ -371,9 +384,10 @@ def check_request(
     if params is not None and not isinstance(params, dict):
         frame.flag("invalid-params", "error", f"{at}params must be an object")
         params = None
-    refused = refusal(method, params or {}, peer.client_capabilities)
-    if refused is not None:
-        frame.flag("undeclared-capability", "error", f"{at}{refused.message}; answered {refused.code}")
+    refused_with = refused(method, params or {}, peer.client_capabilities)
+    if refused_with is not None:
+        code, error = refused_with
+        frame.flag(code, "error", f"{at}{error.message}; answered {error.code}")
     if not peer.initialized_sent and method not in EARLY_SERVER_METHODS:
         frame.flag("before-initialized", "error", f"{at}{method} sent before the client's initialized")
     if peer.validate and peer.protocol_version:
@@ -383,25 +397,48 @@ def check_request(
 
 
 def refusal(method: str, params: dict[str, Any], client_capabilities: dict[str, Any]) -> McpError | None:
-    """The error a server→client request gets at once because the client never declared what it needs.
+    """The error a server→client request gets at once, before any handler or person sees it."""
+    refused_with = refused(method, params, client_capabilities)
+    return refused_with[1] if refused_with is not None else None
+
+
+def refused(
+    method: str, params: dict[str, Any], client_capabilities: dict[str, Any]
+) -> tuple[str, McpError] | None:
+    """The rule a server→client request breaks so that the client refuses it at once, and the error.
 
     A capability the client did not declare: -32601 (method not found). An elicitation in a mode it
-    did not declare (``elicitation: {}`` declares form only): -32602 (invalid params), as the spec says.
+    did not declare (``elicitation: {}`` declares form only), or tool-enabled sampling without
+    ``sampling.tools``: -32602 (invalid params), as the spec says. A form whose ``requestedSchema``
+    is not a flat object of primitives: -32602 too, since no form can ask for it.
     """
     capability = CAPABILITY_OF.get(method)
     if capability and capability not in client_capabilities:
-        return McpError(
+        return "undeclared-capability", McpError(
             -32601, f"{method} needs the client capability {capability!r}, which this client did not declare"
         )
+    if method == "sampling/createMessage":
+        declared = client_capabilities.get("sampling")
+        asked = [key for key in ("tools", "toolChoice") if key in params]
+        if asked and not (isinstance(declared, dict) and "tools" in declared):
+            return "undeclared-capability", McpError(
+                -32602,
+                f"tool-enabled sampling ({' and '.join(asked)}) needs the client capability "
+                "sampling.tools, which this client did not declare",
+            )
     if method == "elicitation/create":
         mode = params.get("mode", "form")
         declared = client_capabilities.get("elicitation")
         modes = list(declared) if isinstance(declared, dict) and declared else ["form"]
         if mode not in modes:
-            return McpError(
+            return "undeclared-capability", McpError(
                 -32602,
                 f"elicitation mode {mode!r} was not declared (this client declared {', '.join(modes)})",
             )
+        if mode == "form":
+            problem = _shapes.elicitation_schema_problem(params.get("requestedSchema"))
+            if problem is not None:
+                return "elicitation-schema", McpError(-32602, problem)
     return None
 
 
@@ -477,6 +514,10 @@ def check_notification(
             frame.note = f"progress of task {task_id} (its request's token lives as long as the task)"
             return None
         return check_progress(params, frame, at, requests)
+    if method == "notifications/resources/updated" and peer.mode != "stateless":
+        unsubscribed = _shapes.unsubscribed_update(params, peer.subscribed)
+        if unsubscribed is not None:
+            frame.flag("unsubscribed-update", "warning", f"{at}{unsubscribed}")
     if method == "notifications/cancelled":
         request_id = params.get("requestId")
         if not isinstance(request_id, int | str) or request_id not in peer.answering:

@@ -72,6 +72,12 @@ class ServerRequests:
         self._peer.answering[request_id] = task
         task.add_done_callback(lambda _: self._peer.answering.pop(request_id, None))
 
+    def invalid(self, request_id: Any, message: str, frame_seq: int, method: str | None) -> None:
+        """Answer a request the client cannot take with -32600 (Invalid Request), ``request_id`` echoed."""
+        if request_id is not None and method is not None:
+            self._frames[request_id] = (frame_seq, method)
+        self._spawn(self._respond(request_id, error={"code": -32600, "message": message}))
+
     def withdraw(self, request_id: int | str) -> None:
         """The server cancelled its request: stop answering it (a waiting person is told)."""
         task = self._peer.answering.get(request_id)
@@ -139,7 +145,7 @@ class ServerRequests:
 
     async def _respond(
         self,
-        request_id: int | str,
+        request_id: Any,
         *,
         result: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from types import EllipsisType
 from typing import Any
 
-from . import _listen, _negotiation, _rules, _tasks, _xheaders
+from . import _listen, _negotiation, _rules, _shapes, _tasks, _xheaders
 from ._clock import Clock, LoopClock, wait_first
 from ._errors import ConnectionClosed, EngineError, RequestTimeout, SessionExpired
 from ._frames import Event, Frame, Progress, Task
@@ -167,6 +167,8 @@ class ClientSession:
             if frame.rpc_kind == "request":
                 self._requests.sent(frame)
                 self.peer.tasks.sent(frame, self.peer.server_capabilities)
+                if frame.method == "resources/subscribe":
+                    _shapes.remember_subscription(frame.message, self.peer.subscribed)
             elif frame.rpc_kind in ("result", "error"):
                 self._serving.answered(frame)
         elif frame.kind == "exit":
@@ -195,6 +197,8 @@ class ClientSession:
             self._serving.serve(outcome.request_id, outcome.method, outcome.params, frame_seq)
         elif isinstance(outcome, _rules.ServerCancelled):
             self._serving.withdraw(outcome.request_id)
+        elif isinstance(outcome, _rules.InvalidRequest):
+            self._serving.invalid(outcome.request_id, outcome.message, frame_seq, frame.method)
         else:
             outcome.progress.frame_seq = frame_seq
             if self.options.reset_timeout_on_progress:

@@ -380,6 +380,19 @@ def test_sampling_from_a_file_and_sampling_reject(everything_stdio: dict, tmp_pa
     assert "-1" in rejected["content"][0]["text"]
 
 
+def test_accept_defaults_refuses_an_elicitation_whose_schema_nests_an_object(tmp_path: Path) -> None:
+    path = tmp_path / "frames.jsonl"
+    proc = run_cli(
+        sys.executable, str(SERVERS / "bad_shapes.py"), "nested-elicit", "--method", "tools/call",
+        "--tool-name", "ask", "--elicitation", "accept-defaults", "--record", str(path),
+    )  # fmt: skip
+    answer = json.loads(result_of(proc)["content"][0]["text"])
+    assert answer["code"] == -32602 and "nested object" in answer["message"]
+    frames = [json.loads(line) for line in path.read_text().splitlines()]
+    [asked] = [f for f in frames if f["method"] == "elicitation/create" and f["direction"] == "in"]
+    assert [v["code"] for v in asked["verdicts"]] == ["elicitation-schema"]
+
+
 STATELESS = [sys.executable, str(SERVERS / "sdk_stateless.py"), "stdio"]
 
 

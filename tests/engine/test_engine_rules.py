@@ -921,7 +921,8 @@ async def test_notifications_beyond_the_servers_capabilities_are_flagged_undecla
         "prompts": {"listChanged": True},
         "resources": {"listChanged": True, "subscribe": True},
     }
-    async with connected(capabilities=everything) as (_, server):
+    async with connected(capabilities=everything) as (session, server):
+        await call(session, server, "resources/subscribe", {"uri": "file:///a"})
         declared = [server.server_sends(LOG), server.server_sends(updated)]
         declared += [server.server_sends(notification(method)) for method in changes]
     assert [flagged(frame, "undeclared-notification") for frame in undeclared] == [["warning"]] * 5

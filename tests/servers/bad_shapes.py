@@ -7,6 +7,8 @@ Modes (the first argument; `shapes` when none):
   have declared sampling, then the result.
 - `elicit`: on tools/call, an elicitation in URL mode (whatever the client declared); the call's
   text is the client's answer to it, as JSON.
+- `nested-elicit`: like `elicit`, but a form elicitation whose requestedSchema nests an object
+  (the spec allows only flat primitive properties).
 - `outputs`: declares only `tools` (no logging, no listChanged); lists `add` with an outputSchema
   and answers a call's `shape` argument with structuredContent that is `right`, `wrong` or
   `missing`, after a log message and a tools/list_changed its capabilities do not allow.
@@ -48,8 +50,19 @@ def call_shapes(request_id: object, params: dict) -> None:
     send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": "done"}]}})
 
 
+NESTED_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "Ada"},
+        "address": {"type": "object", "properties": {"city": {"type": "string", "default": "Paris"}}},
+    },
+}
+
+
 def call_elicit(request_id: object) -> None:
     asked = {"mode": "url", "message": "Sign in", "url": "https://example.com/", "elicitationId": "e-1"}
+    if MODE == "nested-elicit":
+        asked = {"message": "Where do you live?", "requestedSchema": NESTED_SCHEMA}
     send({"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": asked})
     reply = answer_of("e1")
     text = json.dumps(reply.get("error") or reply.get("result"))
@@ -71,6 +84,7 @@ def call_outputs(request_id: object, params: dict) -> None:
 TOOLS = {
     "shapes": [{"name": 42}],
     "elicit": [{"name": "ask", "inputSchema": {"type": "object"}}],
+    "nested-elicit": [{"name": "ask", "inputSchema": {"type": "object"}}],
     "outputs": [{"name": "add", "inputSchema": {"type": "object"}, "outputSchema": OUTPUT_SCHEMA}],
 }
 
@@ -88,7 +102,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": request_id, "result": result})
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS[MODE]}})
-    elif method == "tools/call" and MODE == "elicit":
+    elif method == "tools/call" and MODE in ("elicit", "nested-elicit"):
         call_elicit(request_id)
     elif method == "tools/call" and MODE == "outputs":
         call_outputs(request_id, params)

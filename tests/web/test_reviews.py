@@ -293,6 +293,26 @@ async def test_an_elicitation_in_an_undeclared_mode_is_refused_at_once_and_nothi
     assert [v["code"] for v in asked.verdicts] == ["undeclared-capability"]
 
 
+async def test_an_elicitation_whose_schema_nests_an_object_is_refused_and_no_form_is_offered() -> None:
+    bad_shapes = SERVERS / "bad_shapes.py"
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice,
+            stdio_config(
+                sys.executable, [str(bad_shapes), "nested-elicit"], capabilities={"review_roots": False}
+            ),
+        )
+        client = await logged_in_client(alice)
+        text = await tool_text(call_tool(session, "ask"))
+        page = await page_of(client, session)
+        [asked] = await frames_of(session, method="elicitation/create", direction="in")
+    assert json.loads(text)["code"] == -32602
+    assert not await PendingReview.objects.filter(session=session).aexists()
+    assert 'data-count="0"' in page and 'name="f-address"' not in page
+    assert "elicitation-schema" in [v["code"] for v in asked.verdicts]
+
+
 # --- roots -------------------------------------------------------------------------------------------------
 
 
