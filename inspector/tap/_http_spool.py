@@ -27,6 +27,7 @@ __all__ = ["HttpSpool"]
 
 _SSE = "text/event-stream"
 _JSON = "application/json"
+_STREAMS_KEPT = 10_000
 
 
 def joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -56,7 +57,8 @@ class _Exchange:
     url: str
     mcp: bool
     request: Frame | None = None
-    resumed: bool = False
+    resumed: str = ""
+    """The ``Last-Event-ID`` a GET resumes a stream after."""
     details: dict[str, Any] = field(default_factory=dict)
     head_time: tuple[float, float] = (0.0, 0.0)
     decoder: SseDecoder | None = None
@@ -76,6 +78,7 @@ class HttpSpool(Spool):
         self.upstream = self.options.url or ""
         self.mcp_paths = {urlsplit(self.upstream).path or "/"}
         self.exchanges: dict[int, _Exchange] = {}
+        self.streams: dict[str, str] = {}  # an SSE event id → the stream it came on, to name a resumption
 
     def _frames(
         self,
@@ -107,7 +110,7 @@ class HttpSpool(Spool):
             return self._chunk(observer, exchange, rest[0], wall, mono)
         if what == "http-end":
             del self.exchanges[xid]
-            return self._end(observer, exchange, rest[0], wall, mono)
+            return self._end(observer, exchange, *rest, wall=wall, mono=mono)
         if what == "http-failed":
             del self.exchanges[xid]
             return [observer.http_failed(str(rest[0]), wall, mono)]
@@ -154,7 +157,7 @@ class HttpSpool(Spool):
             exchange.request = frames[0]
             return frames
         last_id = _header(sent, "last-event-id")
-        exchange.resumed = bool(last_id) and method == "GET"
+        exchange.resumed = last_id if method == "GET" else ""
         note = None
         if exchange.resumed:
             note = f"resume the stream after event {last_id}"
@@ -197,7 +200,7 @@ class HttpSpool(Spool):
             seq = exchange.request.seq if exchange.request is not None else 0
             exchange.stream = f"POST #{seq}" if exchange.method == "POST" else "GET"
             if exchange.resumed:
-                exchange.stream = f"GET #{seq} (resumed)"
+                exchange.stream = f"{self.streams.get(exchange.resumed, f'GET #{seq}')} (resumed)"
             return [self._judged_head(observer, exchange, b"")]
         return []  # the head waits for its body: a frame is written once, as it is
 
@@ -233,6 +236,10 @@ class HttpSpool(Spool):
         status = exchange.details["status"]
         for event in exchange.decoder.feed(chunk):
             details = {"status": status, "stream": exchange.stream}
+            if event.id:
+                self.streams[event.id] = exchange.stream.removesuffix(" (resumed)")
+                if len(self.streams) > _STREAMS_KEPT:
+                    del self.streams[next(iter(self.streams))]
             if (
                 event.event == "endpoint"
                 and exchange.method == "GET"
@@ -249,8 +256,16 @@ class HttpSpool(Spool):
         return frames
 
     def _end(
-        self, observer: TapObserver, exchange: _Exchange, error: str | None, wall: float, mono: float
+        self,
+        observer: TapObserver,
+        exchange: _Exchange,
+        error: str | None,
+        host_left: bool,
+        *,
+        wall: float,
+        mono: float,
     ) -> list[Frame]:
+        """The response ended: a held head goes out with its body; a break or the host leaving is said."""
         frames: list[Frame] = []
         if exchange.decoder is None and exchange.details:
             body = b"".join(exchange.parts)
@@ -273,6 +288,12 @@ class HttpSpool(Spool):
                 frames.extend(observer.server_line(body, wall, mono, http=http))
         if error is not None:
             frames.append(observer.http_failed(f"{exchange.method} {exchange.url}: {error}", wall, mono))
+        elif host_left:
+            frames.append(
+                observer.host_left(
+                    f"the host closed the {exchange.stream or exchange.method} stream", wall, mono
+                )
+            )
         return frames
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import itertools
 import queue
 import re
@@ -235,7 +236,7 @@ class Proxy:
             watching.cancel()
             if not pumping.done():
                 pumping.cancel()
-                self._put("http-end", xid, "the host closed the connection")
+                self._put("http-end", xid, None, True)
             with contextlib.suppress(asyncio.CancelledError):
                 await watching
         try:
@@ -269,14 +270,15 @@ class Proxy:
                 writer.write(conn.send(h11.Data(data=rewriter.held)))
         except (httpx.HTTPError, h11.LocalProtocolError) as exc:
             # The server broke off: so does the tap, so the host sees an incomplete body as it would have.
-            self._put("http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}")
+            why = f"the server's response broke off: {str(exc) or type(exc).__name__}"
+            self._put("http-end", xid, why, False)
             writer.transport.abort()
             return False
         except OSError:
-            self._put("http-end", xid, "the host closed the connection")
+            self._put("http-end", xid, None, True)
             return False
         writer.write(conn.send(h11.EndOfMessage()))
-        self._put("http-end", xid, None)
+        self._put("http-end", xid, None, False)
         await writer.drain()
         return True
 
@@ -328,7 +330,8 @@ async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: in
         (b"Content-Length", str(len(body)).encode()),
         (b"Connection", b"close"),
     ]
-    writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+    reason = http.HTTPStatus(status).phrase.encode()
+    writer.write(conn.send(h11.Response(status_code=status, headers=headers, reason=reason)))
     writer.write(conn.send(h11.Data(data=body)))
     writer.write(conn.send(h11.EndOfMessage()))
     await writer.drain()

@@ -281,6 +281,11 @@ class TapObserver:
         frame = Frame("state", "local", transport={"state": "http-error"}, note=note)
         return self._numbered(self._stamped(frame, wall, mono))
 
+    def host_left(self, note: str, wall: float | None = None, mono: float | None = None) -> Frame:
+        """The host closed a response stream before it ended (a GET stream it no longer wants)."""
+        frame = Frame("state", "local", transport={"state": "http-closed"}, note=note)
+        return self._numbered(self._stamped(frame, wall, mono))
+
     def stopped(self, note: str, wall: float | None = None, mono: float | None = None) -> Frame:
         """The HTTP tap stopped: the session ends."""
         self.peer.state = "closed"
