@@ -1,9 +1,11 @@
 """What a tap adds to one request's round trip: a host sending tools/call echo to server-everything
-over stdio, directly and through ``mcp-inspector tap``, in the same run (``python -m bench.tap``).
+over stdio, directly and through ``mcp-inspector tap``, and over Streamable HTTP, directly and through
+``mcp-inspector tap --listen``, in the same run (``python -m bench.tap``).
 
-The host is a plain script (a line out, the answering line back), so what differs is the tap alone.
-Each side runs 200 calls after a warm-up of 20; the p50 and p95 of each are printed, and the p50
-difference is the tap's cost.
+The host is a plain script (a line out, the answering line back; over HTTP one keep-alive httpx client
+POSTing each call and reading its SSE reply to its end), so what differs is the tap alone. Each side
+runs 200 calls after a warm-up of 20; the p50 and p95 of each are printed, and the p50 difference is
+the tap's cost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import sys
 import tempfile
 import time
 
-from bench.servers import EVERYTHING_JS, node
+import httpx
+
+from bench.servers import EVERYTHING_JS, everything_http, free_port, http_server, node
 
 CALLS = 200
 WARM_UP = 20
@@ -62,7 +66,77 @@ def round_trips(argv: list[str], env: dict[str, str]) -> list[float]:
     return times
 
 
+def http_round_trips(url: str) -> list[float]:
+    """Milliseconds per tools/call echo POSTed to ``url``, one after the other, on one connection."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    }
+    times = []
+    with httpx.Client(timeout=30) as host:
+        opened = host.post(
+            url, json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}, headers=accept
+        )
+        session = {**accept, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+        session["MCP-Protocol-Version"] = "2025-06-18"
+        host.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        for i in range(1, WARM_UP + CALLS + 1):
+            call = {
+                "jsonrpc": "2.0",
+                "id": i,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"message": f"m{i}"}},
+            }
+            start = time.perf_counter()
+            answer = host.post(url, json=call, headers=session)
+            if i > WARM_UP:
+                times.append((time.perf_counter() - start) * 1000)
+            assert f"Echo: m{i}" in answer.text, answer.text
+        host.delete(url, headers=session)
+    return times
+
+
+def report(results: dict[str, list[float]], direct: str, tapped: str, target: float) -> None:
+    for name in (direct, tapped):
+        times = results[name]
+        quantiles = statistics.quantiles(times, n=20)
+        p50, p95 = statistics.median(times), quantiles[18]
+        print(f"{name:>11}: p50 {p50:.3f} ms, p95 {p95:.3f} ms ({len(times)} calls)")
+    added = statistics.median(results[tapped]) - statistics.median(results[direct])
+    print(f"{tapped} adds {added:.3f} ms to a round trip at p50 (target: at most {target:g} ms)")
+
+
 def main() -> None:
+    stdio()
+    http()
+
+
+def http() -> None:
+    with tempfile.TemporaryDirectory() as data, everything_http() as url:
+        port = free_port()
+        tap = [
+            sys.executable,
+            "-m",
+            "inspector",
+            "tap",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--name",
+            "bench",
+            url,
+        ]
+        with http_server(tap, port, env={"INSPECTOR_DATA_DIR": data}):
+            tapped = f"http://127.0.0.1:{port}/mcp"
+            results: dict[str, list[float]] = {}
+            for _ in range(2):  # alternate, so neither side always runs on a warmer machine
+                for name, target in (("http direct", url), ("http tap", tapped)):
+                    results.setdefault(name, []).extend(http_round_trips(target))
+    report(results, "http direct", "http tap", 2)
+
+
+def stdio() -> None:
     server = [node(), str(EVERYTHING_JS)]
     with tempfile.TemporaryDirectory() as data:
         env = {**os.environ, "INSPECTOR_DATA_DIR": data}
@@ -71,12 +145,7 @@ def main() -> None:
         for _ in range(2):  # alternate, so neither side always runs on a warmer machine
             for name, argv in (("direct", server), ("tap", tap)):
                 results.setdefault(name, []).extend(round_trips(argv, env))
-    for name, times in results.items():
-        quantiles = statistics.quantiles(times, n=20)
-        p50, p95 = statistics.median(times), quantiles[18]
-        print(f"{name:>6}: p50 {p50:.3f} ms, p95 {p95:.3f} ms ({len(times)} calls)")
-    added = statistics.median(results["tap"]) - statistics.median(results["direct"])
-    print(f"the tap adds {added:.3f} ms to a round trip at p50 (target: at most 1 ms)")
+    report(results, "direct", "tap", 1)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """``mcp-inspector tap``: stand between a host and its stdio server, forward both ways, record both.
 
     mcp-inspector tap [--name NAME] [--record FILE] -- COMMAND [ARGS...]
+    mcp-inspector tap --listen 127.0.0.1:PORT [--name NAME] [--record FILE] URL
 
 A host (Claude Desktop, an IDE, an agent) runs this in place of the server's command. The server is
 started as given (same environment, same working directory); what the host writes reaches the server's
@@ -14,6 +15,10 @@ Forwarding never waits for the inspector, for the disk or for the verdicts: the 
 threads that read and write file descriptors (``_forward``); the frames are made and written by a
 thread of their own (``_spool``), which loads the engine after the server has started. Nothing here
 imports Django.
+
+With ``--listen`` the tap is a reverse proxy for a Streamable HTTP or legacy SSE server at URL instead
+(``_proxy``: asyncio and h11 towards the host, httpx towards the server); its frames, in the engine's
+HTTP shapes, go through the same spool (``_http_spool``).
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ def main(argv: Sequence[str]) -> int:
         message = f"mcp-inspector tap: {exc}\n" if str(exc) else ""
         sys.stderr.write(f"{message}{USAGE}\n")
         return 2 if message else 0
+    if options.listen is not None:
+        from inspector.tap._http import run as run_http
+
+        return run_http(options)
     from inspector.tap._forward import run
 
     return run(options)

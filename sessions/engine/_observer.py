@@ -7,6 +7,12 @@ keep (``PeerState``, ``RequestTable``) are filled here from what the client was 
 initialize, its requests (and their progress tokens), its cancellations, ``notifications/initialized``.
 The client's own frames are judged in one place, ``judge_client_frame``.
 
+An HTTP tap (``watch_http``) hands it each exchange in the engine's own HTTP shapes: a POST's message
+(``client_line`` with its ``http`` details), a GET or DELETE (``client_request``), a response head
+(``server_head``, judged by the Streamable HTTP rules the engine applies to its own replies), a JSON
+body (``server_line``) and each SSE event (``server_event``; legacy SSE's endpoint: ``server_endpoint``,
+which switches the client rules to the legacy transport).
+
 Nothing here sends, waits or starts anything, and it needs no event loop: a tap calls it from a
 thread of its own, after the bytes were forwarded.
 """
@@ -16,7 +22,8 @@ from __future__ import annotations
 import itertools
 import signal
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from urllib.parse import urljoin, urlsplit
 
 from . import _rules
 from ._client_conduct import ClientConduct, observe_server_frame
@@ -26,6 +33,11 @@ from ._frames import HEAD_BYTES, Frame, too_large
 from ._options import HANDSHAKE_VERSIONS, ClientOptions
 from ._peer import PeerState
 from ._requests import Outgoing, RequestTable
+from ._targets import mask_headers
+from ._transport import request_ids_in
+
+if TYPE_CHECKING:
+    from ._sse import SseEvent
 
 __all__ = ["LineSplitter", "TapObserver"]
 
@@ -50,6 +62,7 @@ class TapObserver:
         self._seq = itertools.count(1)
         self._tokens: dict[int | str, int | str] = {}  # request id → its progress token
         self._asked: dict[int | str, _ServerAsked] = {}
+        self.validate = validate
         self.conduct = ClientConduct(transport="stdio", validate=validate)
         """What the client rules remember of the host."""
 
@@ -66,9 +79,19 @@ class TapObserver:
         """The server could not be started."""
         return self._numbered(Frame("state", "local", transport={"state": "failed"}, note=note))
 
-    def client_line(self, raw: bytes, wall: float | None = None, mono: float | None = None) -> list[Frame]:
-        """A line the host sent the server; what it changes in the books, then its verdicts."""
+    def client_line(
+        self,
+        raw: bytes,
+        wall: float | None = None,
+        mono: float | None = None,
+        *,
+        http: dict[str, Any] | None = None,
+    ) -> list[Frame]:
+        """A line (or an HTTP POST's body, ``http``: its details) the host sent the server; what it
+        changes in the books, then its verdicts."""
         frame = self._stamped(Frame("message", "out", raw), wall, mono)
+        if http is not None:
+            frame.transport["http"] = http
         if len(raw) > self.max_message_bytes:
             return [self._oversized(frame, "out")]
         try:
@@ -85,9 +108,19 @@ class TapObserver:
             made.extend(self._client_message(frame, frame.message))
         return made
 
-    def server_line(self, raw: bytes, wall: float | None = None, mono: float | None = None) -> list[Frame]:
-        """A line the server sent the host, judged by the engine's server rules."""
+    def server_line(
+        self,
+        raw: bytes,
+        wall: float | None = None,
+        mono: float | None = None,
+        *,
+        http: dict[str, Any] | None = None,
+    ) -> list[Frame]:
+        """A line (or an HTTP body or SSE event, ``http``: its details) the server sent the host,
+        judged by the engine's server rules."""
         frame = self._stamped(Frame("message", "in", raw), wall, mono)
+        if http is not None:
+            frame.transport["http"] = http
         if len(raw) > self.max_message_bytes:
             return [self._oversized(frame, "in")]
         outcomes = _rules.check_frame(frame, self.peer, self.requests)
@@ -124,6 +157,145 @@ class TapObserver:
         frame = self._stamped(Frame("exit", "local", transport={"stdio": detail}, note=note), wall, mono)
         self._numbered(frame)
         return [frame, self._state("closed", f"the server {note}", frame)]
+
+    # --- HTTP -----------------------------------------------------------------------------------
+
+    def watch_http(self, listen_url: str, upstream: str) -> Frame:
+        """An HTTP tap starts: judge the host as a Streamable HTTP client until a legacy endpoint shows."""
+        self.conduct = ClientConduct(transport="http", validate=self.validate)
+        details = {"listen": listen_url, "url": upstream}
+        frame = Frame("state", "local", transport={"state": "connecting", "http": details})
+        frame.note = f"the tap listens on {listen_url} for {upstream}"
+        return self._numbered(frame)
+
+    def client_request(
+        self,
+        details: dict[str, Any],
+        body: bytes = b"",
+        wall: float | None = None,
+        mono: float | None = None,
+        *,
+        judge: bool = True,
+        note: str | None = None,
+    ) -> Frame:
+        """An HTTP request of the host that carries no message (a GET, a DELETE, an OAuth step);
+        ``judge``: it went to the MCP endpoint, so the client rules read its headers."""
+        frame = self._stamped(Frame("http", "out", body, transport={"http": details}, note=note), wall, mono)
+        if judge:
+            self.judge_client_frame(frame)
+        return self._numbered(frame)
+
+    def server_head(
+        self,
+        details: dict[str, Any],
+        body: bytes = b"",
+        wall: float | None = None,
+        mono: float | None = None,
+        *,
+        post: Frame | None = None,
+        get_stream: bool = False,
+    ) -> Frame:
+        """A response head (with its body, when the body is no message): for the message frame ``post``
+        of a Streamable HTTP POST, judged by the rules the engine holds its own replies to; for a
+        standalone GET (``get_stream``), whether it opened a stream."""
+        frame = self._stamped(Frame("http", "in", body, transport={"http": details}), wall, mono)
+        status = details.get("status")
+        if status == 401:
+            frame.note = "the server asks for authorization"
+        elif status == 403:
+            frame.note = "the token is not enough"
+        if post is not None and self.conduct.transport == "http" and isinstance(status, int):
+            self._judge_post_head(frame, details, status, post)
+        elif get_stream and status not in (200, 405):
+            frame.flag(
+                "get-stream",
+                "warning",
+                "GET did not open an SSE stream (expected 200 text/event-stream or 405)",
+            )
+        observe_server_frame(frame, self.conduct)
+        return self._numbered(frame)
+
+    def _judge_post_head(self, frame: Frame, details: dict[str, Any], status: int, post: Frame) -> None:
+        import httpx  # the HTTP transport's rules read a response; only an HTTP tap gets here
+
+        from ._streamable import _judge_head
+
+        headers = {str(k): str(v) for k, v in (details.get("headers") or {}).items()}
+        ctype = str(details.get("content_type") or "")
+        initialize = post.method == "initialize" and post.rpc_kind == "request"
+        expired = (
+            self.conduct.session_id is not None
+            and not initialize
+            and (status == 404 or (status == 400 and b"session" in frame.raw.lower()))
+        )
+        response = httpx.Response(status, headers=headers)
+        _judge_head(
+            frame, response, ctype, request_ids_in(post.message), initialize=initialize, expired=expired
+        )
+
+    def server_event(
+        self, event: SseEvent, details: dict[str, Any], wall: float | None = None, mono: float | None = None
+    ) -> list[Frame]:
+        """One SSE event the server sent: a message, or (another event, no data) an ``http`` frame."""
+        http = {**details, "event": event.event, "event_id": event.id}
+        if event.retry is not None:
+            http["retry"] = event.retry
+        if event.oversized:
+            kept = too_large(event.data, self.max_message_bytes, http=http)
+            return [self._numbered(self._stamped(kept, wall, mono))]
+        if event.event != "message" or not event.data.strip():
+            note = f"SSE event {event.event!r}" if event.event != "message" else "SSE event without data"
+            frame = Frame("http", "in", event.data, transport={"http": http}, note=note)
+            return [self._numbered(self._stamped(frame, wall, mono))]
+        return self.server_line(event.data, wall, mono, http=http)
+
+    def server_endpoint(
+        self,
+        event: SseEvent,
+        details: dict[str, Any],
+        upstream: str,
+        wall: float | None = None,
+        mono: float | None = None,
+        *,
+        given: str | None = None,
+    ) -> tuple[Frame, str | None]:
+        """Legacy SSE's endpoint event: the client rules now go by the legacy transport. Return its frame
+        and the endpoint (``None`` when it names another origin, which a client must refuse);
+        ``given``: what the tap handed the host instead, when it rewrote it."""
+        self.conduct = ClientConduct(transport="sse", validate=self.validate)
+        http = {**details, "event": "endpoint", "event_id": event.id}
+        frame = self._stamped(Frame("http", "in", event.data, transport={"http": http}), wall, mono)
+        named = urljoin(upstream, event.data.decode("utf-8", errors="replace").strip())
+        frame.note = f"endpoint {named}"
+        base, parts = urlsplit(upstream), urlsplit(named)
+        endpoint: str | None = named
+        if (base.scheme, base.netloc) != (parts.scheme, parts.netloc):
+            frame.flag("endpoint-origin", "error", f"endpoint {named!r} is on another origin")
+            endpoint = None
+        if given is not None:
+            frame.note += f" (the tap gave the host {given})"
+        return self._numbered(frame), endpoint
+
+    def http_failed(self, note: str, wall: float | None = None, mono: float | None = None) -> Frame:
+        """The tap could not reach the server, or a stream broke off."""
+        frame = Frame("state", "local", transport={"state": "http-error"}, note=note)
+        return self._numbered(self._stamped(frame, wall, mono))
+
+    def host_left(self, note: str, wall: float | None = None, mono: float | None = None) -> Frame:
+        """The host closed a response stream before it ended (a GET stream it no longer wants)."""
+        frame = Frame("state", "local", transport={"state": "http-closed"}, note=note)
+        return self._numbered(self._stamped(frame, wall, mono))
+
+    def stopped(self, note: str, wall: float | None = None, mono: float | None = None) -> Frame:
+        """The HTTP tap stopped: the session ends."""
+        self.peer.state = "closed"
+        frame = Frame("state", "local", transport={"state": "closed"}, note=note)
+        return self._numbered(self._stamped(frame, wall, mono))
+
+    @staticmethod
+    def http_details(method: str, url: str, headers: dict[str, str]) -> dict[str, Any]:
+        """A request's ``transport["http"]``, as the engine records its own (credentials masked)."""
+        return {"method": method, "url": url, "headers": mask_headers(headers)}
 
     # --- the client's side ----------------------------------------------------------------------
 
@@ -203,7 +375,7 @@ class TapObserver:
     # --- numbering ------------------------------------------------------------------------------
 
     def _oversized(self, frame: Frame, direction: str) -> Frame:
-        kept = too_large(frame.raw[:HEAD_BYTES], self.max_message_bytes)
+        kept = too_large(frame.raw[:HEAD_BYTES], self.max_message_bytes, **frame.transport)
         kept.direction = "out" if direction == "out" else "in"
         kept.wall, kept.mono = frame.wall, frame.mono
         return self._numbered(kept)

@@ -1,0 +1,68 @@
+"""The HTTP tap's run: listen, forward until stopped (SIGINT, SIGTERM, SIGHUP), record as it goes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from inspector.tap._options import TapOptions
+
+__all__ = ["run"]
+
+
+def run(options: TapOptions) -> int:
+    """Serve until a signal says stop; return 0, or 1 when the address cannot be listened on."""
+    sys.setswitchinterval(0.0001)  # the forwarding loop waits for the interpreter lock while the spool works
+    items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    return asyncio.run(_serve(options, items))
+
+
+async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
+    from inspector.tap._proxy import Proxy
+
+    assert options.listen is not None and options.url is not None
+    host, port = options.listen
+    loop = asyncio.get_running_loop()
+    proxy = Proxy(options.url, items)
+    try:
+        server = await asyncio.start_server(proxy.serve, host, port, reuse_address=True)
+    except OSError as exc:
+        _say(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+        await proxy.aclose()
+        return 1
+    bound = server.sockets[0].getsockname()[1]
+    proxy.tap_origin = f"http://{f'[{host}]' if ':' in host else host}:{bound}"
+    parts = urlsplit(options.url)
+    listen_url = proxy.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")
+    items.put(("http-start", listen_url, time.time(), time.monotonic()))
+    from inspector.tap._http_spool import HttpSpool
+
+    spool = threading.Thread(target=HttpSpool(options, items).run, name="tap-spool", daemon=True)
+    spool.start()
+    _say(f"point the host at {listen_url} (forwarding to {options.url})")
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError, NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        server.close()
+        await proxy.aclose()
+        items.put(("http-stop", "the tap stopped", time.time(), time.monotonic()))
+        items.put(None)
+        await asyncio.to_thread(spool.join, 5.0)
+    return 0
+
+
+def _say(message: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(2, f"mcp-inspector tap: {message}\n".encode())

@@ -1,0 +1,308 @@
+"""The HTTP tap's frames: what the proxy forwarded, as the engine records its own HTTP exchanges.
+
+The proxy (``_proxy``) queues each exchange's pieces as they pass: the request (whole), the response's
+head, each chunk of its body, its end. This spool thread (the stdio tap's ``Spool``, which writes the
+frames) turns them into frames in the shapes of ``sessions/engine/_streamable.py`` and
+``_legacy_sse.py``: a POST's body is a ``message`` frame with ``transport["http"]`` (method, URL,
+headers, masked), a GET or DELETE an ``http`` frame; a response head an ``http`` frame (with its body
+when the body is no message), a JSON body a ``message`` frame, each SSE event a frame of its own. Only
+requests to the MCP endpoint (the URL's path, or legacy SSE's endpoint) are judged as MCP; the rest
+(OAuth metadata, tokens) are recorded as they passed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from inspector.tap._spool import MAX_MESSAGE_BYTES, Spool
+
+if TYPE_CHECKING:
+    from sessions.engine import Frame, LineSplitter, TapObserver
+    from sessions.engine._sse import SseDecoder
+
+__all__ = ["HttpSpool"]
+
+_SSE = "text/event-stream"
+_JSON = "application/json"
+_STREAMS_KEPT = 10_000
+
+
+def joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Headers as one dict (a repeated name's values joined by ``, ``), their names as sent."""
+    out: dict[str, str] = {}
+    lower: dict[str, str] = {}
+    for raw_name, raw_value in headers:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        key = name.lower()
+        if key in lower:
+            out[lower[key]] += ", " + value
+        else:
+            lower[key] = name
+            out[name] = value
+    return out
+
+
+def _header(headers: dict[str, str], name: str) -> str:
+    return next((v for k, v in headers.items() if k.lower() == name), "")
+
+
+@dataclass
+class _Exchange:
+    """One request and its response, as far as they have passed."""
+
+    method: str
+    url: str
+    mcp: bool
+    request: Frame | None = None
+    resumed: str = ""
+    """The ``Last-Event-ID`` a GET resumes a stream after."""
+    details: dict[str, Any] = field(default_factory=dict)
+    head_time: tuple[float, float] = (0.0, 0.0)
+    decoder: SseDecoder | None = None
+    stream: str = ""
+    parts: list[bytes] = field(default_factory=list)
+    size: int = 0
+    inflate: Any = None
+    encoded: str = ""
+    given_endpoint: str | None = None
+
+
+class HttpSpool(Spool):
+    """The stdio tap's spool, taught the HTTP tap's items (``http-*``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.upstream = self.options.url or ""
+        self.mcp_paths = {urlsplit(self.upstream).path or "/"}
+        self.exchanges: dict[int, _Exchange] = {}
+        self.streams: dict[str, str] = {}  # an SSE event id → the stream it came on, to name a resumption
+
+    def _frames(
+        self,
+        observer: TapObserver,
+        splitters: dict[str, LineSplitter],
+        what: str,
+        payload: Any,
+        wall: float,
+        mono: float,
+    ) -> list[Frame]:
+        if not what.startswith("http-"):
+            return super()._frames(observer, splitters, what, payload, wall, mono)
+        if what == "http-start":
+            return [self._started(observer, payload, wall, mono)]
+        if what == "http-stop":
+            return [observer.stopped(str(payload), wall, mono)]
+        xid, rest = payload[0], payload[1:]
+        if what == "http-request":
+            return self._request(observer, xid, *rest, wall=wall, mono=mono)
+        exchange = self.exchanges.get(xid)
+        if exchange is None:
+            return []
+        if what == "http-rewrote":
+            exchange.given_endpoint = rest[0]
+            return []
+        if what == "http-response":
+            return self._head(observer, exchange, *rest, wall=wall, mono=mono)
+        if what == "http-chunk":
+            return self._chunk(observer, exchange, rest[0], wall, mono)
+        if what == "http-end":
+            del self.exchanges[xid]
+            return self._end(observer, exchange, *rest, wall=wall, mono=mono)
+        if what == "http-failed":
+            del self.exchanges[xid]
+            return [observer.http_failed(str(rest[0]), wall, mono)]
+        return []
+
+    def _started(self, observer: TapObserver, listen_url: str, wall: float, mono: float) -> Frame:
+        """The tap listens: its frame names the tap, as the stdio tap's ``spawned`` frame does."""
+        import os
+
+        from sessions.engine import ServerProcess
+
+        frame = observer.watch_http(listen_url, self.upstream)
+        frame.wall, frame.mono = wall, mono
+        tap = ServerProcess.of(os.getpid(), "")
+        frame.transport["tap"] = {
+            "name": self.options.name,
+            "run": os.path.basename(self.path).removesuffix(".jsonl"),
+            "pid": tap.pid,
+            "started": tap.started,
+            "host": tap.host,
+        }
+        return frame
+
+    def _request(
+        self,
+        observer: TapObserver,
+        xid: int,
+        method: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        *,
+        wall: float,
+        mono: float,
+    ) -> list[Frame]:
+        url = _origin(self.upstream) + target
+        path = urlsplit(url).path or "/"
+        exchange = _Exchange(method, url, path in self.mcp_paths)
+        self.exchanges[xid] = exchange
+        sent = joined(headers)
+        details = observer.http_details(method, url, sent)
+        if exchange.mcp and method == "POST":
+            frames = observer.client_line(body, wall, mono, http=details)
+            exchange.request = frames[0]
+            return frames
+        last_id = _header(sent, "last-event-id")
+        exchange.resumed = last_id if method == "GET" else ""
+        note = None
+        if exchange.resumed:
+            note = f"resume the stream after event {last_id}"
+        elif exchange.mcp and method == "GET":
+            note = "open the SSE stream"
+        elif exchange.mcp and method == "DELETE":
+            note = "end the HTTP session"
+        frame = observer.client_request(details, body, wall, mono, judge=exchange.mcp, note=note)
+        exchange.request = frame
+        return [frame]
+
+    def _head(
+        self,
+        observer: TapObserver,
+        exchange: _Exchange,
+        status: int,
+        reason: str,
+        headers: list[tuple[bytes, bytes]],
+        *,
+        wall: float,
+        mono: float,
+    ) -> list[Frame]:
+        got = joined(headers)
+        ctype = _header(got, "content-type").split(";")[0].strip().lower()
+        details: dict[str, Any] = {"status": status, "reason": reason, "headers": got}
+        if exchange.request is not None:
+            details["request_seq"] = exchange.request.seq
+        if ctype:
+            details["content_type"] = ctype
+        exchange.details, exchange.head_time = details, (wall, mono)
+        encoding = _header(got, "content-encoding").strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            exchange.inflate = zlib.decompressobj(47 if "gzip" in encoding else 15)
+        elif encoding not in ("", "identity"):
+            exchange.encoded = encoding
+        if ctype == _SSE and status == 200 and not exchange.encoded:
+            from sessions.engine._sse import SseDecoder
+
+            exchange.decoder = SseDecoder(MAX_MESSAGE_BYTES)
+            seq = exchange.request.seq if exchange.request is not None else 0
+            exchange.stream = f"POST #{seq}" if exchange.method == "POST" else "GET"
+            if exchange.resumed:
+                exchange.stream = f"{self.streams.get(exchange.resumed, f'GET #{seq}')} (resumed)"
+            return [self._judged_head(observer, exchange, b"")]
+        return []  # the head waits for its body: a frame is written once, as it is
+
+    def _judged_head(self, observer: TapObserver, exchange: _Exchange, body: bytes) -> Frame:
+        post = exchange.request if exchange.mcp and exchange.method == "POST" else None
+        standalone = exchange.mcp and exchange.method == "GET" and not exchange.resumed
+        details = {**exchange.details, "headers": _masked(exchange.details["headers"])}
+        frame = observer.server_head(
+            details,
+            body,
+            *exchange.head_time,
+            post=post,
+            get_stream=standalone and observer.conduct.transport == "http",
+        )
+        if exchange.encoded:
+            frame.note = f"the body is {exchange.encoded}-encoded: recorded as it passed, not decoded"
+        return frame
+
+    def _chunk(
+        self, observer: TapObserver, exchange: _Exchange, chunk: bytes, wall: float, mono: float
+    ) -> list[Frame]:
+        if exchange.inflate is not None:
+            try:
+                chunk = exchange.inflate.decompress(chunk)
+            except zlib.error:
+                exchange.inflate, exchange.encoded = None, "undecodable"
+        if exchange.decoder is None:
+            if exchange.size <= MAX_MESSAGE_BYTES:  # past that, the head is all a frame keeps
+                exchange.parts.append(chunk)
+                exchange.size += len(chunk)
+            return []
+        frames: list[Frame] = []
+        status = exchange.details["status"]
+        for event in exchange.decoder.feed(chunk):
+            details = {"status": status, "stream": exchange.stream}
+            if event.id:
+                self.streams[event.id] = exchange.stream.removesuffix(" (resumed)")
+                if len(self.streams) > _STREAMS_KEPT:
+                    del self.streams[next(iter(self.streams))]
+            if (
+                event.event == "endpoint"
+                and exchange.method == "GET"
+                and observer.conduct.transport == "http"
+            ):
+                frame, endpoint = observer.server_endpoint(
+                    event, details, self.upstream, wall, mono, given=exchange.given_endpoint
+                )
+                if endpoint is not None:
+                    self.mcp_paths.add(urlsplit(endpoint).path or "/")
+                frames.append(frame)
+            else:
+                frames.extend(observer.server_event(event, details, wall, mono))
+        return frames
+
+    def _end(
+        self,
+        observer: TapObserver,
+        exchange: _Exchange,
+        error: str | None,
+        host_left: bool,
+        *,
+        wall: float,
+        mono: float,
+    ) -> list[Frame]:
+        """The response ended: a held head goes out with its body; a break or the host leaving is said."""
+        frames: list[Frame] = []
+        if exchange.decoder is None and exchange.details:
+            body = b"".join(exchange.parts)
+            status, ctype = exchange.details["status"], exchange.details.get("content_type", "")
+            message = (
+                exchange.mcp
+                and exchange.method == "POST"
+                and not exchange.encoded
+                and status != 202
+                and status not in (401, 403)
+                and body.strip()
+                and (status < 400 or ctype == _JSON)
+            )
+            head_body = body if not message or status >= 400 else b""
+            frames.append(self._judged_head(observer, exchange, head_body[:MAX_MESSAGE_BYTES]))
+            if message:
+                http = {"status": status, "request_seq": exchange.details.get("request_seq")}
+                if ctype:
+                    http["content_type"] = ctype
+                frames.extend(observer.server_line(body, wall, mono, http=http))
+        if error is not None:
+            frames.append(observer.http_failed(f"{exchange.method} {exchange.url}: {error}", wall, mono))
+        elif host_left:
+            frames.append(
+                observer.host_left(
+                    f"the host closed the {exchange.stream or exchange.method} stream", wall, mono
+                )
+            )
+        return frames
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _masked(headers: dict[str, str]) -> dict[str, str]:
+    from sessions.engine import mask_headers
+
+    return mask_headers(headers)

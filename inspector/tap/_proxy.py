@@ -1,0 +1,337 @@
+"""The HTTP tap's forwarding: a reverse proxy from a local address to a Streamable HTTP or SSE server.
+
+The listening side is asyncio streams with h11 (HTTP/1.1 as bytes in, events out, no server framework
+between the host and us: every header the host sent is seen with its own name and order, and a body is
+forwarded a chunk at a time as it arrives); the upstream side is httpx, as the engine's HTTP transports
+use it, with none of its default headers. A request goes to the same path and query on the server's
+origin, with every header unchanged but those a proxy must not forward (RFC 9110 §7.6.1: ``Connection``
+and the headers it names, ``Keep-Alive``, ``Proxy-Connection``, ``TE``, ``Trailer``,
+``Transfer-Encoding``, ``Upgrade``, ``Proxy-Authenticate``, ``Proxy-Authorization``), and ``Host``, which
+names the server (its framing is the proxy's own). A response comes back the same way, its body passed
+on raw (still compressed, if it was) a chunk at a time, never held whole.
+
+Two things are rewritten, both only when they name the server's own origin, so the host keeps talking
+through the tap: legacy SSE's ``endpoint`` event (a relative one passes as it is, and resolves to the
+tap) and a redirect's ``Location``. Everything is handed to the spool thread (``_http_spool``) as it
+passes, after it was forwarded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http
+import itertools
+import queue
+import re
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import h11
+import httpx
+
+__all__ = ["Proxy"]
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+    }
+)
+_NOT_FORWARDED = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+"""Request headers the proxy sets itself: the server's Host, and the body's framing."""
+_NOT_RETURNED = HOP_BY_HOP
+_READ = 1 << 16
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+"""A request body is read whole before it is forwarded (one JSON-RPC message); past this, 413."""
+_FIRST_EVENT_LIMIT = 1 << 16
+"""Bytes of an SSE stream held back at most while looking for a legacy ``endpoint`` event."""
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def _origin_key(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
+
+
+class _EndpointRewriter:
+    """Holds an SSE stream's first event back until it is whole; an ``endpoint`` event that names the
+    server's origin is handed on naming the tap's. Everything after it passes untouched."""
+
+    def __init__(self, upstream: str, tap_origin: str) -> None:
+        self.upstream = upstream
+        self.tap_origin = tap_origin
+        self.held = b""
+        self.done = False
+        self.given: str | None = None
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self.done:
+            return chunk
+        data, self.held = self.held + chunk, b""
+        start = 0
+        while (end := _EVENT_END.search(data, start)) is not None:
+            block = data[start : end.start()]
+            lines = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+            if all(line.startswith(b":") or not line for line in lines):
+                start = end.end()  # only comments so far: the first event is still to come
+                continue
+            self.done = True
+            rewritten = self._rewrite(lines)
+            if rewritten is None:
+                return data
+            return data[:start] + rewritten + data[end.start() :]
+        if len(data) > _FIRST_EVENT_LIMIT:
+            self.done = True
+            return data
+        self.held = data
+        return b""
+
+    def _rewrite(self, lines: list[bytes]) -> bytes | None:
+        if b"event: endpoint" not in lines and b"event:endpoint" not in lines:
+            return None
+        out, changed = [], False
+        for line in lines:
+            name, sep, value = line.partition(b":")
+            url = value.removeprefix(b" ").decode("utf-8", errors="replace").strip()
+            if name == b"data" and sep and "://" in url and _origin_key(url) == _origin_key(self.upstream):
+                parts = urlsplit(url)
+                self.given = self.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")
+                line, changed = b"data: " + self.given.encode(), True
+            out.append(line)
+        return b"\n".join(out) if changed else None
+
+
+class Proxy:
+    """Serve host connections, one task each: a request in, forwarded, its response streamed back."""
+
+    def __init__(self, upstream: str, items: queue.SimpleQueue[Any]) -> None:
+        parts = urlsplit(upstream)
+        self.upstream = upstream
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.tap_origin = ""
+        """``http://host:port`` the tap listens on (known once it is bound)."""
+        self.items = items
+        self.ids = itertools.count(1)
+        self.writers: set[asyncio.StreamWriter] = set()
+        # No read timeout: SSE streams idle for minutes, and the host times its own requests.
+        timeout = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        self.client = httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False)
+        self.client.headers.clear()  # no Accept, User-Agent, Accept-Encoding of httpx's own
+
+    def _put(self, what: str, *payload: Any) -> None:
+        self.items.put((what, payload, time.time(), time.monotonic()))
+
+    async def aclose(self) -> None:
+        for writer in list(self.writers):
+            writer.transport.abort()
+        await self.client.aclose()
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One host connection: its requests one after the other (keep-alive), until either side closes."""
+        self.writers.add(writer)
+        conn = h11.Connection(h11.SERVER)
+        try:
+            while True:
+                event = await _next_event(conn, reader)
+                if not isinstance(event, h11.Request):
+                    break
+                if not await self._exchange(conn, reader, writer, event):
+                    break
+                if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+                    break
+                conn.start_next_cycle()
+        except h11.RemoteProtocolError as exc:
+            with contextlib.suppress(h11.LocalProtocolError, OSError):
+                await _answer(conn, writer, exc.error_status_hint, f"bad request: {exc}")
+        except (OSError, asyncio.IncompleteReadError):
+            pass  # the host went away
+        finally:
+            self.writers.discard(writer)
+            writer.close()
+
+    async def _exchange(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        request: h11.Request,
+    ) -> bool:
+        """Forward one request and stream its response back; say whether the connection can go on."""
+        target = request.target.decode("latin-1")
+        if not target.startswith("/"):
+            await _answer(conn, writer, 400, "the tap is a reverse proxy: send origin-form requests (/path)")
+            return False
+        if conn.they_are_waiting_for_100_continue:
+            writer.write(conn.send(h11.InformationalResponse(status_code=100, headers=[])))
+        body = await _read_body(conn, reader)
+        if body is None:
+            await _answer(
+                conn, writer, 413, f"the tap forwards request bodies up to {MAX_REQUEST_BYTES} bytes"
+            )
+            return False
+        headers = request.headers.raw_items()
+        method = request.method.decode("ascii")
+        xid = next(self.ids)
+        self._put("http-request", xid, method, target, headers, body)
+        named = {v.strip().lower() for n, v in headers if n.lower() == b"connection" for v in v.split(b",")}
+        forward = [(n, v) for n, v in headers if n.lower() not in _NOT_FORWARDED and n.lower() not in named]
+        framed = any(n.lower() in (b"content-length", b"transfer-encoding") for n, _ in headers)
+        try:
+            upstream = self.client.build_request(
+                method, self.origin + target, headers=forward, content=body if framed or body else None
+            )
+            response = await self.client.send(upstream, stream=True)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            why = str(exc) or type(exc).__name__
+            self._put("http-failed", xid, f"cannot reach {self.origin}: {why}")
+            await _answer(conn, writer, 502, f"mcp-inspector tap: cannot reach {self.origin}: {why}")
+            return True
+        try:
+            return await self._respond(conn, reader, writer, method, response, xid)
+        finally:
+            await response.aclose()
+
+    async def _respond(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        method: str,
+        response: httpx.Response,
+        xid: int,
+    ) -> bool:
+        raw = response.headers.raw
+        named = {v.strip().lower() for n, v in raw if n.lower() == b"connection" for v in v.split(b",")}
+        back = [(n, self._location(v) if n.lower() == b"location" else v) for n, v in raw]
+        back = [(n, v) for n, v in back if n.lower() not in _NOT_RETURNED and n.lower() not in named]
+        reason = response.reason_phrase.encode("latin-1", errors="replace")
+        writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
+        self._put("http-response", xid, response.status_code, response.reason_phrase, raw)
+        streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        rewriter = _EndpointRewriter(self.upstream, self.tap_origin) if streamed and method == "GET" else None
+        pump = self._pump(conn, writer, response, xid, rewriter)
+        if not streamed:
+            return await pump
+        # A stream may idle for minutes: watch the host meanwhile, and end the upstream stream when it leaves.
+        pumping = asyncio.ensure_future(pump)
+        watching = asyncio.ensure_future(_watch(conn, reader))
+        try:
+            await asyncio.wait({pumping, watching}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
+            if not pumping.done():
+                pumping.cancel()
+                self._put("http-end", xid, None, True)
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        try:
+            return await pumping
+        except asyncio.CancelledError:
+            return False
+
+    async def _pump(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        response: httpx.Response,
+        xid: int,
+        rewriter: _EndpointRewriter | None,
+    ) -> bool:
+        """Pass the body on a chunk at a time, each handed to the spool once it is written."""
+        try:
+            async for chunk in response.aiter_raw():
+                if rewriter is not None:
+                    out = rewriter.feed(chunk)
+                    if rewriter.given is not None:
+                        self._put("http-rewrote", xid, rewriter.given)
+                        rewriter.given = None
+                else:
+                    out = chunk
+                if out:
+                    writer.write(conn.send(h11.Data(data=out)))
+                self._put("http-chunk", xid, chunk)
+                await writer.drain()
+            if rewriter is not None and rewriter.held and not rewriter.done:
+                writer.write(conn.send(h11.Data(data=rewriter.held)))
+        except (httpx.HTTPError, h11.LocalProtocolError) as exc:
+            # The server broke off: so does the tap, so the host sees an incomplete body as it would have.
+            why = f"the server's response broke off: {str(exc) or type(exc).__name__}"
+            self._put("http-end", xid, why, False)
+            writer.transport.abort()
+            return False
+        except OSError:
+            self._put("http-end", xid, None, True)
+            return False
+        writer.write(conn.send(h11.EndOfMessage()))
+        self._put("http-end", xid, None, False)
+        await writer.drain()
+        return True
+
+    def _location(self, value: bytes) -> bytes:
+        """A redirect to the server's own origin goes to the tap's instead (to another: as it is)."""
+        url = value.decode("latin-1")
+        if "://" not in url or _origin_key(url) != _origin_key(self.upstream):
+            return value
+        parts = urlsplit(url)
+        return (self.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")).encode("latin-1")
+
+
+async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> Any:
+    while True:
+        event = conn.next_event()
+        if event is not h11.NEED_DATA:
+            return event
+        conn.receive_data(await reader.read(_READ))
+
+
+async def _read_body(conn: h11.Connection, reader: asyncio.StreamReader) -> bytes | None:
+    """The request's whole body, or ``None`` past ``MAX_REQUEST_BYTES``."""
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        event = await _next_event(conn, reader)
+        if isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > MAX_REQUEST_BYTES:
+                return None
+            parts.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(parts)
+        else:
+            raise OSError("the host closed the connection mid-request")
+
+
+async def _watch(conn: h11.Connection, reader: asyncio.StreamReader) -> None:
+    """Return when the host closes its side; what it sends meanwhile (a next request) waits in h11."""
+    while data := await reader.read(_READ):
+        conn.receive_data(data)
+
+
+async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str) -> None:
+    """The tap's own answer (no server behind it): plain text, and the connection closes."""
+    body = text.encode() + b"\n"
+    headers = [
+        (b"Content-Type", b"text/plain; charset=utf-8"),
+        (b"Content-Length", str(len(body)).encode()),
+        (b"Connection", b"close"),
+    ]
+    reason = http.HTTPStatus(status).phrase.encode()
+    writer.write(conn.send(h11.Response(status_code=status, headers=headers, reason=reason)))
+    writer.write(conn.send(h11.Data(data=body)))
+    writer.write(conn.send(h11.EndOfMessage()))
+    await writer.drain()
