@@ -41,6 +41,13 @@ def wait_for(condition: object, timeout: float, what: str) -> None:
         time.sleep(0.01)
 
 
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def children(pid: int) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
@@ -68,14 +75,14 @@ def test_a_server_and_everything_it_left_behind_end_within_2s_of_a_sigkill_of_th
             wait_for(pidfile.exists, 30, "the server never wrote its pids")
             pids = json.loads(pidfile.read_text())
             left += pids.values()
-            # The app's own watchdog, which must not outlive its work either.
-            watchdogs = [
-                pid
-                for pid in children(app.pid)
-                if b"_processes.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
-            ]
-            assert len(watchdogs) == 1, children(app.pid)
-            left += watchdogs
+
+            # The app's own watchdog, which must not outlive its work either (told of the server once
+            # it has started, so it may come a moment after the server's pids).
+            def watchdogs() -> list[int]:
+                return [pid for pid in children(app.pid) if b"_processes.py" in cmdline(pid)]
+
+            wait_for(lambda: len(watchdogs()) == 1, 10, f"no single watchdog among {children(app.pid)}")
+            left += watchdogs()
             assert all(alive(pid) for pid in left)
             # The setsid child and the daemon left the server's session: no parent-death signal reaches them.
             assert os.getsid(pids["setsid"]) != os.getsid(pids["server"]) != os.getsid(pids["daemon"])
