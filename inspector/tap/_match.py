@@ -2,7 +2,7 @@
 
 A rule is a JSON object the inspector sends over the control channel (``_control``)::
 
-    {"direction": "out" | "in" | "", "method": "tools/", "name": "echo", "query": TREE | null}
+    {"direction": "out" | "in" | "", "method": "tools/", "name": "echo", "query": TREE | null, "text": "..."}
 
 Every field given must match (``method`` is a prefix, as in the timeline's filter; ``name`` is the
 tool's or prompt's ``name`` or the resource's ``uri``, whole). ``query`` is a query of the search
@@ -136,6 +136,8 @@ def checked_rule(rule: Any) -> dict[str, Any]:
         checked[field] = value
     query = rule.get("query")
     checked["query"] = None if query is None else _checked_node(query, 0)
+    text = rule.get("text")
+    checked["text"] = text[:500] if isinstance(text, str) and query is not None else ""  # the query as typed
     if not (direction or checked["method"] or checked["name"] or query is not None):
         raise RuleError("a rule needs a direction, a method, a name or a query: it would stop everything")
     return checked
