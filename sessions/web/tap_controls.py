@@ -273,7 +273,7 @@ async def live_state(session: McpSession) -> dict[str, Any]:
 
 def render_live(session: McpSession, state: dict[str, Any]) -> str:
     """The out-of-band fragments a tab swaps in when the tap's state changes."""
-    context = {"session": session, "oob": True, **tap_context(state)}
+    context = {"session": session, "oob": True, "tap": tap_context(state)}
     return render_to_string("sessions/tap/_live.html", context)
 
 

@@ -20,9 +20,10 @@ from django.test import override_settings
 from inspector.tap._control import ControlServer, peer_uid
 from inspector.tap._gate import Change, Traffic, TrafficError
 from inspector.tap._match import RuleError, checked_rule, describe, matches
+from sessions.models import McpSession
 from sessions.runtime import tap_control
 from sessions.timeline.search import Query
-from sessions.web.tap_controls import tap_tree
+from sessions.web.tap_controls import render_live, tap_tree
 
 CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}
 PING = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
@@ -310,3 +311,18 @@ def test_the_inspector_follows_the_taps_state_and_sends_it_commands(
     with override_settings(DATA_DIR=str(tmp_path)):
         asyncio.run(follow())
     assert states[0]["rules"] == [] and states[-1]["rules"][0]["method"] == "ping"
+
+
+def test_every_tab_is_sent_the_held_cards_with_their_count_and_the_rules() -> None:
+    session = McpSession(name="tap", transport_name="tap")
+    held = {"id": 7, "direction": "out", "kind": "request", "method": "tools/call", "name": "echo"}
+    held |= {"rpc_id": 3, "raw": json.dumps(CALL), "size": 90, "cut": False, "wall": 0.0}
+    rule = {"direction": "out", "method": "tools/call", "name": "", "query": None, "text": ""}
+    faults = {"latency": {"in": {"ms": 500, "jitter": 0}}}
+    state = {"version": 2, "rules": [rule], "faults": faults, "held": [held]}
+    html = render_live(session, state)
+    assert 'id="tap-held"' in html and 'data-count="1"' in html and 'id="held-7"' in html
+    assert "Answer with an error" in html and "&quot;echo&quot;" in html  # the raw JSON, escaped
+    assert "Pause on host → server, method tools/call" in html and "500 ms added server → host" in html
+    gone = render_live(session, {})
+    assert 'data-count="0"' in gone and "The tap is not running" in gone

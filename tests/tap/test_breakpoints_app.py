@@ -8,9 +8,6 @@ import contextlib
 import json
 import os
 import re
-import select
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,21 +17,11 @@ import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.processes import free_port, start_http_server
+from support.tap_host import Host, echo
 
 pytestmark = pytest.mark.slow
 
 TOKEN = "tap-breakpoints-token"
-TAP = [sys.executable, "-m", "inspector", "tap"]
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw-host", "version": "1"},
-    },
-}
 
 
 def env_for(data_dir: Path) -> dict[str, str]:
@@ -77,62 +64,9 @@ def wait_for(condition: Any, timeout: float = 20.0, what: str = "the condition")
     return value
 
 
-class Host:
-    """A raw host: writes JSON-RPC lines to the tap, reads its answers with a deadline of its own."""
-
-    def __init__(self, app: dict[str, Any], name: str, everything: dict[str, Any]) -> None:
-        self.process = subprocess.Popen(
-            [*TAP, "--name", name, "--", everything["command"], *everything["args"]],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env_for(app["data"]),
-        )
-        self.buffer = b""
-
-    def write(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
-    def read(self, timeout: float) -> dict[str, Any] | None:
-        """The next line the host gets within ``timeout`` seconds, or None."""
-        assert self.process.stdout is not None
-        fd, deadline = self.process.stdout.fileno(), time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
-
-    def answer(self, rpc_id: int, timeout: float = 20.0) -> dict[str, Any] | None:
-        deadline = time.monotonic() + timeout
-        while (message := self.read(deadline - time.monotonic())) is not None:
-            if message.get("id") == rpc_id and "method" not in message:
-                return message
-        return None
-
-    def start(self) -> None:
-        self.write(INITIALIZE)
-        assert self.answer(1) is not None
-        self.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def close(self) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        self.process.wait(15)
-        self.process.stdout.close()
-
-
 @contextlib.contextmanager
 def tapped(app: dict[str, Any], name: str, everything: dict[str, Any]) -> Iterator[tuple[Host, str]]:
-    host = Host(app, name, everything)
+    host = Host(env_for(app["data"]), name, everything)
     try:
         host.start()
         public_id = wait_for(lambda: session_id(app, name), what="the tap session on the home page")
@@ -163,11 +97,6 @@ def answered(app: dict[str, Any], public_id: str) -> list[dict[str, Any]] | None
     frames = stored(app, public_id)
     found = any(f["method"] == "tools/call" and f["direction"] == "in" for f in frames)
     return frames if found else None
-
-
-def echo(rpc_id: int, text: str) -> dict[str, Any]:
-    params = {"name": "echo", "arguments": {"message": text}}
-    return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
 
 
 def test_a_held_tools_call_edited_and_forwarded_reaches_the_server_edited_and_keeps_both_versions(
