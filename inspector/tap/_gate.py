@@ -275,6 +275,7 @@ class Traffic:
         self.held: dict[int, Held] = {}
         self.ids = itertools.count(1)
         self.asked: dict[tuple[str, Any], tuple[str, str]] = {}  # (direction, id) → (method, name)
+        self.asked_lock = threading.Lock()
         self.server_label = ""
         self.version = 0
         self.changed = threading.Event()
@@ -284,8 +285,10 @@ class Traffic:
         return bool(self.rules or self.faults or self.held)
 
     def _open_gates(self) -> None:
+        # Under each gate's lock: a pump closing its gate for want of rules must not undo this.
         for gate in self.gates.values():
-            gate.active = True
+            with gate.lock:
+                gate.active = True
 
     def _bump(self) -> None:
         self.version += 1
@@ -300,12 +303,13 @@ class Traffic:
             message = None
         facts = describe(direction, body, message)
         key = (OTHER[direction], facts.rpc_id) if isinstance(facts.rpc_id, int | str) else None
-        if facts.kind == "request" and key is not None:
-            if len(self.asked) >= REMEMBERED:
-                self.asked.pop(next(iter(self.asked)))
-            self.asked[(direction, facts.rpc_id)] = (facts.method, facts.name)
-        elif facts.kind in ("result", "error") and key is not None:
-            facts.method, facts.name = self.asked.pop(key, ("", ""))
+        with self.asked_lock:  # both pumps read and write it
+            if facts.kind == "request" and key is not None:
+                if len(self.asked) >= REMEMBERED:
+                    self.asked.pop(next(iter(self.asked)))
+                self.asked[(direction, facts.rpc_id)] = (facts.method, facts.name)
+            elif facts.kind in ("result", "error") and key is not None:
+                facts.method, facts.name = self.asked.pop(key, ("", ""))
         return facts
 
     # --- breakpoints ----------------------------------------------------------------------------
