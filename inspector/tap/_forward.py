@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from inspector.tap._options import TapOptions
 
@@ -65,12 +66,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _pump(source: int, target: int | None, what: str, items: queue.SimpleQueue[Item | None]) -> None:
+class _Shut:
+    """The gate of a stream no breakpoint or fault touches (stderr): never open."""
+
+    active = False
+
+
+def _pump(
+    source: int, target: int | None, what: str, items: queue.SimpleQueue[Item | None], gate: Any = _Shut
+) -> None:
     """Copy ``source`` to ``target`` until the source ends; each chunk goes to the spool first.
 
     A target that is gone (the host closed its end, the server its stdin) stops the writing, never the
-    reading: the other side is still drained and what it sends is still recorded.
+    reading: the other side is still drained and what it sends is still recorded. While breakpoints or
+    faults are set, the chunk goes to the direction's gate instead (``_gate``), which decides each line.
     """
+    last = b"\n"
     while True:
         try:
             chunk = os.read(source, _CHUNK)
@@ -78,13 +89,29 @@ def _pump(source: int, target: int | None, what: str, items: queue.SimpleQueue[I
             chunk = b""
         if not chunk:
             break
+        if gate.active:
+            gate.take(chunk, last)
+            last = b"\n"
+            continue
         items.put((what, chunk, time.time(), time.monotonic()))
         if target is not None:
             try:
                 _write_all(target, chunk)
             except OSError:
                 target = None
+        last = chunk
+    if gate is not _Shut:
+        gate.end()
     items.put((what, b"", time.time(), time.monotonic()))
+
+
+def _hang_up(*fds: int) -> None:
+    """Close the connection (a fault): each end reads its end of input, the descriptors stay valid."""
+    with contextlib.suppress(OSError):
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+        for fd in fds:
+            os.dup2(null, fd)
+        os.close(null)
 
 
 def _close_on_end(fd: int) -> Callable[[], None]:
@@ -129,18 +156,25 @@ def run(options: TapOptions) -> int:
     items: queue.SimpleQueue[Item | None] = queue.SimpleQueue()
     items.put(("spawned", (process.pid, marker), *started))
 
+    from inspector.tap._gate import Traffic
     from inspector.tap._spool import Spool
 
-    spool = Spool(options, items)
-    spool_thread = _thread(spool.run, "tap-spool")
     server_in = process.stdin.fileno()
+    traffic = Traffic(items, server_in, 1)
+    traffic.server_label = f"{options.name} {options.command}"
+    traffic.on_close.append(lambda: _hang_up(server_in, 1))
+    spool = Spool(options, items, traffic)
+    spool_thread = _thread(spool.run, "tap-spool")
 
     def host_to_server() -> None:
-        _pump(0, server_in, "client", items)
+        _pump(0, server_in, "client", items, traffic.gates["out"])
         _close_on_end(server_in)()  # the host's end of input is the server's
 
     _thread(host_to_server, "tap-stdin")
-    server_out = _thread(lambda: _pump(process.stdout.fileno(), 1, "server", items), "tap-stdout")  # type: ignore[union-attr]
+    server_out = _thread(
+        lambda: _pump(process.stdout.fileno(), 1, "server", items, traffic.gates["in"]),  # type: ignore[union-attr]
+        "tap-stdout",
+    )
     server_err = _thread(lambda: _pump(process.stderr.fileno(), 2, "stderr", items), "tap-stderr")  # type: ignore[union-attr]
 
     def forward(signum: int, _frame: object) -> None:

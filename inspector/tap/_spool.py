@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 from inspector.tap._options import TapOptions
 
 if TYPE_CHECKING:
+    from inspector.tap._control import ControlServer
+    from inspector.tap._gate import Change, Traffic
     from sessions.engine import Frame, LineSplitter, TapObserver
 
 __all__ = ["Spool", "spool_dir"]
@@ -45,9 +47,13 @@ def _open_private(path: str, flags: int) -> int:
 class Spool:
     """The thread that turns what the pumps forwarded into frames and writes them down."""
 
-    def __init__(self, options: TapOptions, items: queue.SimpleQueue[Any]) -> None:
+    def __init__(
+        self, options: TapOptions, items: queue.SimpleQueue[Any], traffic: Traffic | None = None
+    ) -> None:
         self.options = options
         self.items = items
+        self.traffic = traffic
+        self.control: ControlServer | None = None
         self.spool_fd: int | None = None
         self.record_fd: int | None = None
         self.path = ""
@@ -59,6 +65,7 @@ class Spool:
         observer = TapObserver(max_message_bytes=MAX_MESSAGE_BYTES)
         splitters = {what: LineSplitter(MAX_MESSAGE_BYTES) for what in ("client", "server", "stderr")}
         self._open()
+        self._listen()
         try:
             while True:
                 item = self.items.get()
@@ -76,6 +83,8 @@ class Spool:
                 if batch[-1] is None:
                     return
         finally:
+            if self.control is not None:
+                self.control.close()
             for fd in (self.spool_fd, self.record_fd):
                 if fd is not None:
                     with contextlib.suppress(OSError):
@@ -97,6 +106,8 @@ class Spool:
             return [observer.failed(str(payload))]
         if what == "exit":
             return observer.exited(int(payload), wall, mono)
+        if what == "tap":
+            return self._changed(observer, payload, wall, mono)
         splitter = splitters[what]
         lines = splitter.feed(payload) if payload else []
         last = b"" if payload else splitter.rest()
@@ -112,6 +123,53 @@ class Spool:
         else:
             frames.extend(observer.stderr_line(line, wall, mono) for line in [*lines, last] if line)
         return frames
+
+    @staticmethod
+    def _changed(observer: TapObserver, change: Change, wall: float, mono: float) -> list[Frame]:
+        """What the tap did to a message: the fault, the original bytes, what was sent, the tap's answer."""
+        frames: list[Frame] = []
+        seqs: dict[str, int] = {}
+        if change.fault is not None:
+            frames.append(observer.local("fault", change.fault_note, {"fault": change.fault}, wall, mono))
+            seqs["fault"] = frames[-1].seq
+        original: Frame | None = None
+        if change.original is not None:
+            original = observer.aside(
+                change.original.rstrip(b"\r\n"), change.direction, change.original_note, wall, mono
+            )
+            frames.append(original)
+            seqs["original"] = original.seq
+        if change.sent is not None:
+            line = change.sent.rstrip(b"\r\n")
+            if change.direction == "out":
+                made = observer.client_line(line, wall, mono)
+            else:
+                made = observer.server_line(line, wall, mono)
+            made[0].note = change.sent_note or made[0].note
+            seqs["sent"] = made[0].seq
+            if original is not None:
+                made[0].transport["tap"] = {"original": original.seq}
+                original.transport["tap"] = {"forwarded_as": made[0].seq}
+            frames.extend(made)
+        if change.reply is not None:
+            answer = "in" if change.direction == "out" else "out"
+            frames.append(observer.aside(change.reply.rstrip(b"\n"), answer, change.reply_note, wall, mono))
+            seqs["reply"] = frames[-1].seq
+        if change.seqs is not None:
+            change.seqs.put(seqs)
+        return frames
+
+    def _listen(self) -> None:
+        """Take breakpoint and fault commands on ``<run>.sock``, next to the spool."""
+        if self.traffic is None or self.spool_fd is None:
+            return
+        from inspector.tap._control import ControlServer
+
+        self.control = ControlServer(self.path.removesuffix(".jsonl") + ".sock", self.traffic)
+        problem = self.control.start()
+        if problem:
+            self.control = None
+            self._warn(problem)
 
     def _spawned(self, observer: TapObserver, pid: int, marker: str, wall: float, mono: float) -> Frame:
         """The server started: its frame names it and the tap, and the watchdog learns of it."""

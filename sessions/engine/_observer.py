@@ -143,6 +143,34 @@ class TapObserver:
     def stderr_line(self, raw: bytes, wall: float | None = None, mono: float | None = None) -> Frame:
         return self._numbered(self._stamped(Frame("stderr", "in", raw), wall, mono))
 
+    def aside(
+        self, raw: bytes, direction: str, note: str, wall: float | None = None, mono: float | None = None
+    ) -> Frame:
+        """A message the tap kept from its receiver (dropped, answered itself, or an edit's original):
+        recorded as read, neither judged nor entered in the books, since the other side never saw it."""
+        frame = Frame("message", "out" if direction == "out" else "in", raw, note=note)
+        self._stamped(frame, wall, mono)
+        try:
+            frame.message = _rules.loads(raw.decode("utf-8").removeprefix("\ufeff"))
+        except (ValueError, RecursionError) as exc:
+            frame.parse_error = f"not JSON: {exc}"[:500]
+            frame.rpc_kind = "invalid"
+        if frame.message is not None:
+            _rules.describe_outgoing(frame)
+        return self._numbered(frame)
+
+    def local(
+        self,
+        state: str,
+        note: str,
+        detail: dict[str, Any],
+        wall: float | None = None,
+        mono: float | None = None,
+    ) -> Frame:
+        """Something the tap itself did to the traffic (a fault), as a frame of its own."""
+        frame = Frame("state", "local", transport={"state": state, **detail}, note=note)
+        return self._numbered(self._stamped(frame, wall, mono))
+
     def exited(self, returncode: int, wall: float | None = None, mono: float | None = None) -> list[Frame]:
         """The server process ended: its exit, then the session's end."""
         detail: dict[str, Any] = {"returncode": returncode}

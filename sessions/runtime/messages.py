@@ -47,6 +47,7 @@ __all__ = [
     "Started",
     "StateChanged",
     "StorageChanged",
+    "TapChanged",
     "Viewer",
     "decode_command",
     "decode_event",
@@ -418,6 +419,15 @@ class Presence(Event):
     name: str
 
 
+@dataclass(frozen=True)
+class TapChanged(Event):
+    """A tap session's breakpoints, faults or held messages changed: ``state`` is the tap's own
+    (``inspector/tap/_gate.py``, ``Traffic.snapshot``), empty once the tap has ended."""
+
+    NAME = "tap"
+    state: dict[str, Any] = field(default_factory=dict)
+
+
 EVENTS: dict[str, type[Event]] = {
     e.NAME: e
     for e in (
@@ -431,6 +441,7 @@ EVENTS: dict[str, type[Event]] = {
         NoteAdded,
         Presence,
         AuthorizationChanged,
+        TapChanged,
     )
 }
 

@@ -39,7 +39,7 @@ from sessions.engine import Frame, ServerProcess
 from sessions.frames import RecordError, frame_from_record, frame_row, message_of, storable
 from sessions.models import McpSession
 from sessions.runtime import messages as m
-from sessions.runtime import store
+from sessions.runtime import store, tap_control
 from sessions.runtime.recorder import Recorder
 from sessions.teams.access import personal_team
 
@@ -51,6 +51,8 @@ POLL = 0.05
 """Seconds between looks at the spool folder: a frame a tap wrote is in an open tab well within 0.25 s."""
 READ_AT_ONCE = 1 << 20
 """Bytes of one spool read in one turn of the event loop; a long backlog is taken in turns."""
+WATCH_AGAIN = 0.5
+"""Seconds before the control channel of a live run is tried again (the tap makes it as it starts)."""
 GONE_CHECK = 2.0
 """Seconds between checks that a quiet run's tap still lives."""
 TAP_TRANSPORT = "tap"
@@ -129,6 +131,7 @@ class _Run:
         self.tap: dict[str, Any] = {}
         self.quiet_since = time.monotonic()
         self.done = False
+        self.watcher: asyncio.Task[None] | None = None
 
     async def pump(self) -> None:
         """Take what the tap appended since last time (whole lines only); end the run at its end."""
@@ -193,7 +196,25 @@ class _Run:
         self.pk, self.group, self.stored = await _session_for(details, first.wall)
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(run), name=f"mcp-tap-{run}")
         return True
+
+    async def _watch(self, run: str) -> None:
+        """Tell the session's tabs what the tap holds and which rules and faults it has, as they change."""
+        told = False
+
+        async def tell(state: dict[str, Any]) -> None:
+            nonlocal told
+            told = True
+            await self._tell(m.TapChanged(state))
+
+        while not self.done:
+            with contextlib.suppress(tap_control.TapUnreachable):
+                await tap_control.watch(run, tell)
+            if told:  # nothing is held by a tap that does not answer
+                told = False
+                await self._tell(m.TapChanged({}))
+            await asyncio.sleep(WATCH_AGAIN)
 
     async def _write_facts(self) -> None:
         """Write what changed in the row (status, facts, new phases), and tell the open tabs."""
@@ -217,6 +238,7 @@ class _Run:
     async def _end(self) -> None:
         """Every frame is in: the session ends as the tap said (or as lost, when the tap died first)."""
         assert self.pk is not None and self.recorder is not None
+        self._stop_watching()
         await self.recorder.close()
         if self.facts.ended:
             status = self.facts.fields.get("status", McpSession.Status.CLOSED)
@@ -226,6 +248,7 @@ class _Run:
         await self._write_facts()
         await store.update_session(self.pk, status=status, status_note=note, ended=timezone.now())
         await self._tell(m.StateChanged(str(status), str(note)))
+        await self._tell(m.TapChanged({}))
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         self.done = True
@@ -246,8 +269,14 @@ class _Run:
         with contextlib.suppress(Exception):
             await self.layer.group_send(self.group, m.encode_event(event))
 
+    def _stop_watching(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+            self.watcher = None
+
     async def close(self) -> None:
         """The inspector stops: what was read is stored; the spool stays for the next start."""
+        self._stop_watching()
         if self.recorder is not None:
             await self.recorder.close()
 

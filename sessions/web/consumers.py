@@ -25,7 +25,7 @@ from sessions.timeline.calls import call_context
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import TimelineFilter, page_of_rows
-from sessions.web import feed, flow, live, logs, oauth, tasks, together
+from sessions.web import feed, flow, live, logs, oauth, tap_controls, tasks, together
 from sessions.web.timeline_live import TimelineConsumer
 
 # How many of the review cards a tab showed stay once ended, saying how and who answered.
@@ -273,6 +273,8 @@ class SessionConsumer(TimelineConsumer):
                     await self.send(text_data=fragment)
             case m.Presence() as event:
                 await self._presence(event)
+            case m.TapChanged(state):
+                await self._send_tap(state)
 
     # --- who else is watching (see sessions/web/together.py) --------------------------------
 
@@ -351,6 +353,16 @@ class SessionConsumer(TimelineConsumer):
         await self._send("sessions/_timeline_controls.html", controls)
 
     # --- helpers --------------------------------------------------------------------------
+
+    async def _send_tap(self, state: dict[str, Any]) -> None:
+        """What a tap holds, and its rules and faults: rendered once per process for every tab."""
+        session = self.session
+
+        async def make() -> str:
+            return str(await tap_controls.render_live_async(session, state))
+
+        key = (self.source, "tap", state.get("version", -1), bool(state))
+        await self.send(text_data=await feed.once(key, make))
 
     async def _send_reviews(self) -> None:
         html, self.reviews_shown = await _render_reviews(self.session, self.reviews_shown)

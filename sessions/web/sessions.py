@@ -23,7 +23,7 @@ from sessions.teams.models import Role
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
-from sessions.web import together
+from sessions.web import tap_controls, together
 from sessions.web.forms import ConnectForm, ImportForm, ServerForm
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import oauth_context, with_callback
@@ -233,6 +233,9 @@ async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
         tab = "overview"
     wanted = int_param(request.GET, "frame")
     context = await sync_to_async(_session_context)(session, tab, request, wanted)
+    if session.is_tap:
+        context["tap"] = tap_controls.tap_context(await tap_controls.live_state(session))
+    context["waiting"] = len(context["reviews"]) + len(context.get("tap", {}).get("held", ()))
     return await sync_to_async(render)(request, "sessions/session.html", context)
 
 

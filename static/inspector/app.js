@@ -76,9 +76,11 @@
       log.removeChild(log.firstElementChild);
     }
     var reviews = document.getElementById("reviews");
+    var held = document.getElementById("tap-held");
     var session = document.querySelector("[data-session-name]");
     if (reviews && session) {
-      var count = parseInt(reviews.dataset.count || "0", 10);
+      // Requests waiting for a person, and messages a tap holds for one.
+      var count = parseInt(reviews.dataset.count || "0", 10) + parseInt(held ? held.dataset.count || "0" : "0", 10);
       var base = session.dataset.sessionName + " · MCP Inspector";
       document.title = count > 0 ? "(" + count + ") " + base : base;
     }

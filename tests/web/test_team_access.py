@@ -185,12 +185,25 @@ URLS: dict[str, tuple[str, str]] = {
     "forget_session_tokens": ("POST", "act"),
     "oauth_debugger": ("GET", "read"),
     "oauth_debug_step": ("POST", "act"),
+    "tap_rule_add": ("POST", "act"),
+    "tap_rule_remove": ("POST", "act"),
+    "tap_release": ("POST", "act"),
+    "tap_faults": ("POST", "act"),
+    "tap_fault_once": ("POST", "act"),
 }
 # Requests that log the person out: they are logged in again before the next.
 LOGS_OUT = {"logout"}
 
 # Path arguments other than ids: a tab, a listing, a task action, a call and its content.
-FIXED_ARGS = {"name": "overview", "kind": "prompts", "action": "get", "rpc_id": "1", "seq": "1", "index": "0"}
+FIXED_ARGS = {
+    "name": "overview",
+    "kind": "prompts",
+    "action": "get",
+    "rpc_id": "1",
+    "seq": "1",
+    "index": "0",
+    "held_id": "1",
+}
 QUERIES = {"tool_form": "?name=echo", "timeline": "", "frame": ""}
 
 
