@@ -168,7 +168,9 @@ def test_a_teams_tap_endpoint_is_watched_by_its_team_hidden_from_others_and_refu
 
         # A raw host opens a connection; carol watches its session live as the host calls a tool.
         with httpx.Client(timeout=30) as host:
-            opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+            # A cookie of the app's own (a browser's, say) is neither forwarded nor recorded.
+            cookie = {"Cookie": "mcp_inspector_sessionid=never-forwarded-cookie"}
+            opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT} | cookie)
             assert opened.status_code == 200, opened.text
             sid = opened.headers["mcp-session-id"]
             session_headers = {"Accept": ACCEPT, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-06-18"}
@@ -178,6 +180,8 @@ def test_a_teams_tap_endpoint_is_watched_by_its_team_hidden_from_others_and_refu
                 "the raw host's session", lambda: len(s := tap_sessions(hosted_database)) == 3 and s[2][0]
             )
             assert "everything via tap" in carol.get("/").text  # on the team's home page
+            leaked = "SELECT count(*) FROM mcp_sessions_timelineframe WHERE transport::text ILIKE '%cookie%'"
+            assert psql(hosted_database, leaked) == [["0"]]
             watcher = Watcher(web, carol, f"/ws/sessions/{live_id}/")
             try:
                 call = {
