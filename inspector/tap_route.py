@@ -66,6 +66,10 @@ _OWN_HEADERS = [
     (b"referrer-policy", b"no-referrer"),
 ]
 _LAST_USED_EVERY = timedelta(minutes=1)
+ORDER_WAIT = 2.0
+"""Seconds a request waits at most for the one the host sent before it to go upstream first."""
+_ORDER: dict[str, asyncio.Future[None]] = {}
+"""Per endpoint (by digest), the newest request's turn: done once it has gone upstream."""
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -94,6 +98,28 @@ async def serve(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         )
         return
     digest = token_digest(token.decode("ascii"))
+    # Taken before the first await: requests go upstream in the order the host sent them.
+    before, turn = _ORDER.get(digest), asyncio.get_running_loop().create_future()
+    _ORDER[digest] = turn
+    try:
+        await _serve(scope, receive, send, token.decode("ascii"), tail, digest, before, turn)
+    finally:
+        if not turn.done():
+            turn.set_result(None)
+        if _ORDER.get(digest) is turn:
+            del _ORDER[digest]
+
+
+async def _serve(
+    scope: dict[str, Any],
+    receive: Receive,
+    send: Send,
+    token: str,
+    tail: bytes,
+    digest: str,
+    before: asyncio.Future[None] | None,
+    turn: asyncio.Future[None],
+) -> None:
     layer = get_channel_layer()
     group = TapEndpoint.group_for(digest)
     try:
@@ -111,8 +137,13 @@ async def serve(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         elif endpoint.revoked:
             await _plain(send, 410, "Gone")
         else:
+            if (
+                before is not None
+            ):  # the host's previous request goes first (a stuck one holds none back long)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(before), ORDER_WAIT)
             target = b"/" + tail + (b"?" + scope["query_string"] if scope.get("query_string") else b"")
-            exchange = _Exchange(scope, receive, send, endpoint, token.decode("ascii"), channel)
+            exchange = _Exchange(scope, receive, send, endpoint, token, channel, turn)
             await exchange.run(target.decode("latin-1"))
     finally:
         with contextlib.suppress(Exception):
@@ -173,9 +204,10 @@ class _Exchange:
         endpoint: Endpoint,
         token: str,
         channel: str,
+        turn: asyncio.Future[None],
     ) -> None:
         self.scope, self.receive, self.send = scope, receive, send
-        self.endpoint, self.token, self.channel = endpoint, token, channel
+        self.endpoint, self.token, self.channel, self.turn = endpoint, token, channel, turn
         parts = urlsplit(endpoint.url)
         self.origin = f"{parts.scheme}://{parts.netloc}"
         host = next((v for n, v in scope["headers"] if n == b"host"), b"").decode("latin-1") or "localhost"
@@ -216,6 +248,7 @@ class _Exchange:
             request = client.build_request(
                 method, self.origin + target, headers=headers, content=body if framed or body else None
             )
+            request.extensions["trace"] = self._trace
             response = await client.send(request, stream=True)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             why = str(exc) or type(exc).__name__
@@ -231,6 +264,11 @@ class _Exchange:
             await response.aclose()
         if method == "DELETE" and response.status_code < 300:
             tap.end("the host ended the HTTP session")
+
+    async def _trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's progress: once this request is written upstream, the host's next one may go."""
+        if event.endswith("send_request_body.complete") and not self.turn.done():
+            self.turn.set_result(None)
 
     async def _respond(self, tap: HostedTap, xid: int, method: str, response: httpx.Response) -> None:
         raw = response.headers.raw
