@@ -18,6 +18,8 @@ from django.conf import settings  # noqa: E402
 from inspector.daphne_http import leave_bodies_to_django, receive_for  # noqa: E402
 from inspector.origins import WebsocketOriginValidator  # noqa: E402
 from inspector.routing import websocket_urlpatterns  # noqa: E402
+from inspector.tap_route import PREFIX as TAP_PREFIX  # noqa: E402
+from inspector.tap_route import serve as serve_tap  # noqa: E402
 from sessions.runtime.host import ensure_embedded_runtime, warm_up_in_background  # noqa: E402
 from sessions.runtime.workers import ensure_reaper  # noqa: E402
 
@@ -40,4 +42,8 @@ async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "lifespan":
         ensure_embedded_runtime()
         ensure_reaper()
+    if scope["type"] == "http" and scope["path"].startswith(TAP_PREFIX):
+        # A host's traffic to a tap endpoint: streamed, outside Django's middleware (no cookies, no CSRF).
+        await serve_tap(scope, receive_for(scope, receive), send)
+        return
     await router(scope, receive_for(scope, receive), send)

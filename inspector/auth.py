@@ -113,12 +113,12 @@ def strip_query_string(text: str) -> str:
     return _QUERY_STRING.sub(lambda match: match.group(1) + "?[redacted]", text)
 
 
-# A share link's token, in its path: /shared/<token>/ and /ws/shared/<token>/.
-_SHARE_TOKEN = re.compile(r"(/shared/)[^\s/\"'?<>]+")
+# A token in a path: a share link's (/shared/<token>/, /ws/shared/<token>/), a tap endpoint's (/tap/<token>/).
+_SHARE_TOKEN = re.compile(r"(/shared/|/tap/)[^\s/\"'?<>]+")
 
 
 def strip_share_tokens(text: str) -> str:
-    """Replace the tokens of share links in text with "[redacted]"."""
+    """Replace the tokens of share links and tap endpoints in text with "[redacted]"."""
     return _SHARE_TOKEN.sub(lambda match: match.group(1) + "[redacted]", text)
 
 

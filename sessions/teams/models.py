@@ -28,6 +28,7 @@ __all__ = [
     "Share",
     "ShareOpening",
     "SsoIdentity",
+    "TapEndpoint",
     "Team",
     "token_digest",
 ]
@@ -281,6 +282,56 @@ class Share(models.Model):
     @property
     def usable(self) -> bool:
         return self.state == "open"
+
+
+class TapEndpoint(models.Model):
+    """A secret URL a host is pointed at (hosted mode): the web processes forward what the host sends
+    to ``url`` and record each host connection as a tap session of the team (``inspector/tap_route.py``).
+
+    The token is shown once; the database keeps its SHA-256. Revoking refuses the host at once.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="tap_endpoints")
+    name = models.CharField(max_length=200)
+    url = models.CharField(max_length=2000, help_text="the upstream MCP server (Streamable HTTP or SSE)")
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the URL's token")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"tap endpoint {self.name} of {self.team_id}"
+
+    @classmethod
+    def make(cls, team: Team, name: str, url: str, by: Any) -> tuple[TapEndpoint, str]:
+        """A new endpoint and its token (shown once, to whoever made it)."""
+        token = secrets.token_urlsafe(32)
+        endpoint = cls.objects.create(
+            team=team, name=name, url=url, digest=token_digest(token), created_by=by
+        )
+        return endpoint, token
+
+    @staticmethod
+    def group_for(digest: str) -> str:
+        """The channel-layer group of the exchanges in flight through the endpoint of this digest.
+
+        Named by the digest, which the tap route has before it looks anything up: it joins first, so a
+        revocation between its lookup and its joining cannot be missed."""
+        return f"mcp-tap-{digest[:40]}"
+
+    @property
+    def group_name(self) -> str:
+        return self.group_for(self.digest)
+
+    @property
+    def usable(self) -> bool:
+        return self.revoked is None
 
 
 class ShareOpening(models.Model):

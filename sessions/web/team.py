@@ -17,10 +17,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from sessions.teams import access, members
-from sessions.teams.models import CatalogServer, Invitation, Membership, Role, Team
+from sessions.teams.models import CatalogServer, Invitation, Membership, Role, TapEndpoint, Team
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import int_param, person_scope
-from sessions.web.team_forms import CatalogForm, InvitationForm, RoleForm, TeamSettingsForm
+from sessions.web.team_forms import CatalogForm, InvitationForm, RoleForm, TapEndpointForm, TeamSettingsForm
 
 __all__ = [
     "catalog_delete",
@@ -54,6 +54,12 @@ def _page(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "members": Membership.objects.filter(team=team).select_related("user").order_by("user__username"),
         "catalog": CatalogServer.objects.filter(team=team),
     }
+    if settings.INSPECTOR_HOSTED:  # tap endpoints: sessions/web/tap_endpoints.py
+        context |= {
+            "tap_endpoints": TapEndpoint.objects.filter(team=team).select_related("created_by")[:200],
+            "tap_form": TapEndpointForm(),
+            "may_tap": scope.allows(Role.OPERATOR),
+        }
     if is_admin:
         context |= {
             "invitations": Invitation.objects.filter(team=team).select_related("created_by", "used_by")[:100],

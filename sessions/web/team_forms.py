@@ -18,7 +18,7 @@ from sessions.engine import EgressPolicy
 from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team
 from sessions.teams.process_env import refusals
 
-__all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TeamSettingsForm"]
+__all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TapEndpointForm", "TeamSettingsForm"]
 
 MASK = "••••••••"
 # A host name an allow-list may hold: labels of letters, digits and hyphens, optionally "*." first.
@@ -107,6 +107,11 @@ class InvitationForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices, initial=Role.VIEWER)
     note = forms.CharField(required=False, max_length=200, label="Who it is for")
     days = forms.IntegerField(min_value=1, max_value=90, initial=7, label="Expires after (days)")
+
+
+class TapEndpointForm(forms.Form):
+    name = forms.CharField(max_length=200, label="Name", help_text="what its sessions are called")
+    url = forms.URLField(max_length=2000, label="Server URL", assume_scheme="https")
 
 
 class RoleForm(forms.Form):

@@ -35,6 +35,7 @@ from sessions.teams.models import (
     Membership,
     Role,
     Share,
+    TapEndpoint,
     Team,
     token_digest,
 )
@@ -179,6 +180,8 @@ URLS: dict[str, tuple[str, str]] = {
     "invitation_revoke": ("POST", "admin-on-team-id"),
     "catalog_edit": ("POST", "admin-on-team-id"),
     "catalog_delete": ("POST", "admin-on-team-id"),
+    "tap_endpoint_create": ("POST", "team-act"),
+    "tap_endpoint_revoke": ("POST", "act-on-team-id"),
     "oauth_callback": ("GET", "public"),
     "oauth_debug": ("POST", "team-act"),
     "forget_server_tokens": ("POST", "act-on-team-id"),
@@ -234,6 +237,7 @@ class TeamIds:
     login: LoginSession
     token: str
     share: Share
+    tap: TapEndpoint
 
 
 def _team(name: str) -> Team:
@@ -282,7 +286,8 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     share = Share.objects.create(
         session=session, created_by=owner, digest=token_digest(token), audience=audience
     )
-    return TeamIds(team, session, review, server, catalog, admin, invitation, login, token, share)
+    tap, _ = TapEndpoint.make(team, "tap", "http://192.0.2.1/mcp", owner)
+    return TeamIds(team, session, review, server, catalog, admin, invitation, login, token, share, tap)
 
 
 @database_sync_to_async
@@ -308,6 +313,7 @@ def _url(route: str, ids: TeamIds) -> str:
         "entry_id": str(ids.catalog.pk),
         "login_id": str(ids.login.pk),
         "token": ids.token,
+        "endpoint_id": str(ids.tap.pk),
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -330,6 +336,7 @@ UNKNOWN_ID = (
     "No such invitation",
     "No such login",
     "No such share link",
+    "No such tap endpoint",
 )
 
 
@@ -354,6 +361,7 @@ def _restore(world: dict[str, TeamIds]) -> None:
     Share.objects.filter(pk__in=[ids.share.pk for ids in teams]).update(revoked=None)
     PendingReview.objects.filter(pk__in=[ids.review.pk for ids in teams]).update(status="waiting")
     Invitation.objects.filter(pk__in=[ids.invitation.pk for ids in teams]).update(revoked=False)
+    TapEndpoint.objects.filter(pk__in=[ids.tap.pk for ids in teams]).update(revoked=None)
 
 
 async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:

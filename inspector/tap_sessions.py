@@ -1,0 +1,281 @@
+"""Hosted tap sessions: each host connection through a tap endpoint, recorded as a live session.
+
+The tap route (``inspector/tap_route.py``) hands each exchange's pieces to a ``HostedTap`` as the local
+HTTP tap's proxy hands them to its spool: the same items (``http-request``, ``http-response``,
+``http-chunk``, ``http-end``...), turned into frames by the same code (``inspector.tap._http_spool``'s
+shapes, judged by ``TapObserver`` on both sides) and stored by a ``Recorder``, which publishes each
+stored batch to the session's group: the team's tabs follow it as any live session.
+
+A host connection is an MCP session id (``Mcp-Session-Id``), or a run of requests without one (from an
+``initialize`` to the next). ``TapHub`` knows the connections this web process serves: it is this
+process's own, like the runtime's owners; with several web processes, a connection whose requests
+land in two of them is recorded as two sessions (route ``/tap/`` by its token to keep one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import queue
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from channels.layers import BaseChannelLayer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from inspector.tap._http_spool import HttpSpool
+from inspector.tap._options import TapOptions
+from sessions.engine import Frame, TapObserver
+from sessions.frames import frame_row, storable
+from sessions.models import McpSession
+from sessions.runtime import messages as m
+from sessions.runtime import store
+from sessions.runtime.recorder import Recorder
+from sessions.runtime.taps import STATUS_OF, TAP_TRANSPORT, _Facts
+
+__all__ = ["IDLE", "Endpoint", "HostedTap", "TapHub"]
+
+log = logging.getLogger(__name__)
+
+IDLE = 600.0
+"""Seconds a host connection with nothing in flight stays live; then its session ends."""
+SWEEP = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What the tap route read of a ``teams.TapEndpoint`` row for one request."""
+
+    pk: int
+    name: str
+    url: str
+    team_id: int
+    owner_id: int | None
+    revoked: bool
+    egress_allow: tuple[str, ...] = ()
+
+
+class _Frames(HttpSpool):
+    """The HTTP tap spool's item → frames step alone: no thread, no file."""
+
+    def made(self, observer: TapObserver, what: str, payload: Any, wall: float, mono: float) -> list[Frame]:
+        return self._frames(observer, {}, what, payload, wall, mono)
+
+
+@dataclass
+class _Pending:
+    items: list[tuple[str, tuple[Any, ...], float, float]] = field(default_factory=list)
+    ending: str | None = None
+
+
+class HostedTap:
+    """One host connection: its frames made in order and recorded into its session."""
+
+    def __init__(self, hub: TapHub, endpoint: Endpoint, listen_url: str, sid: str | None) -> None:
+        self.hub = hub
+        self.endpoint = endpoint
+        self.listen_url = listen_url
+        self.sid = sid
+        self.ids = itertools.count(1)
+        self.in_flight = 0
+        self.last = time.monotonic()
+        self.pending = _Pending()
+        self.wake = asyncio.Event()
+        self.public_id = ""
+        self.ended = asyncio.Event()
+        options = TapOptions(command="", args=[], name=endpoint.name, url=endpoint.url)
+        self.frames = _Frames(options, queue.SimpleQueue())
+        self.observer = TapObserver(max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES)
+        self.task = asyncio.create_task(self._run(), name=f"hosted-tap-{endpoint.pk}")
+
+    def put(self, what: str, *payload: Any) -> None:
+        """An item of an exchange, as ``inspector.tap._proxy.Proxy`` queues them (after it was forwarded)."""
+        self.last = time.monotonic()
+        self.pending.items.append((what, payload, time.time(), time.monotonic()))
+        self.wake.set()
+
+    def end(self, note: str) -> None:
+        """The connection is over: what is queued is recorded, then the session ends with ``note``."""
+        if self.pending.ending is None:
+            self.pending.ending = note
+            self.wake.set()
+
+    async def _run(self) -> None:
+        recorder: Recorder | None = None
+        try:
+            first = self.observer.watch_http(self.listen_url, self.endpoint.url)
+            first.transport["tap"] = {"endpoint": self.endpoint.pk, "name": self.endpoint.name}
+            pk, group, self.public_id = await _new_session(self.endpoint, self.sid)
+            recorder = Recorder(pk, group, self.hub.layer)
+            recorder.start()
+            facts, written = _Facts(), _Written()
+            made: list[Frame] = [first]
+            while True:
+                for frame in made:
+                    facts.see(frame)
+                    recorder.add(frame_row(frame, 0))
+                await written.write(pk, facts, group, self.hub.layer)
+                if facts.ended:
+                    break
+                await self.wake.wait()
+                self.wake.clear()
+                items, self.pending.items = self.pending.items, []
+                made = []
+                for what, payload, wall, mono in items:
+                    made.extend(self.frames.made(self.observer, what, payload, wall, mono))
+                if self.pending.ending is not None and not self.pending.items:
+                    made.append(self.observer.stopped(self.pending.ending))
+            await recorder.close()
+            note = str(facts.fields.get("status_note") or self.pending.ending or "")
+            await _finish(pk, note)
+            with contextlib.suppress(Exception):
+                await self.hub.layer.group_send(group, m.encode_event(m.StateChanged("closed", note)))
+        except Exception:
+            log.exception("recording a hosted tap session of endpoint %s failed", self.endpoint.pk)
+            if recorder is not None:
+                with contextlib.suppress(Exception):
+                    await recorder.close()
+        finally:
+            self.ended.set()
+            self.hub.forget(self)
+
+
+@dataclass
+class _Written:
+    """The session row's fields and phases as last written, so only what changed is written."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    phases: int = 0
+
+    async def write(self, pk: int, facts: _Facts, group: str, layer: BaseChannelLayer) -> None:
+        fields = {k: v for k, v in facts.fields.items() if self.fields.get(k) != v}
+        if fields.get("status") not in (None, *McpSession.LIVE):
+            fields.pop("status")  # the end is written once every frame is stored (``_finish``)
+        phases = facts.phases[self.phases :]
+        if not fields and not phases:
+            return
+        await store.append_phases(pk, storable(phases), **storable(fields))
+        self.fields.update(fields)
+        self.phases = len(facts.phases)
+        event = m.StateChanged(str(fields.get("status", "")), str(fields.get("status_note", "")))
+        with contextlib.suppress(Exception):
+            await layer.group_send(group, m.encode_event(event))
+
+
+@store.in_db_thread
+def _new_session(endpoint: Endpoint, sid: str | None) -> tuple[int, str, str]:
+    tap = {"endpoint": endpoint.pk, "name": endpoint.name, "url": endpoint.url, "mcp_session_id": sid or ""}
+    with transaction.atomic():
+        session = McpSession.objects.create(
+            team_id=endpoint.team_id,
+            owner_id=endpoint.owner_id,
+            name=storable(endpoint.name)[:200],
+            config=storable({"tap": tap}),
+            transport_name=TAP_TRANSPORT,
+            status=McpSession.Status.CONNECTING,
+            status_note="a host connected through the tap endpoint",
+        )
+    return session.pk, session.group_name, str(session.public_id)
+
+
+@store.in_db_thread
+def _finish(pk: int, note: str) -> None:
+    """The session ends, unless it already did (its endpoint revoked meanwhile)."""
+    McpSession.objects.filter(pk=pk, status__in=McpSession.LIVE).update(
+        status=STATUS_OF["closed"], status_note=note or "the host connection ended", ended=timezone.now()
+    )
+
+
+class TapHub:
+    """This web process's host connections through tap endpoints, and an upstream client per endpoint."""
+
+    def __init__(self, layer: BaseChannelLayer) -> None:
+        self.layer = layer
+        self.by_sid: dict[tuple[int, str], HostedTap] = {}
+        self.runs: dict[int, HostedTap] = {}  # an endpoint's connection that has no session id (yet)
+        self.clients: dict[int, tuple[tuple[str, ...], httpx.AsyncClient]] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def tap_for(self, endpoint: Endpoint, listen_url: str, sid: str | None, initialize: bool) -> HostedTap:
+        """The connection a request belongs to: its session id's, or the run without one (a new one
+        from an ``initialize``)."""
+        self._sweep_soon()
+        if sid:
+            tap = self.by_sid.get((endpoint.pk, sid))
+            if tap is None or tap.pending.ending is not None:
+                tap = self.by_sid[(endpoint.pk, sid)] = HostedTap(self, endpoint, listen_url, sid)
+            return tap
+        tap = self.runs.get(endpoint.pk)
+        if tap is None or initialize or tap.pending.ending is not None:
+            if tap is not None and tap.in_flight == 0 and tap.sid is None:
+                tap.end("the host started a new connection")
+            tap = self.runs[endpoint.pk] = HostedTap(self, endpoint, listen_url, None)
+        return tap
+
+    def bind(self, tap: HostedTap, sid: str) -> None:
+        """The server gave the connection a session id: the host's next requests carry it."""
+        if tap.sid is None:
+            tap.sid = sid
+            self.by_sid[(tap.endpoint.pk, sid)] = tap
+            if self.runs.get(tap.endpoint.pk) is tap:
+                del self.runs[tap.endpoint.pk]
+
+    def forget(self, tap: HostedTap) -> None:
+        if tap.sid is not None and self.by_sid.get((tap.endpoint.pk, tap.sid)) is tap:
+            del self.by_sid[(tap.endpoint.pk, tap.sid)]
+        if self.runs.get(tap.endpoint.pk) is tap:
+            del self.runs[tap.endpoint.pk]
+
+    def taps_of(self, endpoint_pk: int) -> list[HostedTap]:
+        every = {*self.by_sid.values(), *self.runs.values()}
+        return [t for t in every if t.endpoint.pk == endpoint_pk]
+
+    def revoked(self, endpoint_pk: int) -> None:
+        """The endpoint was revoked: its connections here end, and its upstream client closes."""
+        for tap in self.taps_of(endpoint_pk):
+            tap.end("the tap endpoint was revoked")
+        kept = self.clients.pop(endpoint_pk, None)
+        if kept is not None:
+            task = asyncio.create_task(kept[1].aclose())
+            task.add_done_callback(lambda t: t.exception())
+
+    def client(self, endpoint: Endpoint) -> httpx.AsyncClient:
+        """The endpoint's upstream client: every connection it opens is held to the team's egress rules."""
+        kept = self.clients.get(endpoint.pk)
+        if kept is not None and kept[0] == endpoint.egress_allow:
+            return kept[1]
+        from sessions.engine._egress_net import confined_transport
+        from sessions.teams.tap_endpoints import egress_policy
+
+        if kept is not None:  # the team's allow-list changed: connections made under the old one go
+            task = asyncio.create_task(kept[1].aclose())
+            task.add_done_callback(lambda t: t.exception())
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        transport = confined_transport(egress_policy(list(endpoint.egress_allow)), verify=True, limits=limits)
+        # No read timeout: SSE streams idle for minutes, and the host times its own requests.
+        timeout = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+        client = httpx.AsyncClient(
+            transport=transport, timeout=timeout, follow_redirects=False, trust_env=False
+        )
+        client.headers.clear()  # no Accept, User-Agent, Accept-Encoding of httpx's own
+        self.clients[endpoint.pk] = (endpoint.egress_allow, client)
+        return client
+
+    def _sweep_soon(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.create_task(self._sweep(), name="hosted-tap-sweeper")
+
+    async def _sweep(self) -> None:
+        """End connections quiet for ``IDLE`` with nothing in flight; stop once there are none."""
+        while self.by_sid or self.runs:
+            await asyncio.sleep(SWEEP)
+            now = time.monotonic()
+            for tap in {*self.by_sid.values(), *self.runs.values()}:
+                if tap.in_flight == 0 and now - tap.last > IDLE:
+                    tap.end(f"the host sent nothing for {IDLE:.0f} s")
