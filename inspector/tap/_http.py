@@ -31,7 +31,7 @@ async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     assert options.listen is not None and options.url is not None
     host, port = options.listen
     loop = asyncio.get_running_loop()
-    proxy = Proxy(options.url, items)
+    proxy = Proxy(options.url, items, rewrite_resource=options.rewrite_resource)
     try:
         server = await asyncio.start_server(proxy.serve, host, port, reuse_address=True)
     except OSError as exc:

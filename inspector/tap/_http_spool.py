@@ -68,6 +68,8 @@ class _Exchange:
     inflate: Any = None
     encoded: str = ""
     given_endpoint: str | None = None
+    gave: list[str] = field(default_factory=list)
+    """What the tap gave the host in place of what the server sent (``--rewrite-resource``)."""
 
 
 class HttpSpool(Spool):
@@ -103,6 +105,9 @@ class HttpSpool(Spool):
             return []
         if what == "http-rewrote":
             exchange.given_endpoint = rest[0]
+            return []
+        if what == "http-gave":
+            exchange.gave.append(str(rest[0]))
             return []
         if what == "http-response":
             return self._head(observer, exchange, *rest, wall=wall, mono=mono)
@@ -217,6 +222,8 @@ class HttpSpool(Spool):
         )
         if exchange.encoded:
             frame.note = f"the body is {exchange.encoded}-encoded: recorded as it passed, not decoded"
+        if exchange.gave:
+            frame.note = "; ".join([*filter(None, [frame.note]), *exchange.gave])
         return frame
 
     def _chunk(

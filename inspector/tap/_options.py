@@ -12,7 +12,8 @@ __all__ = ["USAGE", "TapOptions", "UsageError", "parse_args"]
 
 USAGE = (
     "usage: mcp-inspector tap [--name NAME] [--record FILE] -- COMMAND [ARGS...]\n"
-    "       mcp-inspector tap --listen 127.0.0.1:PORT [--allow-remote] [--name NAME] [--record FILE] URL"
+    "       mcp-inspector tap --listen 127.0.0.1:PORT [--allow-remote] [--rewrite-resource] [--name NAME]\n"
+    "                         [--record FILE] URL"
 )
 _VALUED = ("--name", "--record", "--listen")
 
@@ -31,6 +32,8 @@ class TapOptions:
     """HTTP: the address the tap listens on (host, port); ``None`` for a stdio tap."""
     url: str | None = None
     """HTTP: the upstream server's URL, which the host reaches at the same path on ``listen``."""
+    rewrite_resource: bool = False
+    """HTTP: give the host the tap's URL as the protected resource (OAuth through the tap)."""
 
 
 def parse_args(argv: Sequence[str]) -> TapOptions:
@@ -41,7 +44,7 @@ def parse_args(argv: Sequence[str]) -> TapOptions:
     """
     args = list(argv)
     given: dict[str, str] = {}
-    allow_remote = False
+    allow_remote = rewrite_resource = False
     url: str | None = None
     while args:
         arg = args.pop(0)
@@ -51,6 +54,9 @@ def parse_args(argv: Sequence[str]) -> TapOptions:
             raise UsageError("")
         if arg == "--allow-remote":
             allow_remote = True
+            continue
+        if arg == "--rewrite-resource":
+            rewrite_resource = True
             continue
         key, has_value, value = arg.partition("=")
         if key not in _VALUED:
@@ -72,13 +78,21 @@ def parse_args(argv: Sequence[str]) -> TapOptions:
             raise UsageError("an HTTP tap takes the server's URL, not a command: --listen HOST:PORT URL")
         listen = _listen_address(given["listen"], allow_remote)
         _check_url(url)
-        return TapOptions("", [], name or urlsplit(url).netloc, record, listen=listen, url=url)
+        return TapOptions(
+            "",
+            [],
+            name or urlsplit(url).netloc,
+            record,
+            listen=listen,
+            url=url,
+            rewrite_resource=rewrite_resource,
+        )
     if url is not None:
         raise UsageError(
             f"unknown argument {url!r} (the server's command goes after --; a URL needs --listen)"
         )
-    if allow_remote:
-        raise UsageError("--allow-remote goes with --listen")
+    if allow_remote or rewrite_resource:
+        raise UsageError(f"{'--allow-remote' if allow_remote else '--rewrite-resource'} goes with --listen")
     if not args or not args[0]:
         raise UsageError("no server command after --")
     command, rest = args[0], args[1:]

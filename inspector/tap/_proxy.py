@@ -12,8 +12,10 @@ on raw (still compressed, if it was) a chunk at a time, never held whole.
 
 Two things are rewritten, both only when they name the server's own origin, so the host keeps talking
 through the tap: legacy SSE's ``endpoint`` event (a relative one passes as it is, and resolves to the
-tap) and a redirect's ``Location``. Everything is handed to the spool thread (``_http_spool``) as it
-passes, after it was forwarded.
+tap) and a redirect's ``Location``. With ``rewrite_resource`` (``--rewrite-resource``) two more, for OAuth
+through the tap: a challenge's ``resource_metadata`` URL and the protected resource metadata's
+``resource``, so a host that holds the resource to the URL it connected to (RFC 9728 §3.3) accepts the
+tap's. Everything is handed to the spool thread (``_http_spool``) as it passes, after it was forwarded.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import asyncio
 import contextlib
 import http
 import itertools
+import json
 import queue
 import re
 import time
+import zlib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -55,6 +59,10 @@ MAX_REQUEST_BYTES = 64 * 1024 * 1024
 _FIRST_EVENT_LIMIT = 1 << 16
 """Bytes of an SSE stream held back at most while looking for a legacy ``endpoint`` event."""
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_METADATA_PATH = "/.well-known/oauth-protected-resource"
+_METADATA_BYTES = 1 << 20
+"""A protected resource metadata document bigger than this passes unchanged."""
+_RESOURCE_METADATA = re.compile(rb'(resource_metadata\s*=\s*)(?:"([^"]*)"|([^\s,]+))', re.IGNORECASE)
 
 
 def _origin_key(url: str) -> tuple[str, str, int | None]:
@@ -118,13 +126,16 @@ class _EndpointRewriter:
 class Proxy:
     """Serve host connections, one task each: a request in, forwarded, its response streamed back."""
 
-    def __init__(self, upstream: str, items: queue.SimpleQueue[Any]) -> None:
+    def __init__(
+        self, upstream: str, items: queue.SimpleQueue[Any], *, rewrite_resource: bool = False
+    ) -> None:
         parts = urlsplit(upstream)
         self.upstream = upstream
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.tap_origin = ""
         """``http://host:port`` the tap listens on (known once it is bound)."""
         self.items = items
+        self.rewrite_resource = rewrite_resource
         self.ids = itertools.count(1)
         self.writers: set[asyncio.StreamWriter] = set()
         # No read timeout: SSE streams idle for minutes, and the host times its own requests.
@@ -220,6 +231,10 @@ class Proxy:
         back = [(n, self._location(v) if n.lower() == b"location" else v) for n, v in raw]
         back = [(n, v) for n, v in back if n.lower() not in _NOT_RETURNED and n.lower() not in named]
         reason = response.reason_phrase.encode("latin-1", errors="replace")
+        if self.rewrite_resource:
+            back = self._challenges(back, xid)
+            if method == "GET" and response.status_code == 200 and self._is_metadata(response):
+                return await self._metadata(conn, writer, response, back, reason, xid)
         writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
         self._put("http-response", xid, response.status_code, response.reason_phrase, raw)
         streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
@@ -282,6 +297,84 @@ class Proxy:
         await writer.drain()
         return True
 
+    def _tap_url(self, url: str) -> str | None:
+        """``url`` on the tap's origin when it names the server's own (else ``None``)."""
+        if "://" not in url or _origin_key(url) != _origin_key(self.upstream):
+            return None
+        parts = urlsplit(url)
+        return self.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")
+
+    def _challenges(self, headers: list[tuple[bytes, bytes]], xid: int) -> list[tuple[bytes, bytes]]:
+        """``WWW-Authenticate``'s ``resource_metadata`` on the server's origin is given on the tap's."""
+
+        def swap(found: re.Match[bytes]) -> bytes:
+            url = (found[2] if found[2] is not None else found[3]).decode("latin-1")
+            given = self._tap_url(url)
+            if given is None:
+                return found[0]
+            self._put("http-gave", xid, f"the tap gave the host resource_metadata={given}")
+            return found[1] + b'"' + given.encode("latin-1") + b'"'
+
+        return [
+            (n, _RESOURCE_METADATA.sub(swap, v) if n.lower() == b"www-authenticate" else v)
+            for n, v in headers
+        ]
+
+    @staticmethod
+    def _is_metadata(response: httpx.Response) -> bool:
+        path = response.request.url.path
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        return (
+            path == _METADATA_PATH or path.startswith(_METADATA_PATH + "/")
+        ) and ctype == "application/json"
+
+    async def _metadata(
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        response: httpx.Response,
+        back: list[tuple[bytes, bytes]],
+        reason: bytes,
+        xid: int,
+    ) -> bool:
+        """The protected resource metadata, read whole: its ``resource`` on the server's origin is given
+        on the tap's (the body re-encoded, uncompressed); the spool records what the server sent."""
+        parts: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                parts.append(chunk)
+        except httpx.HTTPError as exc:
+            self._put(
+                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
+            )
+            self._put(
+                "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
+            )
+            writer.transport.abort()
+            return False
+        sent = b"".join(parts)
+        body, given = sent, None
+        document = _json_body(sent, response.headers.get("content-encoding", ""))
+        resource = document.get("resource") if isinstance(document, dict) else None
+        if isinstance(document, dict) and isinstance(resource, str) and len(sent) <= _METADATA_BYTES:
+            given = self._tap_url(resource)
+        if given is not None:
+            assert isinstance(document, dict)
+            body = json.dumps({**document, "resource": given}).encode()
+            framing = (b"content-length", b"content-encoding")
+            back = [(n, v) for n, v in back if n.lower() not in framing]
+            back.append((b"Content-Length", str(len(body)).encode()))
+        writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
+        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        if given is not None:
+            self._put("http-gave", xid, f"the tap gave the host resource {given}")
+        writer.write(conn.send(h11.Data(data=body)))
+        self._put("http-chunk", xid, sent)
+        writer.write(conn.send(h11.EndOfMessage()))
+        self._put("http-end", xid, None, False)
+        await writer.drain()
+        return True
+
     def _location(self, value: bytes) -> bytes:
         """A redirect to the server's own origin goes to the tap's instead (to another: as it is)."""
         url = value.decode("latin-1")
@@ -289,6 +382,19 @@ class Proxy:
             return value
         parts = urlsplit(url)
         return (self.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")).encode("latin-1")
+
+
+def _json_body(body: bytes, encoding: str) -> Any:
+    """A JSON body as sent (identity, gzip or deflate), or ``None`` when it cannot be read."""
+    encoding = encoding.strip().lower()
+    try:
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            body = zlib.decompressobj(47 if "gzip" in encoding else 15).decompress(body, _METADATA_BYTES)
+        elif encoding not in ("", "identity"):
+            return None
+        return json.loads(body)
+    except (zlib.error, ValueError, RecursionError):
+        return None
 
 
 async def _next_event(conn: h11.Connection, reader: asyncio.StreamReader) -> Any:

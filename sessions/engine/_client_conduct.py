@@ -75,6 +75,8 @@ class ClientConduct:
     """The capabilities the client declared in its initialize."""
     server_capabilities: dict[str, Any] = field(default_factory=dict)
     initialize_id: Id | None = None
+    initialize_seq: int | None = None
+    """The frame number of the client's initialize: only the answer to it gives the session id."""
     initialized_sent: bool = False
     session_id: str | None = None
     """The Mcp-Session-Id the server gave (HTTP)."""
@@ -96,6 +98,9 @@ class ClientConduct:
     task_support: dict[str, str] = field(default_factory=dict)
     """Each listed tool's ``execution.taskSupport`` (2025-11-25)."""
     tools_listed: bool = False
+    earlier_sessions: set[str] = field(default_factory=set)
+    """HTTP: the session ids the server gave before the current session's (other hosts, or this one
+    before it started again, may still use them through the same tap)."""
 
     @property
     def version(self) -> str | None:
@@ -108,9 +113,11 @@ class ClientConduct:
 
     def new_session(self) -> None:
         """Forget the previous session (an HTTP client starts a new one with a fresh initialize)."""
+        earlier = self.earlier_sessions | ({self.session_id} if self.session_id else set())
         fresh = ClientConduct(self.transport, self.validate)
         for each in fields(self):
             setattr(self, each.name, getattr(fresh, each.name))
+        self.earlier_sessions = earlier
 
 
 # --- ids and what the server sent ----------------------------------------------------------------
@@ -164,6 +171,9 @@ def _observe_http(details: dict[str, Any], conduct: ClientConduct) -> None:
     headers = details.get("headers")
     if not isinstance(headers, dict) or conduct.session_id is not None or conduct.stateless:
         return
+    answers = details.get("request_seq")
+    if conduct.initialize_seq is not None and answers is not None and answers != conduct.initialize_seq:
+        return  # a late head of an earlier session's request (its GET stream) names that session
     if conduct.phase in ("initializing", "ready"):
         for name, value in headers.items():
             if str(name).lower() == "mcp-session-id" and isinstance(value, str):

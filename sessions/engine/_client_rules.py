@@ -85,14 +85,19 @@ def check_client_frame(frame: Frame, conduct: ClientConduct) -> None:
     A frame of kind ``http`` (a GET for the server's stream, a DELETE ending the session) is judged
     by its headers only.
     """
+    if frame.kind not in ("http", "message"):
+        return
+    request = http_request(frame) if conduct.transport == "http" else None
+    earlier = request is not None and request[1].get("mcp-session-id") in conduct.earlier_sessions
+    if earlier:
+        # Judged against the current session's books it would draw false verdicts: it is another's.
+        frame.note = frame.note or "a request of an earlier HTTP session: not judged with the current one"
     if frame.kind == "http":
-        if http_request(frame) is not None and conduct.transport == "http":
+        if request is not None and not earlier:
             _check_headers(frame, conduct, None)
         return
-    if frame.kind != "message":
-        return
     parsed, message = _parse(frame)
-    if not parsed:
+    if not parsed or earlier:
         return
     if conduct.transport == "http":
         _check_headers(frame, conduct, message)
@@ -235,6 +240,7 @@ def _initialize(
         return
     conduct.phase = "initializing"
     conduct.initialize_id = request_id
+    conduct.initialize_seq = frame.seq or None
     version = params.get("protocolVersion")
     conduct.requested_version = version if isinstance(version, str) else None
     capabilities = params.get("capabilities")

@@ -1,0 +1,162 @@
+"""Real clients through both taps, against real servers: the TypeScript SDK's client, the Python SDK's
+client and our CLI, each run once directly and once through the tap, get the same answers; the tap's
+session in the running inspector holds every frame of both directions in order, and no client verdict
+of error severity falls on any of them (a host that does nothing wrong is not blamed).
+
+Our CLI against server-everything and the SDK server through both taps is in test_tap.py and
+test_http_tap.py; here it meets mcp-server-time. server-filesystem and the official inspector's CLI are
+not installed for the tests, so they are not tried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.paths import REPO, SERVERS
+from support.processes import free_port, start_http_server
+from support.tap_app import TAP, App, env_for, records, running_app
+
+pytestmark = pytest.mark.slow
+
+ECHO = ("echo", {"message": "through the tap: héllo"})
+SDK_ECHO = ("echo", {"text": "through the tap: héllo"})
+# Tokyo keeps no summer time, so the answer is the same a few seconds later.
+TIME = ("convert_time", {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"})
+names = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[App]:
+    """One inspector for the module: every tap session of these tests lands in it."""
+    with running_app(tmp_path_factory.mktemp("tap-clients") / "data") as running:
+        yield running
+
+
+def host_argv(client: str, tool: tuple[str, dict[str, Any]]) -> list[str]:
+    """The host's command line up to its target (``stdio COMMAND...`` or ``http URL`` follow)."""
+    name, arguments = tool[0], json.dumps(tool[1])
+    if client == "ts":
+        return ["node", str(SERVERS / "ts_client.mjs"), name, arguments]
+    return [sys.executable, str(SERVERS / "sdk_client.py"), name, arguments]
+
+
+def run_host(argv: list[str], env: dict[str, str]) -> Any:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def check_session(
+    app: App, name: str, record: Path, transport: str, asked: frozenset[str] = frozenset({"tools/list"})
+) -> list[dict[str, Any]]:
+    """The stored session is the tap's record, frame for frame, every request answered, no client error."""
+    stored = app.frames(app.ended_session(name))
+    recorded = records(record)
+    assert [(f["seq"], f["kind"], f["direction"], f["raw"]) for f in stored] == [
+        (f["seq"], f["kind"], f["direction"], f["raw"]) for f in recorded
+    ]
+    assert [f["seq"] for f in stored] == list(range(1, len(stored) + 1))
+    messages = [f for f in stored if f["kind"] == "message"]
+    requests = [f for f in messages if f["direction"] == "out" and f["method"] and f["pair_seq"] is None]
+    requests = [f for f in requests if not f["method"].startswith("notifications/")]
+    answers = {f["pair_seq"] for f in messages if f["direction"] == "in" and f["pair_seq"]}
+    assert {f["method"] for f in requests} >= {"initialize", "tools/call", *asked}
+    assert {f["seq"] for f in requests} <= answers, "a request of the host's has no answer in the session"
+    sent = [f["method"] for f in messages if f["direction"] == "out"]
+    assert sent.index("initialize") < sent.index("notifications/initialized") < sent.index("tools/call")
+    errors = [
+        f"{f['seq']} {f['method']}: {v['code']} {v['message']}"
+        for f in stored
+        for v in f["verdicts"]
+        if v["code"].startswith("client-") and v["severity"] == "error"
+    ]
+    assert errors == []
+    assert stored[-1]["transport"].get("state") == "closed"
+    if transport == "http":
+        assert any(f["kind"] == "http" and f["direction"] == "out" for f in stored)  # the host's DELETE
+    return stored
+
+
+STDIO_CASES = [
+    pytest.param(client, server, id=f"{client}-{server}")
+    for client in ("ts", "py")
+    for server in ("everything", "sdk", "time")
+]
+
+
+@pytest.mark.parametrize(("client", "server"), STDIO_CASES)
+def test_an_sdk_host_gets_the_same_through_the_stdio_tap_and_the_session_holds_it_all(
+    app: App, tmp_path: Path, client: str, server: str, everything_stdio: dict, sdk_stdio: dict
+) -> None:
+    spec, tool = {
+        "everything": (everything_stdio, ECHO),
+        "sdk": (sdk_stdio, SDK_ECHO),
+        "time": ({"command": sys.executable, "args": ["-m", "mcp_server_time"]}, TIME),
+    }[server]
+    command = [spec["command"], *spec["args"]]
+    name, record = f"clients-{next(names)}-{client}-{server}", tmp_path / "tap.jsonl"
+    env = env_for(app.data)
+    direct = run_host([*host_argv(client, tool), "stdio", *command], env)
+    tap = [*TAP, "--name", name, "--record", str(record), "--", *command]
+    tapped = run_host([*host_argv(client, tool), "stdio", *tap], env)
+    assert tapped == direct
+    assert tapped["call"]["content"], tapped
+    check_session(app, name, record, "stdio")
+
+
+@contextlib.contextmanager
+def http_tap(url: str, app: App, name: str, record: Path) -> Iterator[str]:
+    """An HTTP tap for ``url`` recording into the app's data folder; stopped (its session ended) on exit."""
+    port = free_port()
+    argv = [*TAP, "--listen", f"127.0.0.1:{port}", "--name", name, "--record", str(record), url]
+    with start_http_server(argv, port, env=env_for(app.data)) as tap:
+        yield url.replace(url.split("/")[2], f"127.0.0.1:{port}", 1)
+        tap.terminate()
+        tap.wait(15)
+
+
+HTTP_CASES = [
+    pytest.param(client, server, id=f"{client}-{server}")
+    for client in ("ts", "py")
+    for server in ("everything", "sdk")
+]
+
+
+@pytest.mark.parametrize(("client", "server"), HTTP_CASES)
+def test_an_sdk_host_gets_the_same_through_the_http_tap_and_the_session_holds_it_all(
+    app: App, tmp_path: Path, client: str, server: str, everything_http: str, sdk_http_sse: str
+) -> None:
+    url, tool = {"everything": (everything_http, ECHO), "sdk": (sdk_http_sse, SDK_ECHO)}[server]
+    name, record = f"clients-{next(names)}-{client}-{server}-http", tmp_path / "tap.jsonl"
+    env = env_for(app.data)
+    direct = run_host([*host_argv(client, tool), "http", url], env)
+    with http_tap(url, app, name, record) as tapped_url:
+        tapped = run_host([*host_argv(client, tool), "http", tapped_url], env)
+    assert tapped == direct
+    assert tapped["call"]["content"], tapped
+    stored = check_session(app, name, record, "http")
+    assert any(f["transport"].get("http", {}).get("method") == "POST" for f in stored)
+
+
+def test_our_cli_gets_the_same_from_mcp_server_time_through_the_stdio_tap(app: App, tmp_path: Path) -> None:
+    name, record = f"clients-{next(names)}-cli-time", tmp_path / "tap.jsonl"
+    tool, arguments = TIME
+    args = ["--method", "tools/call", "--tool-name", tool]
+    args += [arg for key, value in arguments.items() for arg in ("--tool-arg", f"{key}={value}")]
+    server = [sys.executable, "-m", "mcp_server_time"]
+    cli = [sys.executable, "-m", "inspector", "--cli", *args, "--"]
+    env = env_for(app.data)
+    direct = subprocess.run([*cli, *server], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    tap = [*TAP, "--name", name, "--record", str(record), "--", *server]
+    tapped = subprocess.run([*cli, *tap], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert direct.returncode == tapped.returncode == 0, tapped.stderr
+    assert tapped.stdout == direct.stdout and "Asia/Tokyo" in tapped.stdout
+    check_session(app, name, record, "stdio", asked=frozenset())
