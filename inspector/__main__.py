@@ -213,10 +213,17 @@ def serve(args: Sequence[str]) -> int:
         if not opts.no_browser:
             webbrowser.open(login_url)
 
+    def start_runtime() -> None:
+        # At once, not at the first request: taps hand their frames to it while no page is open.
+        from sessions.runtime.host import ensure_embedded_runtime
+
+        ensure_embedded_runtime()
+
     def ready() -> None:
         # daphne calls this once listening, which can be before the reactor runs and installs
         # its SIGINT/SIGTERM handlers; announce after that, so Ctrl-C from then on stops cleanly.
         reactor.callWhenRunning(announce)
+        reactor.callLater(0, start_runtime)  # inside the running event loop the runtime needs
 
     server = Server(
         application=application,

@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -188,3 +189,30 @@ def test_frames_a_tap_left_while_the_inspector_was_away_appear_when_it_starts(
         wait_for(lambda: not list((data / "taps").iterdir()), what="the spool taken in")
         stored = exported(app, public_id)
     same_frames(stored, [json.loads(line) for line in record.read_text().splitlines()])
+
+
+def test_a_tap_is_taken_in_while_nobody_has_opened_a_page(tmp_path: Path, everything_stdio: dict) -> None:
+    from support.app_process import LOGIN_LINE
+    from support.app_process import inspector as bare_inspector
+
+    data = tmp_path / "data"
+    # No request reaches the app: only its start, then a host through a tap.
+    with bare_inspector("--port", str(free_port()), data_dir=data) as (_proc, output):
+        output.wait_for(LOGIN_LINE)
+        done = subprocess.run(
+            [
+                sys.executable, "-m", "inspector", "--cli", "--method", "tools/list", "--",
+                *TAP, "--name", "tap-unwatched", "--", everything_stdio["command"], *everything_stdio["args"],
+            ],
+            capture_output=True,
+            env=env_for(data),
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        wait_for(lambda: not list((data / "taps").iterdir()), what="the spool taken in with no page open")
+    with sqlite3.connect(f"file:{data / 'inspector.sqlite3'}?mode=ro", uri=True) as db:
+        [(frames,)] = db.execute(
+            "SELECT COUNT(*) FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s"
+            " ON f.session_id = s.id WHERE s.name = 'tap-unwatched'"
+        ).fetchall()
+    assert frames > 5
