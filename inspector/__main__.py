@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
 import sys
@@ -223,7 +224,8 @@ def serve(args: Sequence[str]) -> int:
         # daphne calls this once listening, which can be before the reactor runs and installs
         # its SIGINT/SIGTERM handlers; announce after that, so Ctrl-C from then on stops cleanly.
         reactor.callWhenRunning(announce)
-        reactor.callLater(0, start_runtime)  # inside the running event loop the runtime needs
+        # On the reactor's event loop once it runs: the runtime needs a running loop.
+        reactor.callWhenRunning(lambda: asyncio.get_event_loop().call_soon(start_runtime))
 
     server = Server(
         application=application,
