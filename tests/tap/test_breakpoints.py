@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from inspector.tap._control import ControlServer, peer_uid
+from inspector.tap._control import ControlServer, bind_path, peer_uid
 from inspector.tap._gate import Change, Traffic, TrafficError
 from inspector.tap._match import RuleError, checked_rule, describe, matches
 from sessions.models import McpSession
@@ -240,10 +240,20 @@ def control(tmp_path: Path, wires: Wires) -> Iterator[tuple[str, Traffic]]:
     server.close()
 
 
+def connect(sock: socket.socket, path: str) -> None:
+    """Connect as the app does: through the folder's descriptor when the path is too long for an address."""
+    address, folder = bind_path(path)
+    try:
+        sock.connect(address)
+    finally:
+        if folder is not None:
+            os.close(folder)
+
+
 def ask(path: str, *commands: Any) -> list[dict[str, Any]]:
     with socket.socket(socket.AF_UNIX) as sock:
         sock.settimeout(5)
-        sock.connect(path)
+        connect(sock, path)
         reader = sock.makefile("rb")
         answers = []
         for command in commands:
@@ -256,7 +266,7 @@ def test_the_socket_is_private_and_answers_its_own_user(control: tuple[str, Traf
     path, _ = control
     assert os.stat(path).st_mode & 0o777 == 0o600
     with socket.socket(socket.AF_UNIX) as sock:
-        sock.connect(path)
+        connect(sock, path)
         assert peer_uid(sock) == os.getuid()
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from inspector.tap._control import ControlServer
+from inspector.tap._control import ControlServer, bind_path
 from inspector.tap._gate import Traffic
 
 pytestmark = [
@@ -39,7 +39,8 @@ def as_nobody(path: str) -> str:
             os.setuid(NOBODY)
             with socket.socket(socket.AF_UNIX) as sock:
                 sock.settimeout(5)
-                sock.connect(path)
+                address, _folder = bind_path(path)  # the descriptor dies with the child
+                sock.connect(address)
                 sock.sendall(json.dumps({"op": "state"}).encode() + b"\n")
                 answer = sock.recv(65536)
                 outcome = "answered" if answer else "closed unanswered"
@@ -95,7 +96,10 @@ def test_another_user_that_reaches_the_socket_is_closed_unanswered(
         traffic.set_rules([{"method": "x"}])  # and changed nothing
         with socket.socket(socket.AF_UNIX) as sock:  # while its own user is answered
             sock.settimeout(5)
-            sock.connect(server.path)
+            address, folder = bind_path(server.path)
+            sock.connect(address)
+            if folder is not None:
+                os.close(folder)
             sock.sendall(b'{"op": "state"}\n')
             answer: dict[str, Any] = json.loads(sock.makefile("rb").readline())
         assert answer["ok"] and answer["state"]["rules"][0]["method"] == "x"

@@ -467,6 +467,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             "rpc_id": str(read["rpc_id"]),
             "index": "0",
             "held_id": "1",
+            "endpoint_id": "1",
             "server": str(saved.pk),
             "token": token,
             "share": str(share.pk),
