@@ -12,14 +12,16 @@ requests to the MCP endpoint (the URL's path, or legacy SSE's endpoint) are judg
 
 from __future__ import annotations
 
+import queue
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from inspector.tap._spool import MAX_MESSAGE_BYTES, Spool
 
 if TYPE_CHECKING:
+    from inspector.tap._gate import Change
     from sessions.engine import Frame, LineSplitter, TapObserver
     from sessions.engine._sse import SseDecoder
 
@@ -81,6 +83,10 @@ class HttpSpool(Spool):
         self.mcp_paths = {urlsplit(self.upstream).path or "/"}
         self.exchanges: dict[int, _Exchange] = {}
         self.streams: dict[str, str] = {}  # an SSE event id → the stream it came on, to name a resumption
+        self.tapped: dict[int, tuple[Change, dict[str, int], Frame | None]] = {}
+        """A message the tap changed, by exchange, until its frame as sent is made (from the exchange's
+        own items, with its HTTP details); frames wait to be written meanwhile, so both are linked."""
+        self.waiting: list[Frame] = []
 
     def _frames(
         self,
@@ -98,6 +104,17 @@ class HttpSpool(Spool):
         if what == "http-stop":
             return [observer.stopped(str(payload), wall, mono)]
         xid, rest = payload[0], payload[1:]
+        if what == "http-tap":
+            return self._tapped(observer, xid, rest[0], wall, mono)
+        frames = self._exchanged(observer, what, xid, rest, wall, mono)
+        pending = self.tapped.get(xid)
+        if pending is not None:
+            self._link(xid, pending, frames, ended=what in ("http-end", "http-failed"))
+        return frames
+
+    def _exchanged(
+        self, observer: TapObserver, what: str, xid: int, rest: tuple[Any, ...], wall: float, mono: float
+    ) -> list[Frame]:
         if what == "http-request":
             return self._request(observer, xid, *rest, wall=wall, mono=mono)
         exchange = self.exchanges.get(xid)
@@ -120,6 +137,50 @@ class HttpSpool(Spool):
             del self.exchanges[xid]
             return [observer.http_failed(str(rest[0]), wall, mono)]
         return []
+
+    def _tapped(
+        self, observer: TapObserver, xid: int, change: Change, wall: float, mono: float
+    ) -> list[Frame]:
+        """What the tap did to one message of an exchange: the fault, the original, the tap's answer;
+        the message as sent is made from the exchange's next items."""
+        numbered: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
+        frames = self._changed(observer, replace(change, sent=None, seqs=numbered), wall, mono)
+        seqs = numbered.get_nowait()
+        if change.sent is None:
+            if change.seqs is not None:
+                change.seqs.put(seqs)
+        else:
+            original = next((f for f in frames if f.seq == seqs.get("original")), None)
+            self.tapped[xid] = (change, seqs, original)
+        return frames
+
+    def _link(
+        self,
+        xid: int,
+        pending: tuple[Change, dict[str, int], Frame | None],
+        frames: list[Frame],
+        *,
+        ended: bool,
+    ) -> None:
+        change, seqs, original = pending
+        sent = next((f for f in frames if f.kind == "message" and f.direction == change.direction), None)
+        if sent is None and not ended:
+            return
+        del self.tapped[xid]
+        if sent is not None:
+            sent.note = change.sent_note or sent.note
+            seqs["sent"] = sent.seq
+            if original is not None:
+                sent.transport["tap"] = {"original": original.seq}
+                original.transport["tap"] = {"forwarded_as": sent.seq}
+        if change.seqs is not None:
+            change.seqs.put(seqs)
+
+    def _write(self, frames: list[Frame]) -> None:
+        self.waiting.extend(frames)
+        if not self.tapped:
+            frames, self.waiting = self.waiting, []
+            super()._write(frames)
 
     def _started(self, observer: TapObserver, listen_url: str, wall: float, mono: float) -> Frame:
         """The tap listens: its frame names the tap, as the stdio tap's ``spawned`` frame does."""
