@@ -12,6 +12,7 @@ requests to the MCP endpoint (the URL's path, or legacy SSE's endpoint) are judg
 
 from __future__ import annotations
 
+import json
 import queue
 import zlib
 from dataclasses import dataclass, field, replace
@@ -72,6 +73,8 @@ class _Exchange:
     given_endpoint: str | None = None
     gave: list[str] = field(default_factory=list)
     """What the tap gave the host in place of what the server sent (``--rewrite-resource``)."""
+    book: Any = None
+    """The observer of the host session the exchange belongs to."""
 
 
 class HttpSpool(Spool):
@@ -87,6 +90,11 @@ class HttpSpool(Spool):
         """A message the tap changed, by exchange, until its frame as sent is made (from the exchange's
         own items, with its HTTP details); frames wait to be written meanwhile, so both are linked."""
         self.waiting: list[Frame] = []
+        self.books: dict[str, TapObserver] = {}  # by Mcp-Session-Id
+        self.run_book: TapObserver | None = None
+        """The books of requests without a session id, from an initialize to the next."""
+        self.used: set[int] = set()
+        self.begun: set[int] = set()  # books that saw an initialize
 
     def _frames(
         self,
@@ -120,6 +128,7 @@ class HttpSpool(Spool):
         exchange = self.exchanges.get(xid)
         if exchange is None:
             return []
+        observer = exchange.book
         if what == "http-rewrote":
             exchange.given_endpoint = rest[0]
             return []
@@ -137,6 +146,26 @@ class HttpSpool(Spool):
             del self.exchanges[xid]
             return [observer.http_failed(str(rest[0]), wall, mono)]
         return []
+
+    def _book(self, observer: TapObserver, sid: str, method: str, body: bytes) -> TapObserver:
+        """Whose books an exchange is in: its ``Mcp-Session-Id``'s, or the run of requests without
+        one (a new run from an ``initialize`` once the current run has had one)."""
+        if sid:
+            book = self.books.get(sid)
+            if book is None:
+                book = self.books[sid] = self._fresh(observer)
+            return book
+        initialize = method == "POST" and _is_initialize(body)
+        if self.run_book is None or (initialize and id(self.run_book) in self.begun):
+            self.run_book = self._fresh(observer)
+        if initialize:
+            self.begun.add(id(self.run_book))
+        return self.run_book
+
+    def _fresh(self, observer: TapObserver) -> TapObserver:
+        book = observer if id(observer) not in self.used else observer.book()
+        self.used.add(id(book))
+        return book
 
     def _tapped(
         self, observer: TapObserver, xid: int, change: Change, wall: float, mono: float
@@ -217,6 +246,7 @@ class HttpSpool(Spool):
         exchange = _Exchange(method, url, path in self.mcp_paths)
         self.exchanges[xid] = exchange
         sent = joined(headers)
+        observer = exchange.book = self._book(observer, _header(sent, "mcp-session-id"), method, body)
         details = observer.http_details(method, url, sent)
         if exchange.mcp and method == "POST":
             frames = observer.client_line(body, wall, mono, http=details)
@@ -247,6 +277,11 @@ class HttpSpool(Spool):
         mono: float,
     ) -> list[Frame]:
         got = joined(headers)
+        sid = _header(got, "mcp-session-id")
+        book: TapObserver = exchange.book
+        if sid and sid not in self.books and book is self.run_book:
+            self.books[sid] = book  # the run's next requests carry it
+            self.run_book = None
         ctype = _header(got, "content-type").split(";")[0].strip().lower()
         details: dict[str, Any] = {"status": status, "reason": reason, "headers": got}
         if exchange.request is not None:
@@ -363,6 +398,16 @@ class HttpSpool(Spool):
                 )
             )
         return frames
+
+
+def _is_initialize(body: bytes) -> bool:
+    if b'"initialize"' not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
 
 
 def _origin(url: str) -> str:
