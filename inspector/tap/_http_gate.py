@@ -153,7 +153,7 @@ class HttpGate(Gate):
         try:
             return await decided
         finally:
-            if not decided.done():
+            if decided.cancelled() or not decided.done():  # the exchange was cancelled while it waited
                 self.traffic.withdraw(held.id)
 
 
