@@ -69,6 +69,8 @@ class Held:
     facts: Described
     wall: float
     mono: float
+    settle: Any = None
+    """Called with (action, change, ms) in place of the gate's own forwarding (the HTTP tap's way)."""
 
     def shown(self) -> dict[str, Any]:
         body = self.raw.rstrip(b"\r\n")
@@ -327,13 +329,16 @@ class Traffic:
                 self._open_gates()
             self._bump()
 
-    def hold(self, gate: Gate, line: bytes, facts: Described, wall: float, mono: float) -> None:
+    def hold(
+        self, gate: Gate, line: bytes, facts: Described, wall: float, mono: float, settle: Any = None
+    ) -> Held:
         with self.lock:
-            held = Held(next(self.ids), gate, line, facts, wall, mono)
+            held = Held(next(self.ids), gate, line, facts, wall, mono, settle)
             self.held[held.id] = held
             with gate.lock:
                 gate.pending += 1
             self._bump()
+        return held
 
     def release(self, held_id: Any, action: str, by: Any, **how: Any) -> Change | None:
         """Decide a held message: forward, edit, drop, error, delay. The change (None for a delay)."""
@@ -355,22 +360,30 @@ class Traffic:
         change = Change(gate.direction, seqs=None if action == "delay" else queue.SimpleQueue())
         if action == "forward":
             change.sent, change.sent_note = held.raw, f"held, forwarded by {by} {after}"
-            gate.forward(held.raw, held.wall, held.mono, change)
         elif action == "edit":
             change.sent, change.sent_note = edited, f"held, edited by {by} {after}; the original is kept"
             change.original, change.original_note = held.raw, f"held, edited by {by}: not forwarded as read"
-            gate.forward(edited, held.wall, held.mono, change)
         elif action == "drop":
             change.original, change.original_note = held.raw, f"held, dropped by {by} {after}"
-            gate.record(change, held.wall, held.mono)
         elif action == "error":
-            reply = _error(held.facts.rpc_id, how.get("code"), how.get("message"))
             change.original = held.raw
             change.original_note = f"held, answered with an error by {by} {after}: not forwarded"
-            change.reply, change.reply_note = reply, f"the tap's answer, for {by}"
-            self.gates[OTHER[gate.direction]].answer(reply, change, held.wall, held.mono)
+            change.reply = _error(held.facts.rpc_id, how.get("code"), how.get("message"))
+            change.reply_note = f"the tap's answer, for {by}"
         else:
             change.sent, change.sent_note = held.raw, f"held, delayed {ms} ms by {by}"
+        if held.settle is not None:
+            held.settle(action, change, ms)
+            return change
+        if action in ("forward", "edit"):
+            assert change.sent is not None
+            gate.forward(change.sent, held.wall, held.mono, change)
+        elif action == "drop":
+            gate.record(change, held.wall, held.mono)
+        elif action == "error":
+            assert change.reply is not None
+            self.gates[OTHER[gate.direction]].answer(change.reply, change, held.wall, held.mono)
+        else:
             timer = threading.Timer(ms / 1000, _forward_later, (gate, held, change))
             timer.daemon = True
             timer.start()
@@ -378,6 +391,12 @@ class Traffic:
         with gate.lock:
             gate.pending -= 1
         return change
+
+    def withdraw(self, held_id: int) -> None:
+        """A held message whose exchange ended before anyone decided (the host left): no card any more."""
+        with self.lock:
+            if self.held.pop(held_id, None) is not None:
+                self._bump()
 
     # --- faults ---------------------------------------------------------------------------------
 

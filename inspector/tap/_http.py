@@ -26,12 +26,16 @@ def run(options: TapOptions) -> int:
 
 
 async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
+    from inspector.tap._http_gate import HttpTraffic
     from inspector.tap._proxy import Proxy
 
     assert options.listen is not None and options.url is not None
     host, port = options.listen
     loop = asyncio.get_running_loop()
-    proxy = Proxy(options.url, items, rewrite_resource=options.rewrite_resource)
+    traffic = HttpTraffic(items)
+    traffic.server_label = f"{options.name} {options.url}"
+    proxy = Proxy(options.url, items, rewrite_resource=options.rewrite_resource, traffic=traffic)
+    traffic.on_close.append(lambda: loop.call_soon_threadsafe(proxy.close_hosts))
     try:
         server = await asyncio.start_server(proxy.serve, host, port, reuse_address=True)
     except OSError as exc:
@@ -45,7 +49,7 @@ async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     items.put(("http-start", listen_url, time.time(), time.monotonic()))
     from inspector.tap._http_spool import HttpSpool
 
-    spool = threading.Thread(target=HttpSpool(options, items).run, name="tap-spool", daemon=True)
+    spool = threading.Thread(target=HttpSpool(options, items, traffic).run, name="tap-spool", daemon=True)
     spool.start()
     _say(f"point the host at {listen_url} (forwarding to {options.url})")
     stop = asyncio.Event()

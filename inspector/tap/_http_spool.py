@@ -12,14 +12,17 @@ requests to the MCP endpoint (the URL's path, or legacy SSE's endpoint) are judg
 
 from __future__ import annotations
 
+import json
+import queue
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from inspector.tap._spool import MAX_MESSAGE_BYTES, Spool
 
 if TYPE_CHECKING:
+    from inspector.tap._gate import Change
     from sessions.engine import Frame, LineSplitter, TapObserver
     from sessions.engine._sse import SseDecoder
 
@@ -70,6 +73,8 @@ class _Exchange:
     given_endpoint: str | None = None
     gave: list[str] = field(default_factory=list)
     """What the tap gave the host in place of what the server sent (``--rewrite-resource``)."""
+    book: Any = None
+    """The observer of the host session the exchange belongs to."""
 
 
 class HttpSpool(Spool):
@@ -81,6 +86,15 @@ class HttpSpool(Spool):
         self.mcp_paths = {urlsplit(self.upstream).path or "/"}
         self.exchanges: dict[int, _Exchange] = {}
         self.streams: dict[str, str] = {}  # an SSE event id → the stream it came on, to name a resumption
+        self.tapped: dict[int, tuple[Change, dict[str, int], Frame | None]] = {}
+        """A message the tap changed, by exchange, until its frame as sent is made (from the exchange's
+        own items, with its HTTP details); frames wait to be written meanwhile, so both are linked."""
+        self.waiting: list[Frame] = []
+        self.books: dict[str, TapObserver] = {}  # by Mcp-Session-Id
+        self.run_book: TapObserver | None = None
+        """The books of requests without a session id, from an initialize to the next."""
+        self.used: set[int] = set()
+        self.begun: set[int] = set()  # books that saw an initialize
 
     def _frames(
         self,
@@ -98,11 +112,23 @@ class HttpSpool(Spool):
         if what == "http-stop":
             return [observer.stopped(str(payload), wall, mono)]
         xid, rest = payload[0], payload[1:]
+        if what == "http-tap":
+            return self._tapped(observer, xid, rest[0], wall, mono)
+        frames = self._exchanged(observer, what, xid, rest, wall, mono)
+        pending = self.tapped.get(xid)
+        if pending is not None:
+            self._link(xid, pending, frames, ended=what in ("http-end", "http-failed"))
+        return frames
+
+    def _exchanged(
+        self, observer: TapObserver, what: str, xid: int, rest: tuple[Any, ...], wall: float, mono: float
+    ) -> list[Frame]:
         if what == "http-request":
             return self._request(observer, xid, *rest, wall=wall, mono=mono)
         exchange = self.exchanges.get(xid)
         if exchange is None:
             return []
+        observer = exchange.book
         if what == "http-rewrote":
             exchange.given_endpoint = rest[0]
             return []
@@ -120,6 +146,70 @@ class HttpSpool(Spool):
             del self.exchanges[xid]
             return [observer.http_failed(str(rest[0]), wall, mono)]
         return []
+
+    def _book(self, observer: TapObserver, sid: str, method: str, body: bytes) -> TapObserver:
+        """Whose books an exchange is in: its ``Mcp-Session-Id``'s, or the run of requests without
+        one (a new run from an ``initialize`` once the current run has had one)."""
+        if sid:
+            book = self.books.get(sid)
+            if book is None:
+                book = self.books[sid] = self._fresh(observer)
+            return book
+        initialize = method == "POST" and _is_initialize(body)
+        if self.run_book is None or (initialize and id(self.run_book) in self.begun):
+            self.run_book = self._fresh(observer)
+        if initialize:
+            self.begun.add(id(self.run_book))
+        return self.run_book
+
+    def _fresh(self, observer: TapObserver) -> TapObserver:
+        book = observer if id(observer) not in self.used else observer.book()
+        self.used.add(id(book))
+        return book
+
+    def _tapped(
+        self, observer: TapObserver, xid: int, change: Change, wall: float, mono: float
+    ) -> list[Frame]:
+        """What the tap did to one message of an exchange: the fault, the original, the tap's answer;
+        the message as sent is made from the exchange's next items."""
+        numbered: queue.SimpleQueue[dict[str, int]] = queue.SimpleQueue()
+        frames = self._changed(observer, replace(change, sent=None, seqs=numbered), wall, mono)
+        seqs = numbered.get_nowait()
+        if change.sent is None:
+            if change.seqs is not None:
+                change.seqs.put(seqs)
+        else:
+            original = next((f for f in frames if f.seq == seqs.get("original")), None)
+            self.tapped[xid] = (change, seqs, original)
+        return frames
+
+    def _link(
+        self,
+        xid: int,
+        pending: tuple[Change, dict[str, int], Frame | None],
+        frames: list[Frame],
+        *,
+        ended: bool,
+    ) -> None:
+        change, seqs, original = pending
+        sent = next((f for f in frames if f.kind == "message" and f.direction == change.direction), None)
+        if sent is None and not ended:
+            return
+        del self.tapped[xid]
+        if sent is not None:
+            sent.note = change.sent_note or sent.note
+            seqs["sent"] = sent.seq
+            if original is not None:
+                sent.transport["tap"] = {"original": original.seq}
+                original.transport["tap"] = {"forwarded_as": sent.seq}
+        if change.seqs is not None:
+            change.seqs.put(seqs)
+
+    def _write(self, frames: list[Frame]) -> None:
+        self.waiting.extend(frames)
+        if not self.tapped:
+            frames, self.waiting = self.waiting, []
+            super()._write(frames)
 
     def _started(self, observer: TapObserver, listen_url: str, wall: float, mono: float) -> Frame:
         """The tap listens: its frame names the tap, as the stdio tap's ``spawned`` frame does."""
@@ -156,6 +246,7 @@ class HttpSpool(Spool):
         exchange = _Exchange(method, url, path in self.mcp_paths)
         self.exchanges[xid] = exchange
         sent = joined(headers)
+        observer = exchange.book = self._book(observer, _header(sent, "mcp-session-id"), method, body)
         details = observer.http_details(method, url, sent)
         if exchange.mcp and method == "POST":
             frames = observer.client_line(body, wall, mono, http=details)
@@ -186,6 +277,11 @@ class HttpSpool(Spool):
         mono: float,
     ) -> list[Frame]:
         got = joined(headers)
+        sid = _header(got, "mcp-session-id")
+        book: TapObserver = exchange.book
+        if sid and sid not in self.books and book is self.run_book:
+            self.books[sid] = book  # the run's next requests carry it
+            self.run_book = None
         ctype = _header(got, "content-type").split(";")[0].strip().lower()
         details: dict[str, Any] = {"status": status, "reason": reason, "headers": got}
         if exchange.request is not None:
@@ -302,6 +398,16 @@ class HttpSpool(Spool):
                 )
             )
         return frames
+
+
+def _is_initialize(body: bytes) -> bool:
+    if b'"initialize"' not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "initialize"
 
 
 def _origin(url: str) -> str:

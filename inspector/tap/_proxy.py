@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 import h11
 import httpx
 
+from inspector.tap._http_gate import EventCutter, HttpTraffic, Verdict, event_data, with_data
+
 __all__ = ["Proxy"]
 
 HOP_BY_HOP = frozenset(
@@ -127,9 +129,17 @@ class Proxy:
     """Serve host connections, one task each: a request in, forwarded, its response streamed back."""
 
     def __init__(
-        self, upstream: str, items: queue.SimpleQueue[Any], *, rewrite_resource: bool = False
+        self,
+        upstream: str,
+        items: queue.SimpleQueue[Any],
+        *,
+        rewrite_resource: bool = False,
+        traffic: HttpTraffic | None = None,
     ) -> None:
         parts = urlsplit(upstream)
+        self.traffic = traffic
+        """Breakpoints and faults (``_http_gate``); ``None``: every message passes as it is."""
+        self.mcp_paths = {parts.path or "/"}
         self.upstream = upstream
         self.origin = f"{parts.scheme}://{parts.netloc}"
         self.tap_origin = ""
@@ -146,6 +156,18 @@ class Proxy:
 
     def _put(self, what: str, *payload: Any) -> None:
         self.items.put((what, payload, time.time(), time.monotonic()))
+
+    def close_hosts(self) -> None:
+        """Close every host connection now (a fault): the host sees its connections drop."""
+        for writer in list(self.writers):
+            writer.transport.abort()
+
+    def _gate(self, direction: str, target: str) -> Any:
+        """The direction's gate when it is to be asked about a message to ``target``, else ``None``."""
+        if self.traffic is None:
+            return None
+        gate = self.traffic.http[direction]
+        return gate if gate.on() and urlsplit(target).path in self.mcp_paths else None
 
     async def aclose(self) -> None:
         for writer in list(self.writers):
@@ -198,7 +220,17 @@ class Proxy:
         headers = request.headers.raw_items()
         method = request.method.decode("ascii")
         xid = next(self.ids)
-        self._put("http-request", xid, method, target, headers, body)
+        read = time.time(), time.monotonic()
+        gate = self._gate("out", target) if method == "POST" else None
+        if gate is not None:
+            verdict = await gate.decide(body)
+            if verdict.change is not None:
+                self._put("http-tap", xid, verdict.change)
+            if verdict.action != "forward":
+                return await _answered(conn, reader, writer, headers, verdict)
+            body = verdict.body
+        # Timed as the host sent it: latency a fault added shows in the answer's.
+        self.items.put(("http-request", (xid, method, target, headers, body), *read))
         named = {v.strip().lower() for n, v in headers if n.lower() == b"connection" for v in v.split(b",")}
         forward = [(n, v) for n, v in headers if n.lower() not in _NOT_FORWARDED and n.lower() not in named]
         framed = any(n.lower() in (b"content-length", b"transfer-encoding") for n, _ in headers)
@@ -235,11 +267,18 @@ class Proxy:
             back = self._challenges(back, xid)
             if method == "GET" and response.status_code == 200 and self._is_metadata(response):
                 return await self._metadata(conn, writer, response, back, reason, xid)
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        plain = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+        target = response.request.url.raw_path.decode("ascii", "replace")
+        gate = self._gate("in", target) if plain and method == "POST" else None
+        if gate is not None and ctype == "application/json" and response.status_code == 200:
+            return await self._gated_json(conn, reader, writer, response, back, reason, xid)
         writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
         self._put("http-response", xid, response.status_code, response.reason_phrase, raw)
-        streamed = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        streamed = ctype == "text/event-stream"
         rewriter = _EndpointRewriter(self.upstream, self.tap_origin) if streamed and method == "GET" else None
-        pump = self._pump(conn, writer, response, xid, rewriter)
+        gated = self.traffic is not None and streamed and plain and urlsplit(target).path in self.mcp_paths
+        pump = self._pump(conn, writer, response, xid, rewriter, EventCutter() if gated else None)
         if not streamed:
             return await pump
         # A stream may idle for minutes: watch the host meanwhile, and end the upstream stream when it leaves.
@@ -266,17 +305,26 @@ class Proxy:
         response: httpx.Response,
         xid: int,
         rewriter: _EndpointRewriter | None,
+        cutter: EventCutter | None = None,
     ) -> bool:
-        """Pass the body on a chunk at a time, each handed to the spool once it is written."""
+        """Pass the body on a chunk at a time, each handed to the spool once it is written; with a
+        ``cutter``, an SSE stream's events go one at a time through the gate while it is asked."""
+        gate = self.traffic.http["in"] if self.traffic is not None else None
         try:
             async for chunk in response.aiter_raw():
                 if rewriter is not None:
                     out = rewriter.feed(chunk)
                     if rewriter.given is not None:
                         self._put("http-rewrote", xid, rewriter.given)
+                        self.mcp_paths.add(urlsplit(rewriter.given).path or "/")
                         rewriter.given = None
                 else:
                     out = chunk
+                if cutter is not None and gate is not None and (cutter.buffer or gate.on()):
+                    await self._events(conn, writer, xid, cutter, out)
+                    continue
+                if cutter is not None:
+                    cutter.passed(out)
                 if out:
                     writer.write(conn.send(h11.Data(data=out)))
                 self._put("http-chunk", xid, chunk)
@@ -292,6 +340,72 @@ class Proxy:
         except OSError:
             self._put("http-end", xid, None, True)
             return False
+        writer.write(conn.send(h11.EndOfMessage()))
+        self._put("http-end", xid, None, False)
+        await writer.drain()
+        return True
+
+    async def _events(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, xid: int, cutter: EventCutter, data: bytes
+    ) -> None:
+        """Each whole event of the stream through the gate, in order; what the host got is recorded."""
+        assert self.traffic is not None
+        gate = self.traffic.http["in"]
+        for piece, whole in cutter.cut(data):
+            message = event_data(piece) if whole and gate.on() else None
+            if message is not None:
+                verdict = await gate.decide(message)
+                if verdict.change is not None:
+                    self._put("http-tap", xid, verdict.change)
+                if verdict.action != "forward":
+                    continue  # dropped: the host never gets it
+                if verdict.body != message:
+                    piece = with_data(piece, verdict.body)
+            writer.write(conn.send(h11.Data(data=piece)))
+            self._put("http-chunk", xid, piece)
+            await writer.drain()
+
+    async def _gated_json(
+        self,
+        conn: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        response: httpx.Response,
+        back: list[tuple[bytes, bytes]],
+        reason: bytes,
+        xid: int,
+    ) -> bool:
+        """A JSON answer read whole and put to the gate before the host gets its head (its length may
+        change)."""
+        assert self.traffic is not None
+        parts: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                parts.append(chunk)
+        except httpx.HTTPError as exc:
+            self._put(
+                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
+            )
+            self._put(
+                "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
+            )
+            writer.transport.abort()
+            return False
+        verdict = await self.traffic.http["in"].decide(b"".join(parts))
+        if verdict.change is not None:
+            self._put("http-tap", xid, verdict.change)
+        if verdict.action != "forward":
+            # The answer was dropped: the host waits for it until its own deadline, and leaves.
+            await _watch(conn, reader)
+            self._put("http-end", xid, None, True)
+            return False
+        body = verdict.body
+        back = [(n, v) for n, v in back if n.lower() != b"content-length"]
+        back.append((b"Content-Length", str(len(body)).encode()))
+        writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
+        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        writer.write(conn.send(h11.Data(data=body)))
+        self._put("http-chunk", xid, body)
         writer.write(conn.send(h11.EndOfMessage()))
         self._put("http-end", xid, None, False)
         await writer.drain()
@@ -426,6 +540,48 @@ async def _watch(conn: h11.Connection, reader: asyncio.StreamReader) -> None:
     """Return when the host closes its side; what it sends meanwhile (a next request) waits in h11."""
     while data := await reader.read(_READ):
         conn.receive_data(data)
+
+
+async def _answered(
+    conn: h11.Connection,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    headers: list[tuple[bytes, bytes]],
+    verdict: Verdict,
+) -> bool:
+    """A POST the tap kept from the server: answered by the tap itself, or dropped.
+
+    The tap's JSON-RPC answer is a 200 ``application/json`` body, which every Streamable HTTP client
+    reads (it must accept both forms), unless the host's ``Accept`` names only ``text/event-stream``.
+    A dropped notification gets the 202 the server would have given; a dropped request an SSE stream
+    that never carries its answer (a plain wait, when the host takes no stream), until the host's own
+    deadline makes it leave.
+    """
+    accept = b", ".join(v for n, v in headers if n.lower() == b"accept").lower()
+    stream = b"text/event-stream" in accept
+    if verdict.action == "answer":
+        if stream and b"application/json" not in accept:
+            body, ctype = b"event: message\ndata: " + verdict.body + b"\n\n", b"text/event-stream"
+        else:
+            body, ctype = verdict.body, b"application/json"
+        head = [(b"Content-Type", ctype), (b"Content-Length", str(len(body)).encode())]
+        writer.write(conn.send(h11.Response(status_code=200, headers=head, reason=b"OK")))
+        writer.write(conn.send(h11.Data(data=body)))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+        return True
+    if verdict.kind != "request":
+        head = [(b"Content-Length", b"0")]
+        writer.write(conn.send(h11.Response(status_code=202, headers=head, reason=b"Accepted")))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+        return True
+    if stream:
+        head = [(b"Content-Type", b"text/event-stream"), (b"Cache-Control", b"no-cache")]
+        writer.write(conn.send(h11.Response(status_code=200, headers=head, reason=b"OK")))
+        await writer.drain()
+    await _watch(conn, reader)
+    return False
 
 
 async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str) -> None:

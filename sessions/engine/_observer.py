@@ -7,7 +7,8 @@ keep (``PeerState``, ``RequestTable``) are filled here from what the client was 
 initialize, its requests (and their progress tokens), its cancellations, ``notifications/initialized``.
 The client's own frames are judged in one place, ``judge_client_frame``.
 
-An HTTP tap (``watch_http``) hands it each exchange in the engine's own HTTP shapes: a POST's message
+An HTTP tap (``watch_http``) keeps one observer per host session (``book``: two hosts on one tap are
+judged apart), numbered as one, and hands it each exchange in the engine's own HTTP shapes: a POST's message
 (``client_line`` with its ``http`` details), a GET or DELETE (``client_request``), a response head
 (``server_head``, judged by the Streamable HTTP rules the engine applies to its own replies), a JSON
 body (``server_line``) and each SSE event (``server_event``; legacy SSE's endpoint: ``server_endpoint``,
@@ -65,6 +66,14 @@ class TapObserver:
         self.validate = validate
         self.conduct = ClientConduct(transport="stdio", validate=validate)
         """What the client rules remember of the host."""
+
+    def book(self) -> TapObserver:
+        """Books of their own for another host session on the same HTTP tap: its own client and
+        server state and verdicts, numbered in the same sequence as this observer's frames."""
+        other = TapObserver(validate=self.validate, max_message_bytes=self.max_message_bytes)
+        other._seq = self._seq
+        other.conduct = ClientConduct(transport=self.conduct.transport, validate=self.validate)
+        return other
 
     # --- what the tap saw -----------------------------------------------------------------------
 

@@ -79,6 +79,8 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "form": ConnectForm(),
         **extra,
     }
+    if request.htmx and request.htmx.target == "home-sessions":
+        return render(request, "sessions/_home_sessions.html", context, status=status)
     return render(request, "home.html", context, status=status)
 
 
