@@ -12,7 +12,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessions.engine import (
     HANDSHAKE_VERSIONS,
@@ -20,13 +20,13 @@ from sessions.engine import (
     MODERN_VERSIONS,
     ClientCapabilities,
     ClientOptions,
-    EgressPolicy,
     HttpTarget,
-    OAuthConfig,
-    Sandbox,
     StdioTarget,
     Target,
 )
+
+if TYPE_CHECKING:  # the CLI's HTTP call needs none of them: they load where a config asks for them
+    from sessions.engine import EgressPolicy, OAuthConfig, Sandbox
 
 __all__ = [
     "CLIENT_INFO",
@@ -168,6 +168,8 @@ def _egress_policy(config: dict[str, Any], confinement: Confinement | None) -> E
     team = config.get("egress_allow") or []
     if not isinstance(team, list):
         raise ValueError("egress_allow must be a list of host names, addresses and CIDR blocks")
+    from sessions.engine import EgressPolicy
+
     return EgressPolicy.from_entries([*confinement.egress_allow, *team])
 
 
@@ -179,6 +181,8 @@ def oauth_config(config: dict[str, Any]) -> OAuthConfig | None:
     oauth = config.get("oauth") or {}
     if not isinstance(oauth, dict) or not oauth.get("enabled"):
         return None
+    from sessions.engine import OAuthConfig
+
     return OAuthConfig(
         client_id=oauth.get("client_id") or None,
         client_secret=oauth.get("client_secret") or None,

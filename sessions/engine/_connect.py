@@ -1,8 +1,8 @@
-"""Build the transport a target needs; HTTP support (and httpx) is imported only for a URL."""
+"""Build the transport a target needs; each transport (httpx for a URL, process control for stdio) is
+imported only when a target needs it."""
 
 from __future__ import annotations
 
-from ._stdio import StdioTransport
 from ._targets import StdioTarget, Target
 from ._transport import Transport
 
@@ -10,8 +10,10 @@ __all__ = ["make_transport"]
 
 
 def make_transport(target: Target) -> Transport:
-    """Build the transport for a target; HTTP support is imported only when needed."""
+    """Build the transport for a target."""
     if isinstance(target, StdioTarget):
+        from ._stdio import StdioTransport
+
         return StdioTransport(target)
     from ._legacy_sse import LegacySseTransport
     from ._streamable import StreamableHttpTransport

@@ -120,5 +120,9 @@ class VersionNegotiationFailed(EngineError):
     """The server answered initialize (or server/discover) with no protocol version this client speaks."""
 
 
+class SkillError(EngineError):
+    """A skill cannot be used as asked: not offered, not found, an invalid entry, an unlisted file."""
+
+
 class InputRequiredRoundsExceeded(EngineError):
     """A stateless server kept answering input-required past ``ClientOptions.input_required_max_rounds``."""

@@ -9,17 +9,19 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from ._frames import Frame, head_of, too_large
-from ._oauth import OAuthSession
 from ._oversize import fail_reply
 from ._sse import SseDecoder, SseEvent
 from ._targets import HttpTarget, mask_headers
 from ._tls import oauth_client, tls_context
 from ._transport import FrameSink
+
+if TYPE_CHECKING:  # the OAuth flow loads only for a target that asks for it
+    from ._oauth import OAuthSession
 
 __all__ = ["JSON", "SEND_FAILED", "SSE", "ClientFactory", "HttpBase", "content_type", "default_client", "why"]
 
@@ -108,6 +110,8 @@ class HttpBase:
         if self.target.oauth is None or self.auth is not None:
             return
         # A test's client (on a mock transport) serves the flow too; otherwise a client of its own.
+        from ._oauth import OAuthSession
+
         own = self.client_factory is default_client
         self._oauth_http = oauth_client(self.target) if own else None
         http = self._oauth_http or self.client

@@ -16,7 +16,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from types import EllipsisType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _listen, _negotiation, _rules, _shapes, _tasks, _xheaders
 from ._clock import Clock, LoopClock, wait_first
@@ -29,8 +29,10 @@ from ._peer import PeerState
 from ._protocol import INPUT_REQUIRED_METHODS, META_LOG_LEVEL, UNCANCELLABLE, encode
 from ._requests import Outgoing, RequestHandle, RequestOptions, RequestTable
 from ._serving import ServerRequestHandler, ServerRequests
-from ._skills import Skills
 from ._transport import Transport
+
+if TYPE_CHECKING:  # the skills extension loads when a caller asks for it
+    from ._skills import Skills
 
 __all__ = ["ClientSession", "RequestHandle", "ServerRequestHandler"]
 
@@ -578,6 +580,8 @@ class ClientSession:
     @property
     def skills(self) -> Skills:
         """The skills extension (io.modelcontextprotocol/skills): list skills, load and verify their files."""
+        from ._skills import Skills
+
         return Skills(self)
 
     # --- subscriptions/listen (stateless) -----------------------------------------------

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._errors import EngineError
+from ._errors import SkillError
 from ._frames import Frame, Verdict
 from ._frontmatter import FrontmatterError, FrontmatterUnsupported, parse_frontmatter
 
@@ -50,10 +50,6 @@ DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 MAX_PAGES = 1000
 SHOWN_TEXT = 200_000
 """``check`` hands back at most this many characters of a file's text (a panel shows it)."""
-
-
-class SkillError(EngineError):
-    """A skill cannot be used as asked: not offered, not found, an invalid entry, an unlisted file."""
 
 
 class SkillVerificationFailed(SkillError):

@@ -8,8 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
 
 from ._errors import ConnectionClosed, TransportError
@@ -25,34 +24,13 @@ from ._processes import (
     unwatch,
     watch,
 )
-from ._sandbox import Launch, Sandbox, prepare_workdir, sandbox_problem, sandboxed
+from ._sandbox import Launch, prepare_workdir, sandbox_problem, sandboxed
+from ._targets import StdioTarget
 from ._transport import FrameSink
 
 __all__ = ["StdioTarget", "StdioTransport", "read_messages"]
 
 _CHUNK = 1 << 20
-
-
-@dataclass(slots=True)
-class StdioTarget:
-    """How to start a stdio server."""
-
-    command: str
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    inherit_env: bool = True
-    """Start from this process's environment (``env`` on top); off: the server gets ``env`` alone."""
-    fresh_home: bool = False
-    """Set HOME to a new empty directory of the server's own, removed when the transport closes."""
-    sandbox: Sandbox | None = None
-    """Run the server in this sandbox (bubblewrap), in a new empty directory of its own (its HOME too,
-    with ``fresh_home``); ``cwd`` is then shown to it read-only."""
-    watchdog: bool = False
-    """Have a watchdog process kill the server's whole tree when this process dies, even by SIGKILL."""
-    # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
-    close_grace: float = 2.0
-    term_grace: float = 2.0
 
 
 async def read_messages(stream: asyncio.StreamReader, sink: FrameSink) -> None:

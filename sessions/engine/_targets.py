@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from ._egress import EgressPolicy
-from ._oauth_config import OAuthConfig
-from ._stdio import StdioTarget
+if TYPE_CHECKING:
+    from ._egress import EgressPolicy
+    from ._oauth_config import OAuthConfig
+    from ._sandbox import Sandbox
 
 __all__ = ["HttpKind", "HttpTarget", "StdioTarget", "Target", "mask_headers"]
 
 HttpKind = Literal["auto", "http", "sse"]
+
+
+@dataclass(slots=True)
+class StdioTarget:
+    """How to start a stdio server."""
+
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    inherit_env: bool = True
+    """Start from this process's environment (``env`` on top); off: the server gets ``env`` alone."""
+    fresh_home: bool = False
+    """Set HOME to a new empty directory of the server's own, removed when the transport closes."""
+    sandbox: Sandbox | None = None
+    """Run the server in this sandbox (bubblewrap), in a new empty directory of its own (its HOME too,
+    with ``fresh_home``); ``cwd`` is then shown to it read-only."""
+    watchdog: bool = False
+    """Have a watchdog process kill the server's whole tree when this process dies, even by SIGKILL."""
+    # Shutdown, as the spec orders it: close stdin, wait, SIGTERM, wait, SIGKILL.
+    close_grace: float = 2.0
+    term_grace: float = 2.0
 
 
 @dataclass(slots=True)

@@ -99,6 +99,32 @@ def test_the_cli_imports_neither_django_nor_mcp_types_nor_httpx_for_a_stdio_call
     assert json.loads(proc.stderr) == {"rc": 0, "heavy": []}
 
 
+def test_a_cli_call_over_http_loads_no_part_of_the_engine_it_does_not_use(everything_http: str) -> None:
+    unused = [
+        "ctypes", "django", "mcp_types", "sessions.engine._stdio", "sessions.engine._processes",
+        "sessions.engine._sandbox", "sessions.engine._observer", "sessions.engine._client_rules",
+        "sessions.engine._oauth", "sessions.engine._oauth_flow", "sessions.engine._skills",
+        "sessions.engine._egress",
+    ]  # fmt: skip
+    code = (
+        "import sys, json\n"
+        "from inspector.__main__ import main\n"
+        "rc = main(['--cli', sys.argv[1], '--method', 'tools/call', '--tool-name', 'echo',"
+        " '--tool-arg', 'message=hi'])\n"
+        f"loaded = sorted(set(sys.modules) & set({unused!r}))\n"
+        "print(json.dumps({'rc': rc, 'loaded': loaded}), file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, everything_http],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert json.loads(proc.stdout)["content"][0]["text"] == "Echo: hi"
+    assert json.loads(proc.stderr) == {"rc": 0, "loaded": []}
+
+
 # --- HTTP ---------------------------------------------------------------------------------------------------
 
 
