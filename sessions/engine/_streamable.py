@@ -196,6 +196,9 @@ class StreamableHttpTransport(HttpBase):
         for request_id in request_ids_in(message):
             self._posts[request_id] = task
             task.add_done_callback(functools.partial(self._forget_post, request_id))
+        if method == "notifications/initialized":
+            # Its POST may race the next one on another connection: the server must have it first.
+            await asyncio.wait({task}, timeout=LISTEN_WAIT)
         if method == "notifications/initialized" and self.target.open_get_stream:
             # What a server sends before the stream is open, it may drop (the TypeScript SDK does, for
             # a request it relates to no other): the handshake ends once the server has answered the
