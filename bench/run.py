@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench import bigsession, clients, exports, manysessions, peers, redaction, servers, viewers
+from bench import bigsession, clients, exports, manysessions, peers, redaction, servers, tap, viewers
 from sessions.engine import ClientOptions, Frame, HttpTarget, StdioTarget, connect
 
 LATENCY_TARGET = 1.5  # engine median latency / raw client median latency, at most
@@ -288,6 +288,8 @@ def print_table(results: dict[str, Any]) -> None:
         peers.print_table(results["peers"])
     if "viewers" in results:
         viewers.print_table(results["viewers"])
+    if "tap" in results:
+        tap.print_table(results["tap"])
     print(f"\noverall: {'PASS' if results['pass'] else 'FAIL'}")
 
 
@@ -382,6 +384,9 @@ def main() -> None:
         print(f"  … {args.many_sessions:,} live HTTP sessions in one process", file=sys.stderr, flush=True)
         results["many"] = manysessions.run(args.many_sessions)
         ok &= manysessions.judge(results["many"])
+        print("  … what a tap adds to a round trip (stdio, HTTP)", file=sys.stderr, flush=True)
+        results["tap"] = tap.run()
+        ok &= tap.judge(results["tap"])
     if not args.no_app and (args.app_only or not args.browser_only):
         from bench import apps
 

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import httpx
 
@@ -98,22 +99,50 @@ def http_round_trips(url: str) -> list[float]:
     return times
 
 
-def report(results: dict[str, list[float]], direct: str, tapped: str, target: float) -> None:
-    for name in (direct, tapped):
+def summary(results: dict[str, list[float]], direct: str, tapped: str, target: float) -> dict[str, Any]:
+    """p50 and p95 of each side, and what the tap adds at p50 against ``target`` ms."""
+    row: dict[str, Any] = {"target_ms": target}
+    for side, name in (("direct", direct), ("tap", tapped)):
         times = results[name]
-        quantiles = statistics.quantiles(times, n=20)
-        p50, p95 = statistics.median(times), quantiles[18]
-        print(f"{name:>11}: p50 {p50:.3f} ms, p95 {p95:.3f} ms ({len(times)} calls)")
-    added = statistics.median(results[tapped]) - statistics.median(results[direct])
-    print(f"{tapped} adds {added:.3f} ms to a round trip at p50 (target: at most {target:g} ms)")
+        row[side] = {"p50": statistics.median(times), "p95": statistics.quantiles(times, n=20)[18]}
+        row["calls"] = len(times)
+    row["added_ms"] = row["tap"]["p50"] - row["direct"]["p50"]
+    return row
+
+
+def run() -> dict[str, Any]:
+    """Both taps, each against its direct path in the same run."""
+    return {"stdio": stdio(), "http": http()}
+
+
+def judge(results: dict[str, Any]) -> bool:
+    ok = True
+    for row in results.values():
+        row["pass"] = row["added_ms"] <= row["target_ms"]
+        ok &= row["pass"]
+    return ok
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print("\n15. what a tap adds to one tools/call round trip (ms, p50; same run; target: the added p50)")
+    head = f"{'direct p50':>11}{'tap p50':>9}{'direct p95':>11}{'tap p95':>9}{'added':>8}"
+    print(f"   {'transport':<10}{head}  verdict")
+    for name, row in results.items():
+        d, t = row["direct"], row["tap"]
+        verdict = "PASS" if row.get("pass") else "FAIL"
+        print(
+            f"   {name:<10}{d['p50']:>11.3f}{t['p50']:>9.3f}{d['p95']:>11.3f}{t['p95']:>9.3f}"
+            f"{row['added_ms']:>8.3f}  {verdict} (≤ {row['target_ms']:g})"
+        )
 
 
 def main() -> None:
-    stdio()
-    http()
+    results = run()
+    judge(results)
+    print_table(results)
 
 
-def http() -> None:
+def http() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as data, everything_http() as url:
         port = free_port()
         tap = [
@@ -133,19 +162,19 @@ def http() -> None:
             for _ in range(2):  # alternate, so neither side always runs on a warmer machine
                 for name, target in (("http direct", url), ("http tap", tapped)):
                     results.setdefault(name, []).extend(http_round_trips(target))
-    report(results, "http direct", "http tap", 2)
+    return summary(results, "http direct", "http tap", 2)
 
 
-def stdio() -> None:
+def stdio() -> dict[str, Any]:
     server = [node(), str(EVERYTHING_JS)]
     with tempfile.TemporaryDirectory() as data:
         env = {**os.environ, "INSPECTOR_DATA_DIR": data}
         tap = [sys.executable, "-m", "inspector", "tap", "--name", "bench", "--", *server]
-        results = {}
+        results: dict[str, list[float]] = {}
         for _ in range(2):  # alternate, so neither side always runs on a warmer machine
             for name, argv in (("direct", server), ("tap", tap)):
                 results.setdefault(name, []).extend(round_trips(argv, env))
-    report(results, "direct", "tap", 1)
+    return summary(results, "direct", "tap", 1)
 
 
 if __name__ == "__main__":
