@@ -10,7 +10,6 @@ This module imports no models, so settings.LOGGING can load the log filter befor
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import hmac
 import logging
@@ -24,13 +23,12 @@ from django import forms
 from sessions.env import envsecret
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
+    pass
 
 __all__ = [
     "LoginToken",
     "RedactQueryStrings",
     "TokenForm",
-    "local_user",
     "login_token",
     "strip_query_string",
     "strip_share_tokens",
@@ -83,23 +81,6 @@ class TokenForm(forms.Form):
 
     token = forms.CharField(max_length=512)
     next = forms.CharField(max_length=2000, required=False)
-
-
-def local_user() -> User:
-    """Return the user the token logs in: named after the OS account, created on first login."""
-    from django.contrib.auth import get_user_model
-
-    try:
-        name = getpass.getuser()
-    except (OSError, KeyError):
-        # No USER/LOGNAME and no passwd entry for this uid (some containers).
-        name = "local"
-    user, created = get_user_model().objects.get_or_create(username=name[:150])
-    if created:
-        # Only the token logs this user in; it has no password to guess.
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
 
 
 # A "?" that follows a URL path, up to the next space or quote: the query string.

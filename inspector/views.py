@@ -33,7 +33,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from inspector import auth, sso
 from sessions.runtime import storage
 from sessions.teams import access, invitations
-from sessions.teams.logins import client_address
+from sessions.teams.logins import client_address, local_user
 from sessions.teams.models import Invitation
 from sessions.teams.throttle import LoginThrottle, sign_up_throttle
 from sessions.web.http import HtmxHttpRequest
@@ -174,7 +174,7 @@ def token_login(request: HtmxHttpRequest) -> HttpResponse:
     # A new session key for the new identity (login() keeps the key when the user is the same).
     request.session.cycle_key()
     try:
-        login(request, auth.local_user())
+        login(request, local_user())
     except DatabaseError as error:
         if not storage.is_full(error):
             raise

@@ -378,20 +378,10 @@ class Proxy:
         """A JSON answer read whole and put to the gate before the host gets its head (its length may
         change)."""
         assert self.traffic is not None
-        parts: list[bytes] = []
-        try:
-            async for chunk in response.aiter_raw():
-                parts.append(chunk)
-        except httpx.HTTPError as exc:
-            self._put(
-                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
-            )
-            self._put(
-                "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
-            )
-            writer.transport.abort()
+        whole = await self._read_whole(writer, response, xid)
+        if whole is None:
             return False
-        verdict = await self.traffic.http["in"].decide(b"".join(parts))
+        verdict = await self.traffic.http["in"].decide(whole)
         if verdict.change is not None:
             self._put("http-tap", xid, verdict.change)
         if verdict.action != "forward":
@@ -410,6 +400,25 @@ class Proxy:
         self._put("http-end", xid, None, False)
         await writer.drain()
         return True
+
+    async def _read_whole(
+        self, writer: asyncio.StreamWriter, response: httpx.Response, xid: int
+    ) -> bytes | None:
+        """The server's whole body; ``None`` when it broke off (recorded, and the host's connection cut)."""
+        parts: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                parts.append(chunk)
+        except httpx.HTTPError as exc:
+            self._put(
+                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
+            )
+            self._put(
+                "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
+            )
+            writer.transport.abort()
+            return None
+        return b"".join(parts)
 
     def _tap_url(self, url: str) -> str | None:
         """``url`` on the tap's origin when it names the server's own (else ``None``)."""
@@ -453,20 +462,9 @@ class Proxy:
     ) -> bool:
         """The protected resource metadata, read whole: its ``resource`` on the server's origin is given
         on the tap's (the body re-encoded, uncompressed); the spool records what the server sent."""
-        parts: list[bytes] = []
-        try:
-            async for chunk in response.aiter_raw():
-                parts.append(chunk)
-        except httpx.HTTPError as exc:
-            self._put(
-                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
-            )
-            self._put(
-                "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
-            )
-            writer.transport.abort()
+        sent = await self._read_whole(writer, response, xid)
+        if sent is None:
             return False
-        sent = b"".join(parts)
         body, given = sent, None
         document = _json_body(sent, response.headers.get("content-encoding", ""))
         resource = document.get("resource") if isinstance(document, dict) else None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
 import logging
 import os
@@ -31,7 +30,6 @@ from typing import Any
 
 from channels.layers import BaseChannelLayer
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -42,6 +40,7 @@ from sessions.runtime import messages as m
 from sessions.runtime import store, tap_control
 from sessions.runtime.recorder import Recorder
 from sessions.teams.access import personal_team
+from sessions.teams.logins import local_user
 
 __all__ = ["POLL", "TAP_TRANSPORT", "TapIngester", "spool_folder"]
 
@@ -293,7 +292,7 @@ def _session_for(details: dict[str, Any], started: float) -> tuple[int, str, int
         tap = session.config.get("tap") if isinstance(session.config, dict) else None
         if isinstance(tap, dict) and tap.get("run") == details["run"]:
             return session.pk, session.group_name, session.last_seq
-    user = _local_user()
+    user = local_user()
     with transaction.atomic():
         session = McpSession.objects.create(
             team=personal_team(user),
@@ -305,19 +304,6 @@ def _session_for(details: dict[str, Any], started: float) -> tuple[int, str, int
             status_note="the tap started its server",
         )
     return session.pk, session.group_name, 0
-
-
-def _local_user() -> Any:
-    """The local mode's one person (``inspector.auth.local_user``: named after the OS account)."""
-    try:
-        name = getpass.getuser()
-    except (OSError, KeyError):
-        name = "local"
-    user, created = get_user_model().objects.get_or_create(username=name[:150])
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
 
 
 class TapIngester:

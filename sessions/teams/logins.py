@@ -3,6 +3,7 @@ so the account page can list them and end the others (their Django sessions dele
 
 from __future__ import annotations
 
+import getpass
 from importlib import import_module
 from typing import Any
 
@@ -117,3 +118,20 @@ def end_login(user_id: int, login_id: int, current_key: str | None) -> LoginSess
         raise LoginError("That is this browser: use Log out to end it.")
     _end(row)
     return row
+
+
+def local_user() -> Any:
+    """The local mode's one person, named after the OS account, created the first time."""
+    from django.contrib.auth import get_user_model
+
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        # No USER/LOGNAME and no passwd entry for this uid (some containers).
+        name = "local"
+    user, created = get_user_model().objects.get_or_create(username=name[:150])
+    if created:
+        # Only the token logs this user in; it has no password to guess.
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user

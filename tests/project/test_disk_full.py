@@ -2,7 +2,8 @@
 the lost ones are a gap in the session once space is freed, and logging in and the home page work.
 
 The data folder is a small tmpfs the test mounts (the tests run as root here and in CI: a refused mount
-fails the test, never skips it); a filler file the test makes takes most of it, and a flooding server fills the rest.
+fails the test, never skips it); a filler file the test makes takes most of it, and a flooding server
+fills the rest.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from support.paths import REPO
 
 from inspector import auth
 from sessions.teams import access, invitations
+from sessions.teams.logins import local_user
 from sessions.teams.models import Invitation, LoginSession, Membership, Role, Team
 
 pytestmark = pytest.mark.django_db
@@ -247,14 +248,14 @@ def test_every_page_has_a_logout_button(client: Client, alice: User) -> None:
 
 def test_in_the_local_mode_logout_says_a_restart_prints_a_new_url(client: Client, settings: Any) -> None:
     settings.INSPECTOR_HOSTED = False
-    client.force_login(auth.local_user())
+    client.force_login(local_user())
     client.post("/auth/logout")
     assert not logged_in(client)
     page = client.get("/auth/login?logged_out=1").content.decode()
     assert "restart <code>mcp-inspector</code> for a new one" in page
     # The local login page is the token's, as before; password logins are refused.
     assert 'name="token"' in page and 'name="password"' not in page
-    assert log_in(client, auth.local_user().username, "anything").status_code == 405
+    assert log_in(client, local_user().username, "anything").status_code == 405
 
 
 # --- the account page: login sessions ------------------------------------------------------------------
