@@ -6,28 +6,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.processes import free_port, start_http_server
+from support.tap_app import TOKEN, env_for, wait_for
 from support.tap_host import Host, echo
 
 pytestmark = pytest.mark.slow
-
-TOKEN = "tap-breakpoints-token"
-
-
-def env_for(data_dir: Path) -> dict[str, str]:
-    drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    return env | {"INSPECTOR_DATA_DIR": str(data_dir), "INSPECTOR_TOKEN": TOKEN}
 
 
 @pytest.fixture(scope="module")
@@ -53,15 +44,6 @@ def post(app: dict[str, Any], path: str, data: dict[str, Any]) -> httpx.Response
     csrf = browser.cookies["mcp_inspector_csrftoken"]
     headers = {"X-CSRFToken": csrf, "Origin": app["base"], "HX-Request": "true"}
     return browser.post(path, data=data, headers=headers)
-
-
-def wait_for(condition: Any, timeout: float = 20.0, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.05)
-    return value
 
 
 @contextlib.contextmanager

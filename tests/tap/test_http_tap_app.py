@@ -5,29 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.cli import run_cli
 from support.processes import free_port, start_http_server
+from support.tap_app import TOKEN, env_for, wait_for
 
 pytestmark = pytest.mark.slow
-
-TOKEN = "http-tap-test-token"
-
-
-def env_for(data_dir: Path) -> dict[str, str]:
-    drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    return env | {"INSPECTOR_DATA_DIR": str(data_dir), "INSPECTOR_TOKEN": TOKEN}
 
 
 @contextlib.contextmanager
@@ -43,16 +33,6 @@ def inspector(data_dir: Path) -> Iterator[httpx.Client]:
             form = {"token": TOKEN, "csrfmiddlewaretoken": csrf[1]}
             assert browser.post("/auth/token", data=form, headers={"Origin": base}).status_code == 302
             yield browser
-
-
-def wait_for(condition: Any, timeout: float = 20.0, what: str = "the condition") -> Any:
-    """Poll ``condition`` (a page the app serves) until it is truthy or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.05)
-    return value
 
 
 def session_id(browser: httpx.Client, name: str) -> str | None:

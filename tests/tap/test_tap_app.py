@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import sqlite3
 import subprocess
@@ -19,18 +18,10 @@ import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.processes import free_port, start_http_server
+from support.tap_app import TAP, TOKEN, env_for, wait_for
 from websockets.sync.client import connect
 
 pytestmark = pytest.mark.slow
-
-TOKEN = "tap-test-token"
-TAP = [sys.executable, "-m", "inspector", "tap"]
-
-
-def env_for(data_dir: Path) -> dict[str, str]:
-    drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    return env | {"INSPECTOR_DATA_DIR": str(data_dir), "INSPECTOR_TOKEN": TOKEN}
 
 
 @contextlib.contextmanager
@@ -48,16 +39,6 @@ def inspector(data_dir: Path) -> Iterator[dict[str, Any]]:
             )
             assert login.status_code == 302
             yield {"port": port, "base": base, "browser": browser}
-
-
-def wait_for(condition: Any, timeout: float = 20.0, what: str = "the condition") -> Any:
-    """Poll ``condition`` (a page the app serves) until it is truthy or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.05)
-    return value
 
 
 def session_id(app: dict[str, Any], name: str) -> str | None:
