@@ -228,12 +228,12 @@ def build(frames: int) -> dict[str, Any]:
     from channels.layers import get_channel_layer
     from django.utils import timezone
 
-    from inspector.auth import local_user
     from sessions.frames import frame_row
     from sessions.models import McpSession
     from sessions.runtime import store
     from sessions.runtime.recorder import Recorder
     from sessions.teams.access import personal_team
+    from sessions.teams.logins import local_user
 
     user = local_user()
     config = {
@@ -293,7 +293,7 @@ def in_process(public_id: str, repeat: int) -> dict[str, Any]:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from inspector.auth import local_user
+    from sessions.teams.logins import local_user
 
     client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(local_user())
@@ -317,7 +317,7 @@ def in_process(public_id: str, repeat: int) -> dict[str, Any]:
         out[name] = {
             "median_ms": statistics.median(samples),
             "queries": len(queries.captured_queries),
-            "slowest_query_ms": float(slowest["time"]) * 1000,
+            "slowest_query_ms": float(str(slowest["time"])) * 1000,
             "slowest_query": str(slowest["sql"])[:300],
         }
     return out

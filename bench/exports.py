@@ -170,10 +170,10 @@ def build(name: str, count: int) -> str:
     """A session of ``count`` frames owned by the local person (their personal team); its public id."""
     from django.db import connection
 
-    from inspector.auth import local_user
     from sessions.frames import frame_row
     from sessions.models import McpSession, TimelineFrame
     from sessions.teams.access import personal_team
+    from sessions.teams.logins import local_user
     from sessions.teams.models import Note
 
     user = local_user()

@@ -48,7 +48,8 @@ def installed() -> Iterator[Path]:
         venv = root / "venv"
         _run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=root)
         python = venv / "bin" / "python"
-        pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index"]
+        pip: list[str | Path] = [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
+        pip += ["--no-deps", "--no-index"]
         _run(*pip, wheel, cwd=root)
         site = Path(
             _run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=root).strip()

@@ -330,6 +330,9 @@ INSPECTOR_LLM_MODEL = envstr("INSPECTOR_LLM_MODEL", "")
 INSPECTOR_LLM_API_KEY = envsecret("INSPECTOR_LLM_API_KEY")
 # Run the session runtime inside the web process (the default); off when engine workers run it.
 INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)
+# Local mode: start a stdio server as the pointer reaches (or the keyboard focuses) its Connect button,
+# so the click finds it loaded (sessions/engine/_warm.py); unused, it is killed after 10 s.
+INSPECTOR_WARM_START = envbool("INSPECTOR_WARM_START", True)
 
 # --- Hosted team tool -----------------------------------------------------------------------
 # Off (the default): one person on their own machine, logged in by the one-time token; stdio servers

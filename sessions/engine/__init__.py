@@ -65,6 +65,7 @@ if TYPE_CHECKING:  # at run time each name loads its module on first use (__geta
     from ._tasks import augmentable as task_augmentable
     from ._tls import oauth_client
     from ._transport import FrameSink, Transport
+    from ._warm import WarmStarts
 
 __all__ = [
     "CLIENT_PREFIX",
@@ -132,6 +133,7 @@ __all__ = [
     "TaskChanged",
     "TapObserver",
     "Transport",
+    "WarmStarts",
     "TransportError",
     "Verdict",
     "VersionNegotiationFailed",
@@ -234,6 +236,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "task_augmentable": ("_tasks", "augmentable"),
     "FrameSink": ("_transport", "FrameSink"),
     "Transport": ("_transport", "Transport"),
+    "WarmStarts": ("_warm", "WarmStarts"),
     "OAuthFlow": ("_oauth_flow", "OAuthFlow"),
     "OAUTH_STEPS": ("_oauth_flow", "STEPS"),
     "OAuthSession": ("_oauth", "OAuthSession"),

@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,9 +99,15 @@ class StdioTransport:
         self._gone: asyncio.Event | None = None
         self._exited = asyncio.Event()
         self._home: str | None = None
+        self._spawned_at = 0.0
 
-    async def open(self, sink: FrameSink) -> None:
-        self._sink = sink
+    async def spawn(self) -> None:
+        """Start the server process now; ``open`` adopts it (a warm start) or starts it itself.
+
+        Until ``open``, nothing reads its pipes: what it writes waits in them, so none of it is lost.
+        """
+        if self.process is not None:
+            return
         target = self.target
         # Whether the sandbox runs here is found once per process (bwrap is run): in a thread.
         sandbox = target.sandbox
@@ -130,25 +137,34 @@ class StdioTransport:
         except OSError as exc:
             await self._remove_home()
             raise TransportError(f"cannot start {target.command!r}: {exc.strerror or exc}") from exc
+        self._spawned_at = time.monotonic()
         self.server_process = ServerProcess.of(self.process.pid, marker)
         if target.watchdog:
             watch(self.server_process)
         gone = asyncio.Event()
         if call_on_exit(self.process.pid, gone.set):
             self._gone = gone
+
+    async def open(self, sink: FrameSink) -> None:
+        self._sink = sink
+        warm = self.process is not None
+        await self.spawn()
+        assert self.process is not None and self.server_process is not None
+        stdio: dict[str, Any] = {
+            "pid": self.process.pid,
+            "command": self.target.command,
+            "process": self.server_process.as_dict(),
+        }
+        note = f"started process {self.process.pid}"
+        if warm:
+            stdio["warm_start"] = round(time.monotonic() - self._spawned_at, 3)
+            note += f", {stdio['warm_start']:.2f} s before connecting (a warm start)"
         sink.record(
             Frame(
                 "state",
                 "local",
-                transport={
-                    "state": "spawned",
-                    "stdio": {
-                        "pid": self.process.pid,
-                        "command": target.command,
-                        "process": self.server_process.as_dict(),
-                    },
-                },
-                note=f"started process {self.process.pid}",
+                transport={"state": "spawned", "stdio": stdio},
+                note=note,
             )
         )
         self._tasks = [
@@ -255,6 +271,14 @@ class StdioTransport:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._remove_home()
+
+    async def discard(self) -> None:
+        """Kill a spawned server that was never opened (a warm start nobody connected to)."""
+        if self.process is None or self._sink is not None:
+            return
+        await asyncio.to_thread(self.kill)
+        await self._wait_exit(5)
         await self._remove_home()
 
     async def _remove_home(self) -> None:

@@ -14,7 +14,16 @@ from sessions.runtime.host import ensure_embedded_runtime
 from sessions.runtime.link import ChannelLayerDown, link_of
 from sessions.runtime.store import in_db_thread
 
-__all__ = ["ChannelLayerDown", "CommandFailed", "call", "request", "send_command", "start_session"]
+__all__ = [
+    "ChannelLayerDown",
+    "CommandFailed",
+    "call",
+    "request",
+    "send_command",
+    "start_session",
+    "warm_start",
+    "warm_starts",
+]
 
 
 class CommandFailed(Exception):
@@ -47,6 +56,19 @@ async def start_session(session: McpSession) -> None:
         if failed is not None:
             session.status, session.status_note = failed.session.status, failed.session.status_note
             session.last_seq, session.ended = failed.session.last_seq, failed.session.ended
+
+
+def warm_starts() -> bool:
+    """Whether a stdio server is started as the person is about to connect (the local mode's default)."""
+    local = settings.INSPECTOR_EMBEDDED_RUNTIME and not settings.INSPECTOR_HOSTED
+    return bool(settings.INSPECTOR_WARM_START and local)
+
+
+async def warm_start(config: dict[str, object]) -> None:
+    """Have the runtime start the config's stdio server now, for a connect that is about to come."""
+    if warm_starts() and config.get("transport", "stdio") == "stdio":
+        ensure_embedded_runtime()
+        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.WarmStart(config).encode())
 
 
 async def send_command(session: McpSession, command: m.Command, reply: str = "") -> None:

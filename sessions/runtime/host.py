@@ -12,15 +12,17 @@ import contextlib
 import gc
 import sys
 import threading
+from typing import Any
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
-from sessions.engine import ServerProcess, kill_tree, warm_up
+from sessions.engine import ServerProcess, StdioTarget, WarmStarts, kill_tree, warm_up
 from sessions.runtime import store
-from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession
-from sessions.runtime.owner import SessionOwner
+from sessions.runtime.messages import RUNTIME_CHANNEL, StartSession, WarmStart
+from sessions.runtime.owner import SessionOwner, confinement
 from sessions.runtime.taps import TapIngester
+from sessions.servers import build_target
 
 __all__ = ["Runtime", "ensure_embedded_runtime", "stop_embedded_runtime", "warm_up_in_background"]
 
@@ -34,12 +36,27 @@ class Runtime:
         """The hosted engine worker's name (heartbeats in runtime/workers.py); empty when embedded."""
         self.owners: dict[int, SessionOwner] = {}
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.warm = WarmStarts()
+        self._warming: set[asyncio.Task[bool]] = set()
 
     async def serve(self) -> None:
         while True:
             message = await self.layer.receive(RUNTIME_CHANNEL)
             if message.get("type") == StartSession.NAME:
                 self.start(int(message["session_id"]))
+            elif message.get("type") == WarmStart.NAME:
+                self.warm_start(message["config"])
+
+    def warm_start(self, config: dict[str, Any]) -> None:
+        """Start the config's stdio server for a connect that is about to come (see engine/_warm.py)."""
+        try:
+            target = build_target(config, confinement())
+        except (KeyError, TypeError, ValueError):
+            return  # the connect itself will say what is wrong with it
+        if isinstance(target, StdioTarget) and target.sandbox is None:
+            task = asyncio.create_task(self.warm.offer(target), name="warm-start")
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
 
     def start(self, session_pk: int) -> None:
         existing = self.owners.get(session_pk)
@@ -49,7 +66,7 @@ class Runtime:
                 # (the page already shows "closed"). Start the new one when the old one is done.
                 self.tasks[session_pk].add_done_callback(lambda _: self.start(session_pk))
             return
-        owner = SessionOwner(self.layer, session_pk, worker=self.worker)
+        owner = SessionOwner(self.layer, session_pk, worker=self.worker, warm=self.warm)
         self.owners[session_pk] = owner
         task = asyncio.create_task(owner.run(), name=f"owner-{session_pk}")
         self.tasks[session_pk] = task
@@ -68,6 +85,7 @@ class Runtime:
         sessions: each full pass is longer), and not one of those found a cycle to free. What the stop
         frees goes by reference counting as before; a cycle, if any, waits for the next collection.
         """
+        await self.warm.close()
         for owner in list(self.owners.values()):
             if owner.recorder is not None:
                 owner.recorder.hold()  # nobody watches a stopping process: its last frames in one write
@@ -88,6 +106,7 @@ class Runtime:
 
     def kill_processes(self) -> None:
         """Last resort at exit: no stdio server, nor anything it started, may outlive the inspector."""
+        self.warm.kill_all()
         for owner in self.owners.values():
             server = getattr(getattr(owner.client, "transport", None), "server_process", None)
             if isinstance(server, ServerProcess):

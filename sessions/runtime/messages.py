@@ -49,6 +49,7 @@ __all__ = [
     "StorageChanged",
     "TapChanged",
     "Viewer",
+    "WarmStart",
     "decode_command",
     "decode_event",
     "decode_reply",
@@ -88,6 +89,17 @@ class StartSession(_Message):
 
     def encode(self) -> dict[str, Any]:
         return {"type": self.NAME, "session_id": self.session_id}
+
+
+@dataclass(frozen=True)
+class WarmStart(_Message):
+    """Start a stdio server now, for the connect the person is about to ask for (embedded runtime only)."""
+
+    NAME = "session.warm"
+    config: dict[str, Any]
+
+    def encode(self) -> dict[str, Any]:
+        return {"type": self.NAME, "config": self.config}
 
 
 # --- commands: web → a session's owner ------------------------------------------------------------

@@ -34,6 +34,8 @@ from sessions.engine import (
     Progress,
     RequestHandle,
     Sandbox,
+    StdioTarget,
+    WarmStarts,
     make_transport,
 )
 from sessions.env import secret_variables
@@ -85,8 +87,12 @@ class SessionOwner:
         m.OAuthStep: "on_oauth_step",
     }
 
-    def __init__(self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "") -> None:
+    def __init__(
+        self, layer: BaseChannelLayer, session_pk: int, *, worker: str = "", warm: WarmStarts | None = None
+    ) -> None:
         self.layer = layer
+        self.warm = warm
+        """Servers started ahead of their connect (the embedded runtime's), one of which may be this one's."""
         self.pk = session_pk
         self.worker = worker
         """The hosted engine worker that runs it (empty when embedded)."""
@@ -182,7 +188,9 @@ class SessionOwner:
         )
         options.max_message_bytes_name = "INSPECTOR_MAX_MESSAGE_BYTES"
         try:
-            client = ClientSession(make_transport(await self._target()), options)
+            target = await self._target()
+            warm = await self.warm.take(target) if self.warm and isinstance(target, StdioTarget) else None
+            client = ClientSession(warm or make_transport(target), options)
         except Exception as exc:  # a config the engine cannot use
             self._stop_reason = f"cannot connect: {exc}"
             self._stop.set()

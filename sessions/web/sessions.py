@@ -51,6 +51,8 @@ __all__ = [
     "reconnect",
     "reinitialize",
     "session_page",
+    "warm_connect",
+    "warm_saved",
 ]
 
 HOME_PAGE = 50  # sessions a page of the home page lists, newest first
@@ -76,6 +78,7 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "catalog": policy.catalog_of(scope),
         "free_stdio": policy.free_stdio(scope),
         "can_operate": scope.allows(Role.OPERATOR),
+        "warm_start": client.warm_starts(),
         "form": ConnectForm(),
         **extra,
     }
@@ -92,7 +95,7 @@ def connect(request: AuthedRequest) -> HttpResponse:
     if form.is_valid() and (problem := policy.connect_problem(scope, form.snapshot())):
         form.add_error(None, problem)
     if not form.is_valid():
-        context = {"form": form, "servers": list(scope.servers())}
+        context = {"form": form, "servers": list(scope.servers()), "warm_start": client.warm_starts()}
         return render(request, "sessions/_connect_form.html", context, status=422)
     config = with_callback(request, policy.prepared(scope, form.snapshot()))
     session = McpSession.objects.create(
@@ -114,6 +117,31 @@ def connect(request: AuthedRequest) -> HttpResponse:
         response["HX-Redirect"] = url
         return response
     return redirect(url)
+
+
+@require_POST
+def warm_connect(request: AuthedRequest) -> HttpResponse:
+    """Start the connect form's stdio server now: the person's pointer is on Connect (engine/_warm.py).
+
+    Always 204: a form that is not ready yet starts nothing, and Connect will say what is wrong with it.
+    """
+    scope = person_scope(request, Role.OPERATOR)
+    form = ConnectForm(request.POST)
+    if client.warm_starts() and form.is_valid() and not policy.connect_problem(scope, form.snapshot()):
+        async_to_sync(client.warm_start)(policy.prepared(scope, form.snapshot()))
+    return HttpResponse(status=204)
+
+
+@require_POST
+async def warm_saved(request: AuthedRequest, pk: int) -> HttpResponse:
+    """Start a saved server now: the person's pointer is on its Connect button (always 204)."""
+    scope = await person_scope_async(request, Role.OPERATOR)
+    server = await scope.servers().filter(pk=pk).afirst()
+    if server is None:
+        raise Http404("No such server")
+    if client.warm_starts() and not await sync_to_async(policy.connect_problem)(scope, server.snapshot()):
+        await client.warm_start(await sync_to_async(policy.prepared)(scope, server.snapshot()))
+    return HttpResponse(status=204)
 
 
 @require_POST

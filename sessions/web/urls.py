@@ -105,8 +105,10 @@ urlpatterns = [
     path("s/<uuid:public_id>/", include(session_urls)),  # first: nearly every request is a session's
     path("", sessions.home, name="home"),
     path("connect", sessions.connect, name="connect"),
+    path("connect/warm", sessions.warm_connect, name="warm_connect"),
     path("servers/import", sessions.import_servers, name="import_servers"),
     path("servers/<int:pk>/connect", sessions.connect_saved, name="connect_saved"),
+    path("servers/<int:pk>/warm", sessions.warm_saved, name="warm_saved"),
     path("servers/<int:pk>/edit", sessions.edit_server, name="edit_server"),
     path("servers/<int:pk>/delete", sessions.delete_server, name="delete_server"),
     path("servers/<int:pk>/oauth/forget", oauth.forget_server_tokens, name="forget_server_tokens"),

@@ -7,11 +7,13 @@ are made in the app's own database (support.app_shell), as many as the pages nee
 from __future__ import annotations
 
 import re
+import shlex
+import time
 from typing import Any
 
 import pytest
 from support.app_shell import TEAM, app_shell
-from support.browser import LiveApp, assert_clean
+from support.browser import LiveApp, assert_clean, status
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -112,4 +114,27 @@ def test_the_compare_picker_and_search_results_tell_sessions_of_one_server_apart
     expect(rows).to_have_count(2)
     names = rows.locator("td:first-child").all_inner_texts()
     assert len(set(names)) == 2 and all(n.startswith("Everything Reference Server · ") for n in names), names
+    assert_clean(home)
+
+
+def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_it(
+    home: Any, live_app: LiveApp, sdk_stdio: dict, tmp_path: Any
+) -> None:
+    starts = tmp_path / "starts"
+    script = f"printf 'x\\n' >> {shlex.quote(str(starts))}; exec \"$@\""
+    form = home.locator("#connect-form")
+    form.get_by_label("Command", exact=True).fill(
+        shlex.join(["sh", "-c", script, "sh", sdk_stdio["command"], *sdk_stdio["args"]])
+    )
+    connect = form.get_by_role("button", name="Connect", exact=True)
+    connect.hover()
+    deadline = time.monotonic() + 20
+    while not starts.exists():  # the server runs before anyone clicked
+        assert time.monotonic() < deadline, "hovering Connect started no server"
+        home.wait_for_timeout(20)
+    connect.click()
+    home.wait_for_url(re.compile(r"/s/"))
+    expect(status(home)).to_have_text("ready", timeout=20_000)
+    expect(home.locator("#timeline-rows")).to_contain_text("a warm start")
+    assert starts.read_text() == "x\n"  # the click started no second one
     assert_clean(home)
