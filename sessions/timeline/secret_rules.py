@@ -4,6 +4,7 @@ values of a session's configuration (``sessions.timeline.redaction`` hunts for t
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -50,16 +51,26 @@ class Rules:
         if len(self.patterns) > MAX_PATTERNS or any(len(p) > MAX_PATTERN_CHARS for p in self.patterns):
             found.append(f"at most {MAX_PATTERNS} patterns of at most {MAX_PATTERN_CHARS} characters")
         for pattern in self.patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                found.append(f"{pattern!r} is not a regular expression: {exc}")
+            if problem := pattern_problem(pattern):
+                found.append(f"{pattern!r} is not a regular expression: {problem}")
         for path in self.paths:
             if not JSON_PATH.fullmatch(path):
                 found.append(
                     f"{path!r} is not a JSON path like params.arguments.password or result.content[*].text"
                 )
         return found
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why a person's regular expression is refused, or None: one Python cannot compile, or one it warns
+    will change meaning (``[[`` may become a nested set), which is refused before it is stored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError, FutureWarning) as exc:
+            return str(exc)
+    return None
 
 
 JSON_PATH = re.compile(r"[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?(?:\.[A-Za-z0-9_$-]+(?:\[\*\]|\[[0-9]+\])?)*")

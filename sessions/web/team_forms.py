@@ -17,6 +17,7 @@ from django import forms
 from sessions.engine import EgressPolicy
 from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team
 from sessions.teams.process_env import refusals
+from sessions.timeline.secret_rules import pattern_problem
 
 __all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TapEndpointForm", "TeamSettingsForm"]
 
@@ -194,11 +195,9 @@ class CatalogForm(forms.Form):
                 raise forms.ValidationError(f"line {number}: {name} is there twice")
             if len(pattern) > 500:
                 raise forms.ValidationError(f"line {number}: the pattern is longer than 500 characters")
-            try:
-                re.compile(pattern)
-            except (re.error, RecursionError, OverflowError) as error:
+            if error := pattern_problem(pattern):
                 problem = f"line {number}: the pattern is not a regular expression: {error}"
-                raise forms.ValidationError(problem) from None
+                raise forms.ValidationError(problem)
             required = last.strip().lower() not in FALSE
             params.append(
                 {"name": name, "label": label.strip() or name, "pattern": pattern, "required": required}

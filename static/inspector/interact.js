@@ -200,6 +200,30 @@
     Array.prototype.forEach.call(document.querySelectorAll('[role="tablist"]'), rove);
   });
 
+  // A panel the server pushes again (the overview on every state change) keeps what the person
+  // opened or closed in it: each <details> is known by its class and summary.
+  function detailsKey(details) {
+    var summary = details.querySelector("summary");
+    return details.className + "|" + (summary ? summary.textContent.trim() : "");
+  }
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var target = event.detail.target;
+    var fragment = event.detail.fragment;
+    if (!target || !fragment || !fragment.querySelectorAll) {
+      return;
+    }
+    var open = {};
+    Array.prototype.forEach.call(target.querySelectorAll("details"), function (details) {
+      open[detailsKey(details)] = details.open;
+    });
+    Array.prototype.forEach.call(fragment.querySelectorAll("details"), function (details) {
+      var key = detailsKey(details);
+      if (Object.prototype.hasOwnProperty.call(open, key)) {
+        details.open = open[key];
+      }
+    });
+  });
+
   // --- the frame detail: Escape closes it, focus goes back to what opened it ------------------------
   var opener = null;
 

@@ -67,6 +67,10 @@ def test_connecting_over_stdio_shows_ready_the_version_server_info_capabilities_
     initialize = timeline_rows(home, "initialize")
     expect(initialize).to_have_count(2)  # the request and its response
     expect(timeline_rows(home, "notifications/initialized")).to_have_count(1)
+    # The overview the server pushes again as the state changes keeps "Raw JSON" open.
+    home.get_by_role("button", name="Disconnect").click()
+    expect(status(home)).to_have_text("closed")
+    expect(capabilities.locator("details.cap-raw")).to_have_attribute("open", "")
     assert_clean(home)
 
 

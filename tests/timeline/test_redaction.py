@@ -674,3 +674,10 @@ def test_no_digit_changes_whether_a_name_rule_could_change_a_text() -> None:
         assert remembering.plain(variant) == Redactor([]).plain(variant), (text, variant)
     with_digits = [found for text, found in zip(texts, searched, strict=True) if re.search("[0-9]", text)]
     assert [True] in with_digits and [False] in with_digits
+
+
+def test_a_sharers_pattern_python_cannot_compile_or_warns_about_is_a_problem_not_an_error() -> None:
+    problems = Rules(patterns=["(", "[[a]", "sk-[a-z]+"]).problems()
+    assert len(problems) == 2
+    assert "'(' is not a regular expression" in problems[0]
+    assert "'[[a]' is not a regular expression: Possible nested set" in problems[1]

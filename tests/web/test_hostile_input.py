@@ -2,7 +2,8 @@
 
 The walk finds what to send by itself: every URL pattern (inspector/urls.py and what it includes),
 the fields of every form, button and link the pages render (scraped from the pages of a live
-session with listings, calls and waiting reviews), and the parameters each view's module reads.
+session with listings, calls and waiting reviews), the parameters each view's module reads by name,
+and those the walk sees read (any ``QueryDict`` lookup) while a route answers its form's own values.
 Each is sent, one at a time over a form's own values, as Unicode digits, huge numbers, NaN and
 infinity, NUL bytes, 100,000 characters, JSON nested 100,000 deep, JSON of the wrong type, a list
 where one value is expected, and missing; every path argument as a huge number, a long or odd
@@ -13,6 +14,7 @@ pytest-xdist runs the groups side by side.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import re
@@ -27,6 +29,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import pytest
 from channels.db import database_sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import QueryDict
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
@@ -91,7 +94,6 @@ REVIEW_OF = [
     ("sampling", SAMPLING), ("draft", SAMPLING), ("consent", "elicitation/url"),
     ("elicitation", "elicitation/create"), ("roots", "roots/list"), ("", SAMPLING),
 ]  # fmt: skip
-WORD = re.compile(r"""["']([a-z][a-z_]{0,29})["']""")
 FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "rule")
 # The walk is one test per group of URLs (by URL name), so that pytest-xdist spreads it over its
 # workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
@@ -132,8 +134,9 @@ def url_patterns() -> Iterator[tuple[str, URLPattern]]:
 
 def names_read_by(pattern: URLPattern) -> set[str]:
     """The parameters a view may read: what it or a function of its module that it names reads by
-    name (``request.GET.get("x")``, ``int_param(request.GET, "x")``), the word-like strings of the
-    view itself (``number("before")``), and the timeline filter's fields where it reads one."""
+    name (``request.GET.get("x")``, ``int_param(request.GET, "x")``), and the timeline filter's
+    fields where it reads one. What it reads through other helpers (``number("before")``) the walk
+    learns by watching it answer (``Reads``)."""
     view = inspect.unwrap(pattern.callback)
     module = sys.modules[view.__module__]
     own = inspect.getsource(view)
@@ -146,7 +149,6 @@ def names_read_by(pattern: URLPattern) -> set[str]:
         ):
             sources.append(inspect.getsource(helper))
     names = {name for source in sources for name in READS.findall(source)}
-    names.update(WORD.findall(own))
     if any("TimelineFilter.from_data" in source for source in sources):
         names.update(FILTER_FIELDS)
     return names
@@ -247,11 +249,32 @@ class FormScraper(HTMLParser):
             self.textarea = None
 
 
+class Reads:
+    """The names a request's query or form data (``QueryDict``) is asked for while it is answered,
+    whatever reads them: the middleware, the view, a helper of another module."""
+
+    def __init__(self) -> None:
+        self.names: set[str] | None = None
+
+    def install(self, patch: pytest.MonkeyPatch) -> None:
+        for attr in ("__getitem__", "__contains__", "get", "getlist"):
+            patch.setattr(QueryDict, attr, self._noting(getattr(QueryDict, attr)))
+
+    def _noting(self, method: Any) -> Any:
+        def read(data: Any, key: Any, *rest: Any) -> Any:
+            if self.names is not None and isinstance(key, str):
+                self.names.add(key)
+            return method(data, key, *rest)
+
+        return read
+
+
 @dataclass
 class Walk:
     client: AsyncClient
     arguments: dict[str, str]
     forms: dict[tuple[str, str], list[Form]]
+    reads: Reads
     failures: list[str] = field(default_factory=list)
     sent: int = 0
 
@@ -307,12 +330,17 @@ class Walk:
     async def route(self, route: str, pattern: URLPattern) -> None:
         url = self.url(route)
         for method in ("get", "post"):
-            if await self.send(method, url, {}) in (405, 599):
-                continue
-            forms = self.forms.get((method, route)) or [Form(method, route)]
-            names = set().union(*(f.names for f in forms)) | names_read_by(pattern)
-            base = {name: value or GOOD.get(name, "1") for name, value in forms[0].fields.items()}
-            htmx = forms[0].headers
+            self.reads.names = read = set()
+            try:
+                if await self.send(method, url, {}) in (405, 599):
+                    continue
+                forms = self.forms.get((method, route)) or [Form(method, route)]
+                base = {name: value or GOOD.get(name, "1") for name, value in forms[0].fields.items()}
+                htmx = forms[0].headers
+                await self.send(method, url, self._files(base), htmx=htmx)
+            finally:
+                self.reads.names = None
+            names = set().union(*(f.names for f in forms)) | names_read_by(pattern) | read
             for name in sorted(names):
                 for value in HOSTILE.values():
                     await self.send(method, url, self._with(base, name, value), htmx=htmx)
@@ -432,6 +460,11 @@ def test_the_walk_groups_name_only_urls_that_exist() -> None:
 async def test_every_url_form_and_query_parameter_answers_hostile_values_below_500(
     everything_stdio: dict, group: str
 ) -> None:
+    with contextlib.ExitStack() as stack:
+        await _walk_group(everything_stdio, group, stack)
+
+
+async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.ExitStack) -> None:
     async with live_runtime():
         alice = await make_user()
         config = stdio_config(
@@ -477,7 +510,10 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
             **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }
-        walker = Walk(client, arguments, forms)
+        reads = Reads()
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
+        reads.install(patch)
+        walker = Walk(client, arguments, forms, reads)
         await walk(walker, group, live=True)
     # The session's pages again, for a session opened from a recording (closed), its lifecycle included.
     export = await client.get(f"/s/{session.public_id}/export")
@@ -488,6 +524,7 @@ async def test_every_url_form_and_query_parameter_answers_hostile_values_below_5
     await wait_until(lambda: McpSession.objects.filter(pk=recording.pk, status="closed").exists())
     walker.arguments["public_id"] = str(recording.public_id)
     await walk(walker, group, live=False)
+    print("SENT", group, walker.sent)
     assert not walker.failures, f"{len(walker.failures)} answers of 500 or more:\n" + "\n".join(
         walker.failures[:60]
     )

@@ -282,6 +282,7 @@ def test_fixed_values_are_never_shown_again_and_a_masked_line_keeps_its_value(pe
         ("args", "--root\n{nowhere}", "{nowhere} names no parameter"),
         ("params", "1bad|Label", "is not a parameter name"),
         ("params", "x|X|([a-z]+|required", "is not a regular expression"),
+        ("params", "x|X|[[a]|required", "Possible nested set"),
         ("params", "x|X\nx|Y", "x is there twice"),
         ("env", "NOT A LINE", "write KEY=value"),
         ("env", f"NEW_KEY={MASK}", "type NEW_KEY"),
