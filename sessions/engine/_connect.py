@@ -15,9 +15,10 @@ def make_transport(target: Target) -> Transport:
         from ._stdio import StdioTransport
 
         return StdioTransport(target)
-    from ._legacy_sse import LegacySseTransport
+    if target.transport == "sse":
+        from ._legacy_sse import LegacySseTransport
+
+        return LegacySseTransport(target)
     from ._streamable import StreamableHttpTransport
 
-    if target.transport == "sse":
-        return LegacySseTransport(target)
     return StreamableHttpTransport(target, auto=target.transport == "auto")

@@ -17,7 +17,6 @@ from ._clock import sleep
 from ._errors import ConnectionClosed, FallbackToLegacy, HttpStatusError, SessionExpired, TransportError
 from ._frames import Frame
 from ._http import JSON, SEND_FAILED, SSE, ClientFactory, HttpBase, content_type, default_client, why
-from ._legacy_sse import LegacySseTransport
 from ._options import MODERN_VERSIONS
 from ._oversize import too_large_error
 from ._protocol import META_PROTOCOL_VERSION
@@ -265,6 +264,8 @@ class StreamableHttpTransport(HttpBase):
         )
         self.sink.record(_judge_head(head, response, ctype, ids, initialize=initialize, expired=expired))
         if initialize and self.auto and 400 <= status < 500 and status not in (401, 403):
+            from ._legacy_sse import LegacySseTransport  # only a server that needs the fallback pays for it
+
             legacy = LegacySseTransport(self.target, client_factory=self.client_factory)
             self.sink.requests_failed(ids, FallbackToLegacy(status, legacy))
             return
