@@ -105,6 +105,8 @@ URLS: dict[str, tuple[str, str]] = {
     "connect": ("POST", "team-act"),
     "import_servers": ("POST", "team-act"),
     "connect_saved": ("POST", "act-on-team-id"),
+    "warm_connect": ("POST", "team-act"),
+    "warm_saved": ("POST", "act-on-team-id"),
     "edit_server": ("POST", "act-on-team-id"),
     "delete_server": ("POST", "act-on-team-id"),
     "connect_catalog": ("POST", "act-on-team-id"),
