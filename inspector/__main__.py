@@ -198,17 +198,19 @@ def serve(args: Sequence[str]) -> int:
     shown_host = DEFAULT_HOST if opts.host in ("0.0.0.0", "::") else opts.host
     if ":" in shown_host and not shown_host.startswith("["):
         shown_host = f"[{shown_host}]"
-    url = f"http://{shown_host}:{opts.port}/"
-    if settings.INSPECTOR_HOSTED:
-        # People log in with their accounts; the token login is off.
-        login_url = f"{url}auth/login"
-        how = "Log in with your account (the first admin: manage.py create_admin)"
-    else:
-        # The URL is the only place the token appears: the token page POSTs it and redirects away.
-        login_url = f"{url}auth/token?{urlencode({'token': login_token.issue()})}"
-        how = "Open this URL to log in (it works once)"
 
     def announce() -> None:
+        # The port the system chose for --port 0 is known once daphne listens.
+        port = server.listening_addresses[0][1] if server.listening_addresses else opts.port
+        url = f"http://{shown_host}:{port}/"
+        if settings.INSPECTOR_HOSTED:
+            # People log in with their accounts; the token login is off.
+            login_url = f"{url}auth/login"
+            how = "Log in with your account (the first admin: manage.py create_admin)"
+        else:
+            # The URL is the only place the token appears: the token page POSTs it and redirects away.
+            login_url = f"{url}auth/token?{urlencode({'token': login_token.issue()})}"
+            how = "Open this URL to log in (it works once)"
         print(f"MCP Inspector is running at {url}  (Ctrl-C to stop)", flush=True)
         print(f"{how}: {login_url}", flush=True)
         if not opts.no_browser:

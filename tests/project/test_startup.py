@@ -19,11 +19,13 @@ pytestmark = pytest.mark.slow
 
 def test_first_run_creates_the_database_prints_a_login_url_and_the_token_logs_in_once(tmp_path: Path) -> None:
     data_dir = tmp_path / "fresh"
-    port = free_port()
-    with inspector("--port", str(port), data_dir=data_dir) as (proc, output):
+    # Port 0: the system chooses, and what is printed is the port it chose.
+    with inspector("--port", "0", data_dir=data_dir) as (proc, output):
         login = output.wait_for(LOGIN_LINE)
         url, token = login["url"], login["token"]
-        assert url.startswith(f"http://127.0.0.1:{port}/auth/token?token=")
+        found = re.match(r"http://127\.0\.0\.1:(\d+)/auth/token\?token=", url)
+        assert found is not None and found[1] != "0", url
+        port = int(found[1])
         assert (data_dir / "inspector.sqlite3").is_file()
 
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as browser:
