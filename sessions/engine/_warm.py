@@ -3,7 +3,9 @@
 Starting a server is most of a connect (a Node server loads its modules for some 300 ms before it
 reads a line), and a person's intent shows before the click: the pointer reaches the button first.
 A runner offers the target then; the connect that follows with an equal target takes the running
-process instead of starting one. An offer nobody takes is killed after ``keep`` seconds.
+process instead of starting one. An offer nobody takes is killed after ``keep`` seconds. The hint and
+the click race (two requests): an offer that comes just after a connect started its own server is
+not taken up.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from ._stdio import StdioTransport
 from ._targets import StdioTarget
 
 __all__ = ["WarmStarts"]
+
+LATE = 5.0
+"""Seconds after a connect during which an offer of its target is the same intent, arriving late."""
 
 
 @dataclass(eq=False)
@@ -37,6 +42,8 @@ class WarmStarts:
         self.clock: Clock = clock or LoopClock()
         self._held: list[_Held] = []
         self._discarding: set[asyncio.Task[None]] = set()
+        self._connected: list[tuple[StdioTarget, float]] = []
+        """Targets a connect asked for lately, with when: an offer of one of them comes too late."""
 
     def __len__(self) -> int:
         return len(self._held)
@@ -50,6 +57,10 @@ class WarmStarts:
         if held is not None:
             self._arm(held)
             return await asyncio.shield(held.spawned)
+        now = self.clock.now()
+        self._connected = [(t, at) for t, at in self._connected if now - at < LATE]
+        if any(t == target for t, _ in self._connected):
+            return False
         held = _Held(target, StdioTransport(target))
         self._held.append(held)
         while len(self._held) > self.limit:
@@ -70,6 +81,7 @@ class WarmStarts:
 
     async def take(self, target: StdioTarget) -> StdioTransport | None:
         """The held server started for an equal target, still running, for the caller to open; else None."""
+        self._connected = [*self._connected[-self.limit :], (target, self.clock.now())]
         held = self._find(target)
         if held is None:
             return None

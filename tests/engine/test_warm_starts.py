@@ -92,7 +92,7 @@ async def test_an_offer_nobody_takes_is_killed_when_its_time_is_up_and_only_an_e
     assert await warm.take(first) is None
     # Beyond the limit the oldest goes, at once.
     assert await warm.offer(third)
-    assert await warm.offer(first)
+    assert await warm.offer(_marked(tmp_path / "d", sleeper))
     await _gone(pid_second)
     assert len(warm) == 2
     await warm.close()
@@ -115,3 +115,15 @@ async def test_a_command_that_cannot_start_is_no_offer() -> None:
     warm = WarmStarts()
     assert not await warm.offer(StdioTarget(os.devnull + "/no-such-program"))
     assert len(warm) == 0
+
+
+async def test_an_offer_that_arrives_just_after_its_connect_starts_nothing(tmp_path: Path) -> None:
+    clock = ManualClock()
+    warm = WarmStarts(clock=clock)
+    target = _marked(tmp_path / "late", [sys.executable, "-c", "import sys; sys.stdin.read()"])
+    assert await warm.take(target) is None  # the click won the race: the connect starts its own
+    assert not await warm.offer(target)
+    assert len(warm) == 0 and not (tmp_path / "late").exists()
+    clock.advance(6)  # a later hover is a new intent
+    assert await warm.offer(target)
+    await warm.close()
