@@ -464,6 +464,8 @@ async def connect_once(driver: Driver, pointer: bool) -> float:
         if pointer:
             box = await button.bounding_box()
             await button.evaluate(POINTER_ARM_JS)
+            # From off the button: a new page may have the pointer where the last one left it.
+            await page.mouse.move(box["x"] + box["width"] / 2, max(box["y"] - 40, 0))
             await page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             await asyncio.sleep(PRESS_S)
             await page.mouse.down()

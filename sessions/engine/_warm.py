@@ -21,7 +21,7 @@ from ._targets import StdioTarget
 
 __all__ = ["WarmStarts"]
 
-LATE = 5.0
+LATE = 2.0
 """Seconds after a connect during which an offer of its target is the same intent, arriving late."""
 
 

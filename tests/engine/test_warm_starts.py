@@ -124,6 +124,6 @@ async def test_an_offer_that_arrives_just_after_its_connect_starts_nothing(tmp_p
     assert await warm.take(target) is None  # the click won the race: the connect starts its own
     assert not await warm.offer(target)
     assert len(warm) == 0 and not (tmp_path / "late").exists()
-    clock.advance(6)  # a later hover is a new intent
+    clock.advance(3)  # a later hover is a new intent
     assert await warm.offer(target)
     await warm.close()
