@@ -51,7 +51,8 @@ class WarmStarts:
     async def offer(self, target: StdioTarget) -> bool:
         """Start ``target`` unless an equal one is already held (its time then starts again).
 
-        False when it cannot be started here (the connect will then say why, in its timeline).
+        False when nothing is started: the offer came just after its connect, or the server cannot be
+        started here (the connect will then say why, in its timeline).
         """
         held = self._find(target)
         if held is not None:
