@@ -58,9 +58,7 @@ class WarmStarts:
         if held is not None:
             self._arm(held)
             return await asyncio.shield(held.spawned)
-        now = self.clock.now()
-        self._connected = [(t, at) for t, at in self._connected if now - at < LATE]
-        if any(t == target for t, _ in self._connected):
+        if any(t == target for t, _ in self._recent_connects()):
             return False
         held = _Held(target, StdioTransport(target))
         self._held.append(held)
@@ -82,7 +80,7 @@ class WarmStarts:
 
     async def take(self, target: StdioTarget) -> StdioTransport | None:
         """The held server started for an equal target, still running, for the caller to open; else None."""
-        self._connected = [*self._connected[-self.limit :], (target, self.clock.now())]
+        self._connected = [*self._recent_connects(), (target, self.clock.now())]
         held = self._find(target)
         if held is None:
             return None
@@ -107,6 +105,11 @@ class WarmStarts:
         """Last resort at exit (blocks briefly): no held server may outlive this process."""
         for held in self._held:
             held.transport.kill()
+
+    def _recent_connects(self) -> list[tuple[StdioTarget, float]]:
+        now = self.clock.now()
+        self._connected = [(t, at) for t, at in self._connected if now - at < LATE]
+        return self._connected
 
     def _find(self, target: StdioTarget) -> _Held | None:
         return next((held for held in self._held if held.target == target), None)
