@@ -4,8 +4,8 @@ Starting a server is most of a connect (a Node server loads its modules for some
 reads a line), and a person's intent shows before the click: the pointer reaches the button first.
 A runner offers the target then; the connect that follows with an equal target takes the running
 process instead of starting one. An offer nobody takes is killed after ``keep`` seconds. The hint and
-the click race (two requests): an offer that comes just after a connect started its own server is
-not taken up.
+the click race (two requests), so both name the intent they come from (a key the page was given):
+an offer of an intent whose connect has already come starts nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ._targets import StdioTarget
 __all__ = ["WarmStarts"]
 
 LATE = 2.0
-"""Seconds after a connect during which an offer of its target is the same intent, arriving late."""
+"""Seconds a connect's intent is remembered: its hints, if any are late, arrive within them."""
 
 
 @dataclass(eq=False)
@@ -42,23 +42,23 @@ class WarmStarts:
         self.clock: Clock = clock or LoopClock()
         self._held: list[_Held] = []
         self._discarding: set[asyncio.Task[None]] = set()
-        self._connected: list[tuple[StdioTarget, float]] = []
-        """Targets a connect asked for lately, with when: an offer of one of them comes too late."""
+        self._connected: dict[str, float] = {}
+        """The intents of recent connects, with when: an offer of one of them comes too late."""
 
     def __len__(self) -> int:
         return len(self._held)
 
-    async def offer(self, target: StdioTarget) -> bool:
+    async def offer(self, target: StdioTarget, intent: str = "") -> bool:
         """Start ``target`` unless an equal one is already held (its time then starts again).
 
-        False when nothing is started: the offer came just after its connect, or the server cannot be
-        started here (the connect will then say why, in its timeline).
+        False when nothing is started: the connect of ``intent`` has already come, or the server cannot
+        be started here (the connect will then say why, in its timeline).
         """
         held = self._find(target)
         if held is not None:
             self._arm(held)
             return await asyncio.shield(held.spawned)
-        if any(t == target for t, _ in self._recent_connects()):
+        if intent and intent in self._recent_connects():
             return False
         held = _Held(target, StdioTransport(target))
         self._held.append(held)
@@ -78,9 +78,13 @@ class WarmStarts:
         held.spawned.set_result(True)
         return True
 
+    def connecting(self, intent: str) -> None:
+        """The connect of ``intent`` has come: its hints, from now on, are late."""
+        if intent:
+            self._recent_connects()[intent] = self.clock.now()
+
     async def take(self, target: StdioTarget) -> StdioTransport | None:
         """The held server started for an equal target, still running, for the caller to open; else None."""
-        self._connected = [*self._recent_connects(), (target, self.clock.now())]
         held = self._find(target)
         if held is None:
             return None
@@ -106,9 +110,9 @@ class WarmStarts:
         for held in self._held:
             held.transport.kill()
 
-    def _recent_connects(self) -> list[tuple[StdioTarget, float]]:
+    def _recent_connects(self) -> dict[str, float]:
         now = self.clock.now()
-        self._connected = [(t, at) for t, at in self._connected if now - at < LATE]
+        self._connected = {intent: at for intent, at in self._connected.items() if now - at < LATE}
         return self._connected
 
     def _find(self, target: StdioTarget) -> _Held | None:

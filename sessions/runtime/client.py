@@ -34,7 +34,7 @@ class NoAnswer(CommandFailed):
     """The owner did not answer in time."""
 
 
-async def start_session(session: McpSession) -> None:
+async def start_session(session: McpSession, intent: str = "") -> None:
     """Ask the runtime to open the session's connection (an owner task takes it from there).
 
     Hosted, with no engine worker alive or the channel layer down, the session fails at once and says
@@ -49,7 +49,7 @@ async def start_session(session: McpSession) -> None:
             await workers.tell_failed([failed])
             return
     try:
-        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk).encode())
+        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.StartSession(session.pk, intent).encode())
     except ChannelLayerDown as exc:
         note = f"the engine cannot be reached now: its channel layer is down ({exc}); reconnect in a moment"
         failed = await in_db_thread(workers.fail_start)(session.pk, note)
@@ -64,11 +64,11 @@ def warm_starts() -> bool:
     return bool(settings.INSPECTOR_WARM_START and local)
 
 
-async def warm_start(config: dict[str, object]) -> None:
-    """Have the runtime start the config's stdio server now, for a connect that is about to come."""
+async def warm_start(config: dict[str, object], intent: str) -> None:
+    """Have the runtime start the config's stdio server now, for the connect of ``intent`` to come."""
     if warm_starts() and config.get("transport", "stdio") == "stdio":
         ensure_embedded_runtime()
-        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.WarmStart(config).encode())
+        await get_channel_layer().send(m.RUNTIME_CHANNEL, m.WarmStart(config, intent).encode())
 
 
 async def send_command(session: McpSession, command: m.Command, reply: str = "") -> None:

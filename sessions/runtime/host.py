@@ -43,18 +43,19 @@ class Runtime:
         while True:
             message = await self.layer.receive(RUNTIME_CHANNEL)
             if message.get("type") == StartSession.NAME:
+                self.warm.connecting(str(message.get("intent", "")))
                 self.start(int(message["session_id"]))
             elif message.get("type") == WarmStart.NAME:
-                self.warm_start(message["config"])
+                self.warm_start(message["config"], str(message.get("intent", "")))
 
-    def warm_start(self, config: dict[str, Any]) -> None:
+    def warm_start(self, config: dict[str, Any], intent: str = "") -> None:
         """Start the config's stdio server for a connect that is about to come (see engine/_warm.py)."""
         try:
             target = build_target(config, confinement())
         except (KeyError, TypeError, ValueError):
             return  # the connect itself will say what is wrong with it
         if isinstance(target, StdioTarget) and target.sandbox is None:
-            task = asyncio.create_task(self.warm.offer(target), name="warm-start")
+            task = asyncio.create_task(self.warm.offer(target, intent), name="warm-start")
             self._warming.add(task)
             task.add_done_callback(self._warming.discard)
 

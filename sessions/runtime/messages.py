@@ -86,9 +86,11 @@ class StartSession(_Message):
 
     NAME = "session.start"
     session_id: int
+    intent: str = ""
+    """The key of the page's connect, which its warm start hints carry too (engine/_warm.py)."""
 
     def encode(self) -> dict[str, Any]:
-        return {"type": self.NAME, "session_id": self.session_id}
+        return {"type": self.NAME, "session_id": self.session_id, "intent": self.intent}
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,10 @@ class WarmStart(_Message):
 
     NAME = "session.warm"
     config: dict[str, Any]
+    intent: str = ""
 
     def encode(self) -> dict[str, Any]:
-        return {"type": self.NAME, "config": self.config}
+        return {"type": self.NAME, "config": self.config, "intent": self.intent}
 
 
 # --- commands: web → a session's owner ------------------------------------------------------------

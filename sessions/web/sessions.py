@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import secrets
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -78,7 +79,7 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "catalog": policy.catalog_of(scope),
         "free_stdio": policy.free_stdio(scope),
         "can_operate": scope.allows(Role.OPERATOR),
-        "warm_start": client.warm_starts(),
+        "warm_start": _warm_key(),
         "form": ConnectForm(),
         **extra,
     }
@@ -95,7 +96,7 @@ def connect(request: AuthedRequest) -> HttpResponse:
     if form.is_valid() and (problem := policy.connect_problem(scope, form.snapshot())):
         form.add_error(None, problem)
     if not form.is_valid():
-        context = {"form": form, "servers": list(scope.servers()), "warm_start": client.warm_starts()}
+        context = {"form": form, "servers": list(scope.servers()), "warm_start": _warm_key()}
         return render(request, "sessions/_connect_form.html", context, status=422)
     config = with_callback(request, policy.prepared(scope, form.snapshot()))
     session = McpSession.objects.create(
@@ -106,7 +107,7 @@ def connect(request: AuthedRequest) -> HttpResponse:
         roots=form.cleaned_data["roots"],
     )
     # The server starts before anything else is written: its start is most of what the person waits for.
-    async_to_sync(client.start_session)(session)
+    async_to_sync(client.start_session)(session, _intent(request))
     if form.cleaned_data.get("save"):
         session.server = form.save_server(scope, request.user)
         session.save(update_fields=["server"])
@@ -119,6 +120,15 @@ def connect(request: AuthedRequest) -> HttpResponse:
     return redirect(url)
 
 
+def _warm_key() -> str:
+    """A page's key for its Connect buttons' intent, which their hint and their click both send."""
+    return secrets.token_urlsafe(9) if client.warm_starts() else ""
+
+
+def _intent(request: AuthedRequest) -> str:
+    return request.POST.get("intent", "")[:32]
+
+
 @require_POST
 def warm_connect(request: AuthedRequest) -> HttpResponse:
     """Start the connect form's stdio server now: the person's pointer is on Connect (engine/_warm.py).
@@ -128,7 +138,7 @@ def warm_connect(request: AuthedRequest) -> HttpResponse:
     scope = person_scope(request, Role.OPERATOR)
     form = ConnectForm(request.POST)
     if client.warm_starts() and form.is_valid() and not policy.connect_problem(scope, form.snapshot()):
-        async_to_sync(client.warm_start)(policy.prepared(scope, form.snapshot()))
+        async_to_sync(client.warm_start)(policy.prepared(scope, form.snapshot()), _intent(request))
     return HttpResponse(status=204)
 
 
@@ -140,7 +150,8 @@ async def warm_saved(request: AuthedRequest, pk: int) -> HttpResponse:
     if server is None:
         raise Http404("No such server")
     if client.warm_starts() and not await sync_to_async(policy.connect_problem)(scope, server.snapshot()):
-        await client.warm_start(await sync_to_async(policy.prepared)(scope, server.snapshot()))
+        config = await sync_to_async(policy.prepared)(scope, server.snapshot())
+        await client.warm_start(config, _intent(request))
     return HttpResponse(status=204)
 
 
@@ -163,7 +174,7 @@ async def connect_saved(request: AuthedRequest, pk: int) -> HttpResponse:
         config=with_callback(request, await sync_to_async(policy.prepared)(scope, server.snapshot())),
     )
     await together.record(session, user.pk, "connected")
-    await client.start_session(session)
+    await client.start_session(session, _intent(request))
     return redirect(f"/s/{session.public_id}/")
 
 

@@ -121,9 +121,14 @@ async def test_an_offer_that_arrives_just_after_its_connect_starts_nothing(tmp_p
     clock = ManualClock()
     warm = WarmStarts(clock=clock)
     target = _marked(tmp_path / "late", [sys.executable, "-c", "import sys; sys.stdin.read()"])
+    warm.connecting("page-1")
     assert await warm.take(target) is None  # the click won the race: the connect starts its own
-    assert not await warm.offer(target)
+    assert not await warm.offer(target, "page-1")
     assert len(warm) == 0 and not (tmp_path / "late").exists()
-    clock.advance(3)  # a later hover is a new intent
-    assert await warm.offer(target)
+    # Another page's hover (a connect right after a disconnect) is a new intent, even at once.
+    assert await warm.offer(target, "page-2")
+    assert len(warm) == 1
+    await warm.close()
+    clock.advance(3)  # the first page, kept by the browser, hovered again: a new intent too
+    assert await warm.offer(target, "page-1")
     await warm.close()

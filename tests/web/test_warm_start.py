@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 WAIT = 20.0
 
 
-def _form(starts: Path, server: dict[str, Any]) -> dict[str, str]:
+def _form(starts: Path, server: dict[str, Any], intent: str = "page-1") -> dict[str, str]:
     """The connect form for ``server``, wrapped so that each process it starts adds a line to ``starts``."""
     script = f"printf 'x\\n' >> {shlex.quote(str(starts))}; exec \"$@\""
     command = shlex.join(["sh", "-c", script, "sh", server["command"], *server["args"]])
@@ -31,6 +31,7 @@ def _form(starts: Path, server: dict[str, Any]) -> dict[str, str]:
         "protocol_version": "2025-11-25",
         "timeout": "60",
         "max_total_timeout": "600",
+        "intent": intent,  # the page's key, which its hint and its click both send
     }
 
 
@@ -68,6 +69,15 @@ async def test_the_pointer_on_connect_starts_the_server_and_the_connect_adopts_i
         assert "a warm start" in spawned[0].note
         assert starts.read_text() == "x\n"
         assert len(runtime.warm) == 0
+        # The click's own hint, arriving after it (focus on the press), starts nothing; the next
+        # page's hover, at once after, does (a new intent). The runtime takes hints in order, so once
+        # the second is held, one held in all says the first started nothing.
+        assert (await client.post("/connect/warm", form)).status_code == 204
+        again = _form(tmp_path / "again", sdk_stdio, intent="page-2")
+        assert (await client.post("/connect/warm", again)).status_code == 204
+        await _held(runtime, 1)
+        assert str(tmp_path / "again") in " ".join(runtime.warm._held[0].target.args)
+        assert starts.read_text() == "x\n"
 
 
 async def test_a_warm_start_is_only_a_post_and_only_for_ones_own_saved_servers() -> None:
