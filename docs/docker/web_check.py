@@ -10,6 +10,7 @@ Standard library only: docs/docker/smoke.sh runs it on the host against the app 
 from __future__ import annotations
 
 import http.cookiejar
+import json
 import re
 import sys
 import time
@@ -118,8 +119,10 @@ def connect(browser: Browser, command: str) -> None:
     except urllib.error.HTTPError as exc:
         errors = re.findall(r'role="alert">(.*?)</', exc.read().decode(), re.DOTALL)
         sys.exit(f"connect refused ({exc.code}): {' '.join(e.strip() for e in errors)}")
-    # A header of the response, case-insensitive: daphne sends header names in lower case.
-    session = (headers.get("HX-Redirect") or "").strip("/").split("/")[-1]
+    # A header of the response, case-insensitive: daphne sends header names in lower case. htmx is
+    # told where the session page is (HX-Location, JSON with its path), to put it in place.
+    location = json.loads(headers.get("HX-Location") or "{}").get("path", "")
+    session = location.strip("/").split("/")[-1]
     if not session:
         sys.exit(f"connect started no session: {headers}")
     print(session, flush=True)

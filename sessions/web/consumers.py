@@ -379,7 +379,7 @@ class SessionConsumer(TimelineConsumer):
         await self._send("sessions/resources/_log_redraw.html", {"log_lines": lines})
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
-        await self.send(text_data=render_to_string(template, context))
+        await self.send(text_data=render_to_string(template, {**context, "oob": True}))
 
 
 def _async(function: Any, *args: Any) -> Any:

@@ -73,7 +73,7 @@ class Batch:
     def __init__(self, rows: list[dict[str, Any]], start: Any, count: int) -> None:
         self.rows = rows
         self.start = start
-        self.count = render_to_string("sessions/_frame_count.html", {"count": count})
+        self.count = render_to_string("sessions/_frame_count.html", {"count": count, "oob": True})
         self._html: dict[int, SafeString] = {}
         self._messages: dict[tuple[TimelineFilter, int], str] = {}
 

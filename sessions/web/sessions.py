@@ -14,7 +14,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh, HttpResponseLocation
 
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
@@ -114,9 +114,9 @@ def connect(request: AuthedRequest) -> HttpResponse:
     async_to_sync(together.record)(session, request.user.pk, "connected")
     url = f"/s/{session.public_id}/"
     if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = url
-        return response
+        # The session page in place of this one's body, without a new document: while the server
+        # starts, the browser has less to do (docs/bench.md).
+        return HttpResponseLocation(url, target="body")
     return redirect(url)
 
 

@@ -158,4 +158,5 @@ class SharedConsumer(TimelineConsumer):
         )
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
-        await self.send(text_data=render_to_string(template, {"shared": {"base": self.base}, **context}))
+        shared = {"shared": {"base": self.base}}
+        await self.send(text_data=render_to_string(template, {**shared, **context, "oob": True}))

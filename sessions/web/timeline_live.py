@@ -120,7 +120,8 @@ class TimelineConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=feed.appended(feed.render_rows(rows, self.start)))
             self.after = max(self.after, rows[-1]["seq"])
         self.after = self.caught_up = max(self.after, last_seq)
-        await self.send(text_data=render_to_string("sessions/_frame_count.html", {"count": last_seq}))
+        count = render_to_string("sessions/_frame_count.html", {"count": last_seq, "oob": True})
+        await self.send(text_data=count)
 
     async def replace_rows(self, rows: list[dict[str, Any]], *, live: bool) -> None:
         self.browsing = not live

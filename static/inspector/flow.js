@@ -36,7 +36,11 @@
     return create(parsed.toString());
   };
 
-  showPressed(wanted());
+  htmx.onLoad(function (elt) {
+    if (elt.querySelector && elt.querySelector("[data-timeline-view]")) {
+      showPressed(wanted());
+    }
+  });
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-timeline-view]");
     if (button) {

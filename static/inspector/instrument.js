@@ -22,7 +22,12 @@
   }
 
   show(stored());
-  document.addEventListener("DOMContentLoaded", function () { show(stored()); });
+  // The switch's buttons arrive with the page, or with a page htmx put in place (after Connect).
+  htmx.onLoad(function (elt) {
+    if (elt.querySelector && elt.querySelector("[data-time-mode]")) {
+      show(stored());
+    }
+  });
 
   document.addEventListener("click", function (event) {
     var button = event.target.closest && event.target.closest("[data-time-mode]");

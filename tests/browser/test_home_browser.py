@@ -132,9 +132,22 @@ def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_i
     while not starts.exists():  # the server runs before anyone clicked
         assert time.monotonic() < deadline, "hovering Connect started no server"
         home.wait_for_timeout(20)
+    # The person's last choices on the timeline's switches (the server renders the defaults).
+    home.evaluate(
+        "localStorage.setItem('inspector.timeline.time', 'abs');"
+        " localStorage.setItem('inspector.timelineView', 'flow'); window.samePage = true"
+    )
     connect.click()
     home.wait_for_url(re.compile(r"/s/"))
     expect(status(home)).to_have_text("ready", timeout=20_000)
     expect(home.locator("#timeline-rows")).to_contain_text("a warm start")
     assert starts.read_text() == "x\n"  # the click started no second one
+    # The session page came in place of the home page's body (no new document), and its scripts
+    # took it up: the timeline's switches show the person's choices.
+    assert home.evaluate("window.samePage === true")
+    expect(home.get_by_role("button", name="clock")).to_have_attribute("aria-pressed", "true")
+    expect(home.get_by_role("button", name="Flow")).to_have_attribute("aria-pressed", "true")
+    expect(home.locator("#timeline-rows")).to_have_class(re.compile(r"\bflow\b"))
     assert_clean(home)
+    home.go_back()
+    expect(home.locator("#connect-form")).to_be_visible()
