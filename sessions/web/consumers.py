@@ -252,7 +252,7 @@ class SessionConsumer(TimelineConsumer):
                 # rpc_id too: the template names the card by it when the progress carries none.
                 progress = event.fields()
                 context = {"progress": progress, "rpc_id": progress.get("rpc_id"), "session": self.session}
-                await self._send("sessions/_progress.html", {**context, "oob": True})
+                await self._send("sessions/_progress.html", context)
             case m.CallDone(outcome):
                 # Only the card's state and body: its header, arguments and place stay put.
                 context = await database_sync_to_async(call_context)(
@@ -345,9 +345,9 @@ class SessionConsumer(TimelineConsumer):
             reconnecting = link.problem
         context = {"session": self.session, "reconnecting": reconnecting}
         await self._send("sessions/_session_state.html", context)
-        await self._send("sessions/_session_actions.html", {"session": self.session, "oob": True})
+        await self._send("sessions/_session_actions.html", {"session": self.session})
         facts = await database_sync_to_async(overview)(self.session)
-        await self._send("sessions/panels/overview.html", {"session": self.session, "oob": True, **facts})
+        await self._send("sessions/panels/overview.html", {"session": self.session, **facts})
         # "following live" only while the session is live: an ended one says so instead.
         controls = {"session": self.session, "live": not self.browsing}
         await self._send("sessions/_timeline_controls.html", controls)
@@ -370,7 +370,7 @@ class SessionConsumer(TimelineConsumer):
 
     async def _send_authorizations(self) -> None:
         waiting = await database_sync_to_async(oauth.waiting_authorizations)(self.session)
-        context = {"authorizations": waiting, "session": self.session, "oob": True}
+        context = {"authorizations": waiting, "session": self.session}
         await self._send("sessions/oauth/_authorizations.html", context)
 
     async def _send_log(self, min_level: Any) -> None:
@@ -379,6 +379,7 @@ class SessionConsumer(TimelineConsumer):
         await self._send("sessions/resources/_log_redraw.html", {"log_lines": lines})
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
+        """A partial of the page, pushed: out of band (``oob``), where a page render puts it in line."""
         await self.send(text_data=render_to_string(template, {**context, "oob": True}))
 
 

@@ -152,7 +152,7 @@ class SharedConsumer(TimelineConsumer):
         self.shown = shown
         await self._send("sessions/_session_state.html", {"session": shown})
         facts = await database_sync_to_async(self.shared.overview)()
-        await self._send("sessions/panels/overview.html", {"session": shown, "oob": True, **facts})
+        await self._send("sessions/panels/overview.html", {"session": shown, **facts})
         await self._send(
             "sessions/_timeline_controls.html", {**self.pane_context(), "live": not self.browsing}
         )
