@@ -26,8 +26,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from inspector import tap
 
         return tap.main(args[1:])
-    if not any(isinstance(finder, _WithoutHttpxCli) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _WithoutHttpxCli())
     if "--cli" in args:
         from inspector import cli
 
@@ -56,18 +54,6 @@ def run() -> NoReturn:
 
         end_process(code)
     sys.exit(code)
-
-
-class _WithoutHttpxCli:
-    """Make ``import httpx._main`` fail, as httpx expects when its CLI extras are not installed.
-
-    Otherwise httpx imports its own command-line client (click, rich, pygments) whenever they are
-    installed: a third of the CLI's start-up, and memory in the web process, for nothing.
-    """
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name == "httpx._main":
-            raise ModuleNotFoundError("the inspector does not use the httpx command line", name=name)
 
 
 def is_loopback(host: str) -> bool:
