@@ -146,14 +146,17 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
     options = ClientOptions(
         protocol_version=inv.protocol_version,
         mode="stateless" if inv.protocol_version in STATELESS_VERSIONS else "handshake",
-        # Like the official CLI, a client that declares no capabilities, unless told how to answer.
+        # Like the official CLI: roots (none unless --root names some; a one-shot run never changes
+        # them); sampling and elicitation only when told how to answer.
         capabilities=ClientCapabilities(
-            roots=False,
+            roots=True,
+            roots_list_changed=False,
             sampling=inv.sampling is not None,
             elicitation_form=inv.elicitation is not None,
             elicitation_url=inv.elicitation is not None and inv.elicitation.url_mode,
         ),
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
+        roots=inv.roots,
         timeout=inv.timeout,
         max_total_timeout=max(600.0, inv.timeout),
         validate=inv.record is not None or inv.collection is not None,

@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from sessions.servers import (
@@ -98,6 +99,8 @@ class Invocation:
     skill: str | None = None
     """``--skill``: the skill to load and verify (its name or SKILL.md URI), instead of ``--method``."""
     skill_files: list[str] = field(default_factory=list)
+    roots: list[dict[str, str]] = field(default_factory=list)
+    """``--root``: what roots/list answers (the roots capability is declared, with or without any)."""
 
 
 # --- the command line -------------------------------------------------------------------------------------
@@ -234,6 +237,14 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="reject|@FILE",
         help="declare sampling and answer every sampling/createMessage: reject it, "
         "or reply with the CreateMessageResult in FILE",
+    )
+    parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        metavar="URI|PATH",
+        help="a root to offer the server in roots/list: a file:// URI or a folder's path (repeatable; "
+        "none by default)",
     )
     _add_skill_options(parser)
     from inspector.cli.oauth import add_oauth_options
@@ -415,7 +426,18 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         sampling=sampling,
         skill=opts.skill,
         skill_files=opts.skill_file,
+        roots=[_root(text) for text in opts.root],
     )
+
+
+def _root(text: str) -> dict[str, str]:
+    """A root of ``--root``: a file:// URI as given, or a folder's path as its file:// URI."""
+    if text.startswith("file://"):
+        return {"uri": text}
+    if "://" in text or not text:
+        raise UsageError(f"--root {text!r}: a root is a file:// URI or a folder's path")
+    path = Path(text).expanduser().resolve()
+    return {"uri": path.as_uri(), "name": path.name or str(path)}
 
 
 def _policies(opts: argparse.Namespace) -> tuple[Policy | None, Policy | None]:

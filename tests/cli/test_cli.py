@@ -33,6 +33,23 @@ def test_tools_list_over_stdio_lists_every_tool_including_echo(everything_stdio:
     assert "nextCursor" not in result
 
 
+def test_the_cli_declares_roots_as_the_official_cli_does_and_answers_with_those_given(
+    everything_stdio: dict, tmp_path: Path
+) -> None:
+    # server-everything offers get-roots-list only to a client that declares roots.
+    names = [
+        tool["name"]
+        for tool in result_of(run_cli(*target(everything_stdio), "--method", "tools/list"))["tools"]
+    ]
+    assert "get-roots-list" in names
+    call = ("--method", "tools/call", "--tool-name", "get-roots-list")
+    assert "no roots are currently configured" in json.dumps(
+        result_of(run_cli(*target(everything_stdio), *call))
+    )
+    listed = json.dumps(result_of(run_cli(*target(everything_stdio), *call, "--root", str(tmp_path))))
+    assert "(1 total)" in listed and tmp_path.as_uri() in listed
+
+
 def test_tools_call_sends_tool_args_and_prints_the_result(everything_stdio: dict) -> None:
     proc = run_cli(
         *target(everything_stdio), "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=hi"
@@ -222,8 +239,15 @@ def test_record_writes_every_frame_as_json_lines(tmp_path: Path, everything_stdi
     frames = [json.loads(line) for line in path.read_text().splitlines()]
     assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
     assert {f["direction"] for f in frames} == {"out", "in", "local"}
-    sent = [f["method"] for f in frames if f["kind"] == "message" and f["direction"] == "out"]
-    assert sent == ["initialize", "notifications/initialized", "tools/list"]
+    sent = [
+        (f["method"], f["rpc_kind"]) for f in frames if f["kind"] == "message" and f["direction"] == "out"
+    ]
+    assert [method for method, kind in sent if kind != "result"] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+    ]
+    assert ("roots/list", "result") in sent  # server-everything asks the roots the CLI declares
     received = [
         (f["method"], f["rpc_kind"]) for f in frames if f["kind"] == "message" and f["direction"] == "in"
     ]

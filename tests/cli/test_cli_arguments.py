@@ -71,10 +71,19 @@ def test_unreachable_url_fails_with_one_line(cli_here: CliHere) -> None:
         (["http://x/mcp", "--header", "no-colon", "--method", "ping"], "--header"),
         (["node", "--method", "ping", "--timeout", "0"], "--timeout"),
         (["node", "--method", "ping", "--protocol-version", "1999-01-01"], "--protocol-version"),
+        (["node", "--method", "ping", "--root", "https://example.com/"], "a root is a file:// URI"),
     ],
 )
 def test_usage_errors_exit_two_with_one_line(args: list[str], expected: str, cli_here: CliHere) -> None:
     assert expected in assert_one_error_line(cli_here(*args), 2)
+
+
+def test_roots_are_none_by_default_and_each_root_is_a_file_uri_given_or_made_of_a_path(
+    tmp_path: Path,
+) -> None:
+    assert cli.parse_args(["node", "--method", "ping"]).roots == []
+    inv = cli.parse_args(["node", "--method", "ping", "--root", "file:///srv/a", "--root", str(tmp_path)])
+    assert inv.roots == [{"uri": "file:///srv/a"}, {"uri": tmp_path.as_uri(), "name": tmp_path.name}]
 
 
 def test_tool_arg_values_are_json_when_they_parse_and_strings_otherwise() -> None:
