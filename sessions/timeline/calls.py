@@ -182,7 +182,8 @@ def _card(
 
 
 def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
-    """Return the person's latest requests (not the automatic ones) as call contexts, newest first.
+    """Return the person's latest requests (not the automatic ones, nor completion lookups, which a
+    form makes as the person types) as call contexts, newest first.
 
     Each is the card ``call_context`` draws for its id, from three queries for all of them rather than
     a few each: the requests, where the frames of their ids sit (an id used again later names the
@@ -190,7 +191,7 @@ def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
     """
     frames = list(
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
-        .exclude(method__in=("initialize", "ping"))
+        .exclude(method__in=("initialize", "ping", "completion/complete"))
         .exclude(method__endswith="/list")
         .order_by("-seq")
         .values_list("seq", "rpc_id")[:limit]

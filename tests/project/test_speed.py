@@ -182,13 +182,15 @@ def test_the_session_pages_call_cards_are_read_at_once(
         _answer(9, text="second of two"),
         _call(10, "tools/list"),
         _answer(10),
+        _call(11, "completion/complete", ref={"type": "ref/prompt", "name": "p"}),
+        _answer(11),
     )
     TimelineFrame.objects.create(
         session=session, seq=100, kind="message", direction="out", wall=1.0, mono=1.0, rpc_kind="request"
     )  # a recording's request without an id: no card (it was a 500)
     requests = (
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
-        .exclude(method__in=("initialize", "ping"))
+        .exclude(method__in=("initialize", "ping", "completion/complete"))  # a form's lookups: no card
         .exclude(method__endswith="/list")
         .exclude(rpc_id="")
         .order_by("-seq")
