@@ -11,7 +11,23 @@ from sessions.engine import OUTPUT_CODES, OUTPUT_MATCHES
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
 
-__all__ = ["call_context", "output_verdict", "recent_calls", "whole"]
+__all__ = ["call_context", "draws_a_card", "output_verdict", "recent_calls", "whole"]
+
+# Requests the client makes by itself (and completion lookups, which a form makes as the person types):
+# on the timeline, with no card in the Requests list.
+NO_CARD = ("initialize", "ping", "completion/complete")
+
+
+def draws_a_card(row: dict[str, Any]) -> bool:
+    """Whether a stored frame (a row's fields) is a request the Requests list shows a card for."""
+    method = row.get("method") or ""
+    return (
+        row.get("direction") == "out"
+        and row.get("rpc_kind") == "request"
+        and method not in NO_CARD
+        and not method.endswith("/list")
+        and bool(row.get("rpc_id"))
+    )
 
 
 # A result bigger than this is not rendered into its call card (a 100 MB tool result made the session
@@ -191,7 +207,7 @@ def recent_calls(session: McpSession, limit: int = 10) -> list[dict[str, Any]]:
     """
     frames = list(
         TimelineFrame.objects.filter(session=session, direction="out", rpc_kind="request")
-        .exclude(method__in=("initialize", "ping", "completion/complete"))
+        .exclude(method__in=NO_CARD)
         .exclude(method__endswith="/list")
         .order_by("-seq")
         .values_list("seq", "rpc_id")[:limit]

@@ -15,13 +15,14 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.template.loader import render_to_string
 
+from sessions.frames import stored_rpc_id
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.runtime.link import Link, link_of
 from sessions.servers import LOG_LEVELS
 from sessions.teams import access
-from sessions.timeline.calls import call_context
+from sessions.timeline.calls import call_context, draws_a_card
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import TimelineFilter, page_of_rows
@@ -218,6 +219,11 @@ class SessionConsumer(TimelineConsumer):
             await self.send(
                 text_data=await feed.once((self.source, "tasks", event.last), _tasks(self.session))
             )
+        asked = [r for r in fresh if draws_a_card(r)]
+        if asked and not self.session.is_tap:
+            # A request made in any tab (or the CLI's way in, a collection) is a card in every tab.
+            cards = (self.source, "cards", event.first, event.last, len(fresh))
+            await self.send(text_data=await feed.once(cards, _cards(self.session, asked)))
 
     # --- what the browser asks ----------------------------------------------------------
 
@@ -388,6 +394,17 @@ def _async(function: Any, *args: Any) -> Any:
 
     async def make() -> Any:
         return function(*args)
+
+    return make
+
+
+def _cards(session: McpSession, rows: list[dict[str, Any]]) -> Any:
+    """The call cards of these requests, newest first, to put at the top of the Requests list."""
+
+    @database_sync_to_async
+    def make() -> str:
+        calls = [call_context(session, stored_rpc_id(row["rpc_id"])) for row in reversed(rows)]
+        return render_to_string("sessions/calls/_pushed.html", {"calls": calls, "session": session})
 
     return make
 

@@ -202,7 +202,7 @@ class _Builder:
         chosen = sent if sent is not None else (_option_value(default) if has_default else None)
         if chosen is None and spec.required and len(values) == 1:
             chosen = _option_value(values[0])
-        if not spec.required or chosen is None:
+        if not spec.required or not chosen:  # a required one sent back unchosen says so again
             spec.options.append(Option("", "(not set)" if not spec.required else "(choose)", not chosen))
         for value in values:
             text = _option_value(value)

@@ -64,6 +64,34 @@
     }
   });
 
+  // A new request's card comes to every tab over the socket. The tab that made it gets it in its own
+  // answer too, before or after: one card per request either way, the one that came first (a person
+  // may already be pressing its Cancel).
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var fragment = event.detail.fragment;
+    if (event.detail.target && event.detail.target.id === "call-list" && fragment && fragment.querySelectorAll) {
+      Array.prototype.forEach.call(fragment.querySelectorAll("article.call[id]"), function (card) {
+        if (document.getElementById(card.id)) {
+          card.remove();
+        }
+      });
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var list = event.detail.target;
+    if (list && list.id === "call-list") {
+      // An answer's card goes on top: a card of the same request below it came first.
+      var seen = {};
+      Array.prototype.slice.call(list.querySelectorAll(":scope > article.call[id]")).reverse().forEach(function (card) {
+        if (seen[card.id]) {
+          card.remove();
+        }
+        seen[card.id] = true;
+      });
+    }
+  });
+
   // --- tabs: the ARIA tablist pattern ------------------------------------------------------------
   // One tab in the page's Tab order (the selected one); Left/Right, Home/End move between tabs;
   // Enter or Space opens the focused one. A tab switch redraws the tabs: htmx puts focus back on the

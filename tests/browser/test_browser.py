@@ -20,6 +20,7 @@ from support.browser import (
     assert_clean,
     call_card,
     call_tool_raw,
+    calls,
     connect,
     everything_children,
     list_tools,
@@ -424,8 +425,12 @@ def test_two_tabs_on_one_session_see_each_others_calls_and_pending_reviews(
     try:
         expect(status(other)).to_have_text("ready")
         _echo(home, "seen in the other tab")
-        # The request and its response, each once.
+        # The request and its response, each once; the call's card, finished, in both tabs, once each.
         expect(timeline_rows(other, "tools/call").filter(has_text="seen in the other tab")).to_have_count(2)
+        for page in (home, other):
+            echoed = call_card(page, "tools/call", "echo").filter(has_text="Echo: seen in the other tab")
+            expect(echoed).to_have_count(1, timeout=SHORT)
+        expect(calls(other).locator("article.call.running")).to_have_count(0)
 
         list_tools(home, until=("trigger-sampling-request",))
         call_tool_raw(home, "trigger-sampling-request", '{"prompt": "Two tabs", "maxTokens": 10}')

@@ -83,6 +83,19 @@ def test_enums_become_selects_and_keep_non_string_values() -> None:
     }
 
 
+def test_a_required_choice_sent_back_unchosen_still_offers_and_shows_choose() -> None:
+    schema = {
+        **OBJECT,
+        "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]}},
+        "required": ["city"],
+    }
+    assert parse_submission(schema, {"arg.city": ""})[1] == {"arg.city": "required"}
+    again = fields(schema, data={"arg.city": ""})["arg.city"]  # the form re-rendered with its error
+    assert [o.value for o in again.options] == ["", "Paris", "Oslo"] and selected(again) == ""
+    chosen = fields(schema, data={"arg.city": "Oslo"})["arg.city"]
+    assert [o.value for o in chosen.options] == ["Paris", "Oslo"] and selected(chosen) == "Oslo"
+
+
 def test_optional_booleans_are_tri_state_and_defaults_are_selected() -> None:
     schema = {
         **OBJECT,
