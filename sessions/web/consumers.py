@@ -219,9 +219,9 @@ class SessionConsumer(TimelineConsumer):
             await self.send(
                 text_data=await feed.once((self.source, "tasks", event.last), _tasks(self.session))
             )
-        asked = [r for r in fresh if draws_a_card(r)]
-        if asked and not self.session.is_tap:
-            # A request made in any tab (or the CLI's way in, a collection) is a card in every tab.
+        # A request made in any tab (or by a collection) is a card in every tab; a tap's page has no list.
+        asked = [] if self.session.is_tap else [r for r in fresh if draws_a_card(r)]
+        if asked:
             cards = (self.source, "cards", event.first, event.last, len(fresh))
             await self.send(text_data=await feed.once(cards, _cards(self.session, asked)))
 

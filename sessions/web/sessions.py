@@ -79,7 +79,7 @@ def _home(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "catalog": policy.catalog_of(scope),
         "free_stdio": policy.free_stdio(scope),
         "can_operate": scope.allows(Role.OPERATOR),
-        "warm_start": _warm_key(),
+        "warm_key": _warm_key(),
         "form": ConnectForm(),
         **extra,
     }
@@ -96,7 +96,7 @@ def connect(request: AuthedRequest) -> HttpResponse:
     if form.is_valid() and (problem := policy.connect_problem(scope, form.snapshot())):
         form.add_error(None, problem)
     if not form.is_valid():
-        context = {"form": form, "servers": list(scope.servers()), "warm_start": _warm_key()}
+        context = {"form": form, "servers": list(scope.servers()), "warm_key": _warm_key()}
         return render(request, "sessions/_connect_form.html", context, status=422)
     config = with_callback(request, policy.prepared(scope, form.snapshot()))
     session = McpSession.objects.create(
@@ -121,7 +121,8 @@ def connect(request: AuthedRequest) -> HttpResponse:
 
 
 def _warm_key() -> str:
-    """A page's key for its Connect buttons' intent, which their hint and their click both send."""
+    """A page's key for its Connect buttons' intent, which their hint and their click both send; empty
+    when warm starts are off (the buttons then send no hint)."""
     return secrets.token_urlsafe(9) if client.warm_starts() else ""
 
 

@@ -49,10 +49,15 @@ def host_argv(client: str, tool: tuple[str, dict[str, Any]]) -> list[str]:
     return [sys.executable, str(SERVERS / "sdk_client.py"), name, arguments]
 
 
-def run_host(argv: list[str], env: dict[str, str]) -> Any:
+def run_client(argv: list[str], env: dict[str, str]) -> str:
+    """What a client printed; it must succeed."""
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return done.stdout
+
+
+def run_host(argv: list[str], env: dict[str, str]) -> Any:
+    return json.loads(run_client(argv, env))
 
 
 def check_session(
@@ -161,12 +166,6 @@ def official_cli(target: list[str], method: list[str], app: App | None = None) -
     return [str(node), str(launcher), "--cli", *env, *method, "--", *target]
 
 
-def run_official(argv: list[str], env: dict[str, str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
 ECHO_ARGS = ["--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=through the tap: héllo"]
 
 
@@ -176,17 +175,17 @@ def test_the_official_inspector_cli_gets_the_same_through_both_taps(
     env = env_for(app.data)
     server = [everything_stdio["command"], *everything_stdio["args"]]
     name, record = f"clients-{next(names)}-official", tmp_path / "tap.jsonl"
-    direct = run_official(official_cli(server, ECHO_ARGS), env)
+    direct = run_client(official_cli(server, ECHO_ARGS), env)
     tap = [*TAP, "--name", name, "--record", str(record), "--", *server]
-    assert run_official(official_cli(tap, ECHO_ARGS, app), env) == direct
+    assert run_client(official_cli(tap, ECHO_ARGS, app), env) == direct
     assert "Echo: through the tap: héllo" in direct
     check_session(app, name, record, "stdio", asked=frozenset())
 
     name, record = f"clients-{next(names)}-official-http", tmp_path / "http.jsonl"
     http_args = ["--transport", "http", *ECHO_ARGS]
-    direct = run_official(official_cli([everything_http], http_args), env)
+    direct = run_client(official_cli([everything_http], http_args), env)
     with http_tap(everything_http, app, name, record) as tapped_url:
-        assert run_official(official_cli([tapped_url], http_args), env) == direct
+        assert run_client(official_cli([tapped_url], http_args), env) == direct
     check_session(app, name, record, "http", asked=frozenset())
 
 
@@ -201,9 +200,9 @@ def test_the_official_inspector_cli_lists_a_folder_through_server_filesystem_and
     args = ["--method", "tools/call", "--tool-name", "list_directory", "--tool-arg", f"path={shared}"]
     env = env_for(app.data)
     name, record = f"clients-{next(names)}-official-fs", tmp_path / "tap.jsonl"
-    direct = run_official(official_cli(server, args), env)
+    direct = run_client(official_cli(server, args), env)
     tap = [*TAP, "--name", name, "--record", str(record), "--", *server]
-    assert run_official(official_cli(tap, args, app), env) == direct
+    assert run_client(official_cli(tap, args, app), env) == direct
     assert "[FILE] todo.txt" in direct and "[DIR] notes" in direct
     check_session(app, name, record, "stdio", asked=frozenset())
 
