@@ -21,8 +21,9 @@ from ._targets import StdioTarget
 
 __all__ = ["WarmStarts"]
 
-LATE = 2.0
-"""Seconds a connect's intent is remembered: its hints, if any are late, arrive within them."""
+LATE = 300.0
+"""Seconds a connect's intent is remembered: its page is gone by then, and a late hint comes within
+seconds, or many more on a loaded machine."""
 
 
 @dataclass(eq=False)

@@ -226,4 +226,19 @@
       }
     }
   });
+
+  // A page the browser shows again (Back) is a new intent: the runtime remembers a connected one, so
+  // hints from the old key would start nothing.
+  function renewIntents() {
+    var fresh = "~" + Math.random().toString(36).slice(2, 10);
+    document.querySelectorAll("input[name=intent]").forEach(function (input) {
+      input.value = input.value.split("~")[0] + fresh;
+    });
+  }
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) {
+      renewIntents();
+    }
+  });
+  document.addEventListener("htmx:historyRestore", renewIntents);
 })();

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sessions.engine import ClientOptions, ClientSession, Frame, StdioTarget, WarmStarts
+from sessions.engine._warm import LATE
 from sessions.engine.testing import ManualClock
 
 pytestmark = pytest.mark.slow
@@ -129,6 +130,6 @@ async def test_an_offer_that_arrives_just_after_its_connect_starts_nothing(tmp_p
     assert await warm.offer(target, "page-2")
     assert len(warm) == 1
     await warm.close()
-    clock.advance(3)  # the first page, kept by the browser, hovered again: a new intent too
+    clock.advance(LATE + 1)  # remembered for a while, not for ever
     assert await warm.offer(target, "page-1")
     await warm.close()

@@ -1,4 +1,5 @@
-"""Fixtures of the hosted tests: PostgreSQL and Redis there (``services``), a database of a test's own."""
+"""Fixtures of the hosted tests: PostgreSQL and Redis there (``services``), a database of a test's own
+(migrated, or empty)."""
 
 from __future__ import annotations
 
@@ -21,5 +22,14 @@ def services() -> None:
 
 @pytest.fixture
 def hosted_database() -> Iterator[str]:
+    """A database of the test's own, migrated."""
     with new_database() as name:
+        yield name
+
+
+@pytest.fixture
+def empty_database() -> Iterator[str]:
+    """A database of the test's own with no table, for a test that runs ``manage.py migrate`` as a
+    deployment does."""
+    with new_database(migrated=False) as name:
         yield name

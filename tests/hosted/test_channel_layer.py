@@ -18,7 +18,6 @@ from support.hosted import (
     engine_worker,
     hosted_env,
     log_in,
-    migrate,
     new_database,
     psql,
     redis_server,
@@ -109,7 +108,6 @@ def test_killed_connections_and_a_redis_restart_heal_a_live_session_with_no_proc
     with redis_server() as redis:
         # Long beats: the restart below must stay well within the outage a worker rides out.
         env = _env(hosted_database, redis, tmp_path, heartbeat=10)
-        migrate(env)
         with (
             engine_worker(env) as worker,
             web_process(env) as base,
@@ -177,7 +175,6 @@ def test_a_worker_cut_off_from_redis_for_long_ends_its_sessions_as_lost_then_tak
     heartbeat = 1.5
     with redis_server() as redis:
         env = _env(hosted_database, redis, tmp_path, heartbeat=heartbeat)
-        migrate(env)
         with (
             engine_worker(env) as worker,
             web_process(env) as base,
@@ -229,8 +226,6 @@ def test_two_deployments_on_one_redis_each_take_only_their_own_sessions(
             _env(database, redis, tmp_path / database, heartbeat=5)
             for database in (hosted_database, second_database)
         ]
-        for env in envs:
-            migrate(env)
         with (
             engine_worker(envs[0]) as worker_a,
             engine_worker(envs[1]) as worker_b,

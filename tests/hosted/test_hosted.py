@@ -20,6 +20,7 @@ from support.hosted import (
     hosted_env,
     log_in,
     manage,
+    migrate,
     password_login,
     prepare,
     psql,
@@ -75,7 +76,7 @@ def test_search_and_recordings_pass_on_postgres(tmp_path: Path) -> None:
 
 
 def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_call(
-    hosted_database: str, tmp_path: Path, everything_stdio: dict
+    empty_database: str, tmp_path: Path, everything_stdio: dict
 ) -> None:
     """The hosted set-up as a team runs it: two web processes and two engine workers on PostgreSQL and
     Redis; alice and bob log in with passwords on different web processes and both watch alice's
@@ -84,7 +85,7 @@ def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_c
     session says why it cannot start."""
     heartbeat = 2.0
     env = hosted_env(
-        hosted_database,
+        empty_database,
         13,
         INSPECTOR_DATA_DIR=str(tmp_path),
         INSPECTOR_HOSTED="true",
@@ -92,6 +93,7 @@ def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_c
         INSPECTOR_EMBEDDED_RUNTIME="false",
         INSPECTOR_WORKER_HEARTBEAT=str(heartbeat),
     )
+    migrate(env)  # as a deployment does, on an empty database
     prepare(env, 13)
     manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
     seed = (
@@ -140,7 +142,7 @@ def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_c
                 watcher.wait_for("notifications/progress", timeout=30)
 
             owner = psql(
-                hosted_database, f"SELECT worker FROM mcp_sessions_mcpsession WHERE public_id = '{public_id}'"
+                empty_database, f"SELECT worker FROM mcp_sessions_mcpsession WHERE public_id = '{public_id}'"
             )
             pid = int(owner[0][0].split(":")[1])
             victim, survivor = (first, second) if first.pid == pid else (second, first)
@@ -156,7 +158,7 @@ def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_c
 
         # Nothing recorded is lost: frames 1..last with no gap, the progress before the kill among them.
         rows = psql(
-            hosted_database,
+            empty_database,
             "SELECT count(*), count(DISTINCT f.seq), max(f.seq), min(f.seq), s.last_seq, "
             "sum(CASE WHEN f.method = 'notifications/progress' THEN 1 ELSE 0 END) "
             "FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s ON s.id = f.session_id "
@@ -170,7 +172,7 @@ def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_c
         survivor.terminate()
         survivor.wait(timeout=30)
         deadline = time.monotonic() + heartbeat * 3 + 30
-        while psql(hosted_database, "SELECT count(*) FROM mcp_sessions_engineworker")[0][0] != "0":
+        while psql(empty_database, "SELECT count(*) FROM mcp_sessions_engineworker")[0][0] != "0":
             assert time.monotonic() < deadline, "the stopped worker is still listed"
             time.sleep(0.2)
         again = alice.post(f"/catalog/{entry}/connect", headers=alice_headers)
