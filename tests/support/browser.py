@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from support.databases import migrated_data_dir
 from support.processes import free_port, stop_process
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -76,7 +77,7 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
     token = secrets.token_urlsafe(24)
     drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    data_dir = tmp_path_factory.mktemp("inspector-data")
+    data_dir = migrated_data_dir(tmp_path_factory.mktemp("inspector-data"))
     env |= {
         "INSPECTOR_DATA_DIR": str(data_dir),
         "INSPECTOR_TOKEN": token,

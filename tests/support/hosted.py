@@ -4,14 +4,11 @@ and Redis, `manage.py`, engine workers and web processes, and a tab's live socke
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import re
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -21,6 +18,7 @@ from typing import IO, Any
 
 import httpx
 
+from support.databases import migrations_digest, once
 from support.paths import REPO
 from support.processes import free_port, start_http_server
 
@@ -53,7 +51,6 @@ def hosted_env(
 
 
 ADMIN = ["psql", "-h", POSTGRES[0], "-U", "postgres", "-q", "-c"]
-MIGRATIONS = [*sorted((REPO / "sessions").glob("**/migrations/0*.py"))]
 
 
 def _admin(sql: str, check: bool = True) -> str:
@@ -62,23 +59,23 @@ def _admin(sql: str, check: bool = True) -> str:
 
 
 def _migrated_template() -> str:
-    """A database migrated once per set of migrations, copied for each test: ``manage.py migrate``
-    costs seconds, a copy a tenth of one. Built under a file lock, as test processes run side by side."""
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in MIGRATIONS)).hexdigest()[:12]
-    name = f"mcp_hosted_template_{digest}"
-    exists = f"SELECT 1 FROM pg_database WHERE datname = '{name}'"
-    with open(Path(tempfile.gettempdir()) / "mcp_hosted_template.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not psql("postgres", exists):
-            stale = "SELECT datname FROM pg_database WHERE datname LIKE 'mcp_hosted_template_%'"
-            for [old] in psql("postgres", stale):
-                _admin(f"DROP DATABASE IF EXISTS {old} WITH (FORCE)", check=False)
-            building = f"{name}_building"
-            _admin(f"DROP DATABASE IF EXISTS {building} WITH (FORCE)")
-            _admin(f"CREATE DATABASE {building}")
-            migrate(hosted_env(building, 0))
-            # The rename is what makes it visible: a half-built template is never copied.
-            _admin(f"ALTER DATABASE {building} RENAME TO {name}")
+    """A database migrated once per set of migrations (``support.databases``), copied for each test."""
+    name = f"mcp_hosted_template_{migrations_digest()}"
+
+    def exists() -> bool:
+        return bool(psql("postgres", f"SELECT 1 FROM pg_database WHERE datname = '{name}'"))
+
+    def make() -> None:
+        stale = "SELECT datname FROM pg_database WHERE datname LIKE 'mcp_hosted_template_%'"
+        for [old] in psql("postgres", stale):
+            _admin(f"DROP DATABASE IF EXISTS {old} WITH (FORCE)", check=False)
+        building = f"{name}_building"
+        _admin(f"CREATE DATABASE {building}")
+        migrate(hosted_env(building, 0))
+        # The rename is what makes it visible: a half-built template is never copied.
+        _admin(f"ALTER DATABASE {building} RENAME TO {name}")
+
+    once(name, exists, make)
     return name
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from support.app_process import MCP_INSPECTOR
+from support.databases import migrated_data_dir
 from support.processes import free_port, start_http_server
 
 __all__ = ["TAP", "App", "env_for", "records", "running_app", "wait_for"]
@@ -31,6 +32,11 @@ def env_for(data_dir: Path) -> dict[str, str]:
     drop = ("INSPECTOR_TOKEN", "DB", "DB_NAME", "SECRET_KEY", "DJANGO_SETTINGS_MODULE")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     return env | {"INSPECTOR_DATA_DIR": str(data_dir), "INSPECTOR_TOKEN": TOKEN}
+
+
+def app_env(data_dir: Path) -> dict[str, str]:
+    """``env_for`` the app itself, its data folder holding a migrated database (``support.databases``)."""
+    return env_for(migrated_data_dir(data_dir))
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 20.0, what: str = "the condition") -> Any:
@@ -80,7 +86,7 @@ class App:
 def running_app(data_dir: Path) -> Iterator[App]:
     """The inspector on ``data_dir``, and a browser logged in to it (a real token login)."""
     port = free_port()
-    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=env_for(data_dir)):
+    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=app_env(data_dir)):
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=20) as browser:
             page = browser.get("/auth/token", params={"token": TOKEN})

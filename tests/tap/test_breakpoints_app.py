@@ -15,7 +15,7 @@ import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.processes import free_port, start_http_server
-from support.tap_app import TOKEN, env_for, wait_for
+from support.tap_app import TOKEN, app_env, env_for, wait_for
 from support.tap_host import Host, echo
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The inspector, and a browser logged in to it (a real token login)."""
     data_dir = tmp_path_factory.mktemp("bp") / "data"
     port = free_port()
-    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=env_for(data_dir)):
+    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=app_env(data_dir)):
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=20) as browser:
             page = browser.get("/auth/token", params={"token": TOKEN})

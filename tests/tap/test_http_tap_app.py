@@ -15,7 +15,7 @@ import pytest
 from support.app_process import MCP_INSPECTOR
 from support.cli import run_cli
 from support.processes import free_port, start_http_server
-from support.tap_app import TOKEN, env_for, wait_for
+from support.tap_app import TOKEN, app_env, env_for, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def inspector(data_dir: Path) -> Iterator[httpx.Client]:
     """The inspector on ``data_dir``, and a browser logged in to it with the token."""
     port = free_port()
-    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=env_for(data_dir)):
+    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=app_env(data_dir)):
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=20) as browser:
             page = browser.get("/auth/token", params={"token": TOKEN})

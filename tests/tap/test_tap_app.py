@@ -18,7 +18,7 @@ import httpx
 import pytest
 from support.app_process import MCP_INSPECTOR
 from support.processes import free_port, start_http_server
-from support.tap_app import TAP, TOKEN, env_for, wait_for
+from support.tap_app import TAP, TOKEN, app_env, env_for, wait_for
 from websockets.sync.client import connect
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 def inspector(data_dir: Path) -> Iterator[dict[str, Any]]:
     """The inspector on ``data_dir``, and a browser logged in to it (a real token login)."""
     port = free_port()
-    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=env_for(data_dir)):
+    with start_http_server([MCP_INSPECTOR, "--no-browser", "--port", str(port)], port, env=app_env(data_dir)):
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=20) as browser:
             page = browser.get("/auth/token", params={"token": TOKEN})
