@@ -198,7 +198,7 @@ def test_an_open_page_learns_live_that_the_only_worker_died_and_a_new_session_sa
 
     env = hosted_env(
         hosted_database,
-        10,
+        7,  # each hosted test has a Redis database of its own: they run side by side
         INSPECTOR_DATA_DIR=str(tmp_path),
         INSPECTOR_EMBEDDED_RUNTIME="false",
         INSPECTOR_TOKEN="only-worker-token",
@@ -206,7 +206,7 @@ def test_an_open_page_learns_live_that_the_only_worker_died_and_a_new_session_sa
         # 6 s apart, and a worker three beats late is taken for dead.
         INSPECTOR_WORKER_HEARTBEAT="3",
     )
-    prepare(env, 10)
+    prepare(env, 7)
     with (
         engine_worker(env) as worker,
         web_process(env) as base,

@@ -99,7 +99,8 @@ FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "ru
 # workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
 GROUPS: dict[str, set[str]] = {
     "tools": {"tool_call", "tool_form", "tools_list"},
-    "servers": {"home", "connect", "connect_saved", "edit_server", "delete_server", "import_servers",
+    "connect": {"connect"},
+    "servers": {"home", "connect_saved", "edit_server", "delete_server", "import_servers",
                 "delete_ended_sessions"},
     "resources": {"panel", "subscribe", "list_items", "read_template", "resource_blob"},
     "timeline": {"session", "timeline", "flow", "frame", "export", "export_html", "export_collection"},
