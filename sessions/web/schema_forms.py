@@ -60,6 +60,11 @@ class FormField:
     is_item: bool = False
     variant: str = ""  # a variant of a choice: the option that picks it
     hidden: bool = False  # a variant not picked: not shown (its fields, their stars), not read
+    enforced: bool = False
+    """The browser checks it is filled before sending: required at every level above it, in no
+    variant (a hidden input cannot be asked for) and not nullable (its null box stands for a value)."""
+    bounds: dict[str, str] = field(default_factory=dict)
+    """The schema's limits as the input's own attributes (min, max, minlength, maxlength)."""
 
     @property
     def null_name(self) -> str:
@@ -224,6 +229,7 @@ class _Builder:
     def as_number(self, spec: FormField, schema: dict[str, Any], kind: str) -> FormField:
         spec.kind = kind
         spec.input_type = "number"
+        spec.bounds = _bounds(schema, {"minimum": "min", "maximum": "max"})
         sent, default, has_default = self.initial(spec, schema)
         spec.value = sent if sent is not None else (_option_value(default) if has_default else "")
         return spec
@@ -242,6 +248,9 @@ class _Builder:
             spec.kind = "textarea"
         else:
             spec.kind = "text"
+        if spec.kind == "text" or spec.kind == "textarea":
+            spec.bounds = _bounds(schema, {"minLength": "minlength", "maxLength": "maxlength"})
+        if spec.kind == "text":
             # Only formats whose browser widget sends exactly what the schema expects.
             spec.input_type = {"email": "email", "date": "date"}.get(str(fmt), "text")
         return spec
@@ -455,7 +464,28 @@ def build_form(
         root.children = []
         root.hints = ["this input schema cannot be shown as a form: use raw JSON"]
     root.error = (errors or {}).get(PREFIX, "")
+    for child in root.children:
+        _enforce(child)
     return root
+
+
+def _enforce(spec: FormField) -> None:
+    """Mark the fields the browser asks for before sending (``FormField.enforced``)."""
+    if not spec.required or spec.nullable or spec.is_item:
+        return
+    spec.enforced = spec.kind not in ("object", "array", "choice")
+    if spec.kind == "object":
+        for child in spec.children:
+            _enforce(child)
+
+
+def _bounds(schema: dict[str, Any], attributes: dict[str, str]) -> dict[str, str]:
+    """The schema's numeric limits as input attributes; what is not a number is left to the server."""
+    return {
+        attribute: str(schema[keyword])
+        for keyword, attribute in attributes.items()
+        if isinstance(schema.get(keyword), int | float) and not isinstance(schema.get(keyword), bool)
+    }
 
 
 def default_arguments(schema: Any) -> dict[str, Any]:

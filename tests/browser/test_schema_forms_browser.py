@@ -73,3 +73,41 @@ def test_picking_a_variant_shows_its_fields_and_stars_and_hides_the_others(page:
     expect(circle).to_be_hidden()
     expect(stars.locator("visible=true")).to_have_count(2)  # "shape" and the square's "side"
     assert not errors
+
+
+CHECKED = {
+    "type": "object",
+    "properties": {
+        "location": {"type": "string", "enum": ["New York", "Paris"]},
+        "days": {"type": "integer", "minimum": 1, "maximum": 5},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]},
+    },
+    "required": ["location", "days"],
+}
+
+
+def test_a_form_missing_a_required_value_or_out_of_its_limits_is_not_sent_but_raw_json_is(page: Any) -> None:
+    form = build_form(CHECKED)
+    fields = "".join(render_to_string("sessions/tools/_field.html", {"field": f}) for f in form.children)
+    buttons = '<button name="mode" value="form">Call</button>'
+    buttons += '<button name="mode" value="raw" formnovalidate>Raw</button>'
+    page.set_content(f'<form class="schema-form" id="f">{fields}{buttons}</form>')
+    page.evaluate(
+        "() => { window.sent = []; document.getElementById('f').addEventListener('submit', (e) => {"
+        " e.preventDefault(); window.sent.push(e.submitter.value); }); }"
+    )
+    call, raw = page.get_by_role("button", name="Call"), page.get_by_role("button", name="Raw")
+    location, days = page.locator('[name="arg.location"]'), page.locator('[name="arg.days"]')
+    call.click()
+    assert page.evaluate("window.sent") == []
+    expect(location).to_have_js_property("validity.valueMissing", True)
+    raw.click()  # the raw JSON is the person's to send as it is
+    assert page.evaluate("window.sent") == ["raw"]
+    location.select_option("Paris")
+    days.fill("9")
+    call.click()
+    assert page.evaluate("window.sent") == ["raw"]
+    expect(days).to_have_js_property("validity.rangeOverflow", True)
+    days.fill("3")
+    call.click()  # the optional object's required "lat" may stay empty
+    assert page.evaluate("window.sent") == ["raw", "form"]

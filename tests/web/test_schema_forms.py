@@ -352,3 +352,33 @@ def test_a_one_of_shows_only_the_picked_variants_fields_and_their_stars() -> Non
     assert not shown and 'name="arg.shape.~0.r"' in circle and 'class="req"' in circle
     assert variants["1"][0] and 'name="arg.shape.~1.side"' in variants["1"][1]  # hidden, star and all
     assert "data-variant-select" in page  # app.js shows another variant when it is picked
+
+
+def test_the_browser_is_asked_to_check_only_what_must_be_filled_and_the_numeric_limits() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "enum": ["Paris", "Oslo"]},
+            "count": {"type": "integer", "minimum": 1, "maximum": 5},
+            "note": {"type": "string", "maxLength": 20, "minLength": "2"},
+            "maybe": {"type": ["string", "null"]},
+            "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]},
+            "when": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]},
+            "shape": {
+                "oneOf": [{"type": "object", "properties": {"r": {"type": "number"}}, "required": ["r"]}]
+            },
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["city", "count", "note", "maybe", "when", "shape", "tags"],
+    }
+    fields = {f.key: f for f in build_form(schema).children}
+    assert [key for key, f in fields.items() if f.enforced] == ["city", "count", "note"]
+    assert fields["when"].children[0].enforced  # required inside a required object
+    assert not fields["where"].children[0].enforced  # an optional object may be left blank
+    assert not any(child.enforced for child in fields["tags"].children)
+    assert fields["count"].bounds == {"min": "1", "max": "5"}
+    assert fields["note"].bounds == {"maxlength": "20"}  # a limit that is not a number is the server's
+    html = render_to_string("sessions/tools/_field.html", {"field": fields["count"]})
+    assert re.search(r'<input [^>]*type="number"[^>]* required min="1" max="5"', html)
+    html = render_to_string("sessions/tools/_field.html", {"field": fields["maybe"]})
+    assert " required" not in html and 'aria-required="true"' in html
