@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from support import browser as support
-from support.browser import SEEN, LiveApp, connect, new_context, open_page, unallowed
+from support.browser import SEEN, LiveApp, connect, list_tools, new_context, open_page, open_tool, unallowed
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -211,6 +211,19 @@ def test_at_800px_the_home_pages_sessions_fit_and_a_protocol_revision_stays_on_o
 
 
 # --- the check every browser test gets (tests/browser/conftest.py) ----------------------------------------
+
+
+def test_a_text_area_a_person_resized_breaks_no_csp_rule_when_htmx_swaps_its_form(
+    app_context: Any, shared_session: tuple[str, str]
+) -> None:
+    session, _ = shared_session
+    page = open_page(app_context, session + "?tab=tools")
+    list_tools(page, until=("echo", "get-sum"))
+    arguments = open_tool(page, "echo").get_by_label("Arguments (JSON object)")
+    arguments.evaluate("area => { area.style.height = '12rem'; }")  # what dragging its corner does
+    open_tool(page, "get-sum")  # a new form in its place, with a text area of the same id
+    expect(page.get_by_label("Arguments (JSON object)")).not_to_have_attribute("style", re.compile("."))
+    page.close()  # the conftest fails the test on the violation htmx's settling would cause
 
 
 # The two problems this test causes on purpose, to see them recorded.
