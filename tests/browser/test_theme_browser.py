@@ -103,6 +103,18 @@ def test_system_follows_the_os_preference_as_it_changes(app_context: Any, live_a
     page.close()
 
 
+def test_the_switch_shows_the_choice_in_the_session_page_connect_puts_in_place(
+    app_context: Any, live_app: LiveApp, everything_stdio: dict
+) -> None:
+    page = open_page(app_context, live_app.url("/"))
+    page.get_by_label("Theme", exact=True).select_option("dark")
+    connect(page, stdio=everything_stdio)  # htmx swaps the session page's body in: no new document
+    expect(page.get_by_label("Theme", exact=True)).to_have_value("dark")
+    expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+    page.get_by_label("Theme", exact=True).select_option("system")
+    page.close()
+
+
 # --- the session page and the home page at 800 px ---------------------------------------------------------
 
 
