@@ -20,6 +20,7 @@ expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
+TIMED = re.compile(r"\d (ms|s)$")  # a latency, as the timeline writes it
 BACKGROUND = {"light": "rgb(255, 255, 255)", "dark": "rgb(21, 24, 29)"}
 OTHER = {"light": "dark", "dark": "light"}
 # What data-theme is when <body> first appears: nothing is painted before there is a body.
@@ -192,14 +193,14 @@ def test_at_800px_no_timeline_cell_overflows_its_column_and_a_long_name_ends_in_
     page = open_page(app_context, session)
     page.set_viewport_size({"width": 800, "height": 900})
     rows = page.locator("#timeline-rows > .frame")
-    expect(rows.filter(has=page.locator(".lat", has_text="ms")).first).to_be_visible()
+    expect(rows.filter(has=page.locator(".lat", has_text=TIMED)).first).to_be_visible()
     assert rows.evaluate_all(CELLS) == []
     pane = page.locator("#timeline-rows")
     assert pane.evaluate("p => p.scrollWidth <= p.clientWidth")
     long_name = page.locator(".frame .what[title='notifications/tools/list_changed']").first
     assert long_name.evaluate("c => c.scrollWidth > c.clientWidth")  # the case the ellipsis is for
     # Each column still says what it holds: latency and size in full.
-    answer = rows.filter(has=page.locator(".lat", has_text="ms")).first
+    answer = rows.filter(has=page.locator(".lat", has_text=TIMED)).first
     assert re.fullmatch(r"[\d.]+ (ms|s)", answer.locator(".lat").inner_text())
     assert re.fullmatch(r"[\d.]+\s(bytes|KB|MB)", answer.locator(".size").inner_text())
     page.close()
