@@ -49,26 +49,31 @@ PASSWORD_BACKEND = "django.contrib.auth.backends.ModelBackend"
 TOKEN_PAGE_REFERRER_POLICY = "strict-origin"
 
 
+def _error_template(request: HtmxHttpRequest) -> str:
+    """A fragment for htmx to swap in; otherwise a page of its own, with the top bar."""
+    return "sessions/_error.html" if getattr(request, "htmx", False) else "error.html"
+
+
 def bad_request(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     """400: say why when a view said so (``BadRequest``); a suspicious request is told nothing more."""
-    message = str(exception) if isinstance(exception, BadRequest) else ""
-    return HttpResponseBadRequest(
-        render(request, "sessions/_error.html", {"message": message or "Bad request"}).content
-    )
+    if isinstance(exception, BadRequest):
+        message, template = str(exception) or "Bad request", _error_template(request)
+    else:
+        message, template = "Bad request", "sessions/_error.html"
+    return HttpResponseBadRequest(render(request, template, {"message": message}).content)
 
 
 def not_found(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     """404 with our own reason ("No such session", "No such frame"); Django's own say nothing more."""
     message = str(exception) if isinstance(exception, Http404) and exception.args else ""
     text = message if message.startswith(("No ", "Not ")) else "Not found"
-    return HttpResponseNotFound(render(request, "sessions/_error.html", {"message": text}).content)
+    return HttpResponseNotFound(render(request, _error_template(request), {"message": text}).content)
 
 
 def forbidden(request: HtmxHttpRequest, exception: Exception) -> HttpResponse:
     """403: say why (a role too low, no team yet); a page of its own unless htmx asked for a fragment."""
     message = str(exception) or "You may not do this."
-    template = "sessions/_error.html" if getattr(request, "htmx", False) else "error.html"
-    return render(request, template, {"message": message}, status=403)
+    return render(request, _error_template(request), {"message": message}, status=403)
 
 
 @login_not_required

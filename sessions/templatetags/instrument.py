@@ -138,3 +138,23 @@ def method_bars(bars: Any) -> SafeString:
             for b in bars or ()
         )
     )
+
+
+def _field(value: Any, key: str) -> Any:
+    """``value[key]`` when value is a dict, else None: a stored frame's shape is not trusted."""
+    return value.get(key) if isinstance(value, dict) else None
+
+
+@register.filter
+def frame_what(f: Any) -> str:
+    """What a timeline row calls its frame: the method, an HTTP exchange, an OAuth step, or its kind."""
+    transport = _field(f, "transport")
+    http = _field(transport, "http")
+    if _field(f, "kind") == "message":
+        return str(_field(f, "method") or _field(f, "rpc_kind") or "")
+    if _field(f, "kind") == "http":
+        oauth = "OAuth " if _field(http, "oauth") else ""
+        return f"{oauth}HTTP {_field(http, 'method') or _field(http, 'status') or ''}".rstrip()
+    if _field(transport, "state") == "oauth":
+        return f"OAuth {_field(_field(transport, 'oauth'), 'step') or ''}".rstrip()
+    return str(_field(f, "kind") or "")

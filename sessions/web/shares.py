@@ -199,7 +199,9 @@ def _create(request: AuthedRequest, session: McpSession) -> HttpResponse:
         rules=form.rules().to_dict(),
         expires=None if period is None else timezone.now() + period,
     )
-    context = _panel_context(session, Role.OPERATOR)
+    # The next link starts from this one's audience and expiry: people often make several alike.
+    kept = {name: form.cleaned_data[name] for name in ("audience", "expiry")}
+    context = _panel_context(session, Role.OPERATOR, ShareForm(initial=kept, session=session))
     context["made"] = {"share": share, "url": request.build_absolute_uri(f"/shared/{token}/")}
     response = render(request, "shares/_panel.html", context)
     response["Cache-Control"] = "no-store"

@@ -92,6 +92,9 @@
   // htmx's clean-up of every old row and its processing of every new one would find nothing to do,
   // at a cost a flood's redraws, several a second, make the page feel.
   htmx.defineExtension("timeline", {
+    transformResponse: function (text) {
+      return shown(text);
+    },
     handleSwap: function (swapStyle, target, fragment) {
       if (swapStyle === "rows") {
         target.getAttributeNames().forEach(function (name) {
@@ -118,24 +121,32 @@
     },
   });
 
-  // A tab that does not show any of a message's targets (another panel, a call made elsewhere)
-  // skips it rather than logging an htmx error: the live socket sends every tab the same fragments.
-  document.addEventListener("htmx:wsBeforeMessage", function (event) {
-    var template = document.createElement("template");
-    template.innerHTML = event.detail.message;
-    var targets = Array.prototype.map.call(template.content.children, function (element) {
-      var oob = element.getAttribute("hx-swap-oob");
-      if (!oob) {
-        return true;
-      }
-      var colon = oob.indexOf(":");
-      var selector = colon >= 0 ? oob.slice(colon + 1) : "#" + element.id;
-      return selector === "#" || document.querySelector(selector) !== null;
-    });
-    if (targets.length && targets.every(function (found) { return !found; })) {
-      event.preventDefault();
+  // The live socket sends every tab the same fragments, and a tab may not show some of their
+  // targets (another panel, a call made elsewhere): it drops those, which htmx would log as errors.
+  function present(element) {
+    var oob = element.getAttribute("hx-swap-oob");
+    if (!oob) {
+      return true;
     }
-  });
+    var colon = oob.indexOf(":");
+    var selector = colon >= 0 ? oob.slice(colon + 1) : "#" + element.id;
+    return selector === "#" || document.querySelector(selector) !== null;
+  }
+
+  function shown(html) {
+    if (html.indexOf("hx-swap-oob") < 0) {
+      return html;
+    }
+    var template = document.createElement("template");
+    template.innerHTML = html;
+    var elements = Array.prototype.slice.call(template.content.children);
+    var missing = elements.filter(function (element) { return !present(element); });
+    if (!missing.length) {
+      return html;
+    }
+    missing.forEach(function (element) { element.remove(); });
+    return template.innerHTML;
+  }
 
   document.addEventListener("htmx:wsAfterMessage", afterMessage);
   document.addEventListener("htmx:afterSettle", afterMessage);

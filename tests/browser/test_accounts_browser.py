@@ -21,7 +21,16 @@ from typing import Any
 import pytest
 from cryptography.fernet import Fernet
 from support import browser as browser_support
-from support.browser import CHROMIUM, MCP_INSPECTOR, SHORT, STARTUP_TIMEOUT, LiveApp, assert_clean, open_page
+from support.browser import (
+    CHROMIUM,
+    MCP_INSPECTOR,
+    SHORT,
+    STARTUP_TIMEOUT,
+    LiveApp,
+    assert_clean,
+    new_context,
+    open_page,
+)
 from support.paths import REPO
 from support.processes import free_port, stop_process
 
@@ -107,8 +116,8 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
         proc.stdout.close()
 
 
-def new_context(browser: Any) -> Any:
-    context = browser.new_context(viewport={"width": 1300, "height": 900})
+def a_context(browser: Any) -> Any:
+    context = new_context(browser, viewport={"width": 1300, "height": 900})
     context.set_default_timeout(SHORT)
     return context
 
@@ -146,7 +155,7 @@ def switch_team(page: Any, app: LiveApp, team: str) -> None:
 def test_an_invited_person_makes_an_account_logs_in_sees_the_team_switches_teams_and_logs_out(
     browser: Any, live_app: LiveApp
 ) -> None:
-    admin_context, bob_context = new_context(browser), new_context(browser)
+    admin_context, bob_context = a_context(browser), a_context(browser)
     try:
         # alice, the admin, invites bob to both her teams.
         admin = open_page(admin_context, "")

@@ -6,7 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from support.browser import LONG, LiveApp, assert_clean, connect, open_page, send_raw, timeline_rows
+from support.browser import (
+    LONG,
+    LiveApp,
+    assert_clean,
+    connect,
+    new_context,
+    open_page,
+    send_raw,
+    timeline_rows,
+)
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
@@ -35,7 +44,7 @@ def test_a_visitor_watches_a_shared_session_live_until_it_is_revoked(
     url = link.input_value()
     assert "/shared/" in url
 
-    visitor_context = browser.new_context(viewport={"width": 1400, "height": 1000})  # no account
+    visitor_context = new_context(browser, viewport={"width": 1400, "height": 1000})  # no account
     visitor_context.set_default_timeout(LONG)
     carol = open_page(visitor_context, url)
     expect(carol.locator("h1")).to_be_visible()

@@ -14,7 +14,16 @@ import sys
 from typing import Any
 
 import pytest
-from support.browser import SHORT, assert_clean, call_tool_raw, connect, list_tools, open_page, timeline_rows
+from support.browser import (
+    SHORT,
+    assert_clean,
+    call_tool_raw,
+    connect,
+    list_tools,
+    new_context,
+    open_page,
+    timeline_rows,
+)
 from support.paths import REPO
 
 from sessions.teams.models import Role
@@ -63,7 +72,7 @@ def _signed_in_context(browser: Any, live_app: Any, name: str, role: str) -> Any
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = new_context(browser, viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(SHORT)
     cookie = {"name": "mcp_inspector_session", "value": done.stdout.strip(), "url": live_app.base_url}
     context.add_cookies([cookie])

@@ -1,8 +1,10 @@
 """Fixtures and helpers for the browser tests: a live `mcp-inspector`, Chromium, a logged-in context.
 
 The app runs as a real process (its own data directory and login token) and Debian's Chromium drives it
-through Playwright's sync API. Every page made with `open_page` records console errors, uncaught page
-errors and CSP violations; `assert_clean(page)` fails the test if any were seen.
+through Playwright's sync API. Every page of a context made with `new_context` (or opened with
+`open_page`) records console errors, uncaught page errors, CSP violations and 4xx/5xx responses, and
+tests/browser/conftest.py fails the test that saw any, unless its `provokes` marker allows it (a
+pattern for each error the test causes on purpose). `assert_clean(page)` checks some pages mid-test.
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ CHROMIUM_ARGS = [
 ]
 STARTUP_TIMEOUT = 30.0
 LOGIN_LINE = re.compile(r"Open this URL to log in.*: (?P<url>http://\S+/auth/token\?token=\S+)")
-# htmx logs this when an out-of-band fragment has no target on the current page (e.g. a panel not shown).
-IGNORED_CONSOLE = ("oobErrorNoTarget",)
+# A CSP violation does not always reach the console (report-only, say): say it there, with the element
+# or file that caused it. Playwright injects this past the page's CSP.
+CSP_LISTENER = """
+document.addEventListener('securitypolicyviolation', function (e) {
+  var what = e.target && e.target.outerHTML ? e.target.outerHTML.slice(0, 160) : '';
+  console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI + ' '
+    + (e.sourceFile || '') + ':' + e.lineNumber + ' ' + what);
+});
+"""
 
 # Timeouts for Playwright's auto-waiting expect(), in milliseconds.
 SHORT = 10_000
@@ -137,7 +146,7 @@ def app_context(browser: Any, live_app: LiveApp) -> Iterator[Any]:
     """A browser context logged in to the live app (the one-time token URL, as a person would open it)."""
     from playwright.sync_api import expect
 
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = new_context(browser, viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(SHORT)
     page = context.new_page()
     page.goto(live_app.login_url)
@@ -155,9 +164,8 @@ def second_window(browser: Any, context: Any) -> Any:
     which Playwright's actionability checks wait on, so each click there takes seconds. Separate windows
     stay visible.
     """
-    other = browser.new_context(
-        viewport={"width": 1400, "height": 1000}, storage_state=context.storage_state()
-    )
+    state = context.storage_state()
+    other = new_context(browser, viewport={"width": 1400, "height": 1000}, storage_state=state)
     other.set_default_timeout(SHORT)
     return other
 
@@ -165,7 +173,9 @@ def second_window(browser: Any, context: Any) -> Any:
 # --- per-page problem recording -----------------------------------------------------------------------------
 
 _PROBLEMS: dict[int, list[str]] = {}
-_IGNORED: list[str] = []
+_WATCHED: list[Any] = []  # held, so no page watched is collected and its id given to another
+# Every problem of every watched page, in order: the conftest fails the test during which they came.
+SEEN: list[str] = []
 
 
 @pytest.fixture
@@ -176,50 +186,63 @@ def home(app_context: Any, live_app: LiveApp) -> Iterator[Any]:
     page.close()
 
 
-def open_page(context: Any, path: str = "/", base_url: str = "") -> Any:
-    """A new page in `context` that records console errors, page errors and CSP violations."""
-    page = context.new_page()
+def new_context(browser: Any, **options: Any) -> Any:
+    """A browser context whose every page is watched for problems."""
+    context = browser.new_context(**options)
+    context.add_init_script(CSP_LISTENER)
+    context.on("page", watch)
+    return context
+
+
+def watch(page: Any) -> Any:
+    """Record `page`'s console errors, page errors, CSP violations and 4xx/5xx responses (once)."""
+    if id(page) in _PROBLEMS:
+        return page
     problems: list[str] = []
     _PROBLEMS[id(page)] = problems
+    _WATCHED.append(page)
+
+    def seen(problem: str) -> None:
+        problems.append(problem)
+        SEEN.append(f"{page.url}: {problem}")
 
     def on_console(message: Any) -> None:
         text = message.text
-        if any(marker in text for marker in IGNORED_CONSOLE):
-            _IGNORED.append(text)
-            return
         if text.startswith("Failed to load resource"):
             return  # recorded with its URL by on_response
         if message.type == "error" or "Content Security Policy" in text:
-            problems.append(f"console {message.type}: {text}")
+            seen(f"console {message.type}: {text}")
 
     def on_response(response: Any) -> None:
-        if response.status < 400:
-            return
-        if response.url.endswith("/favicon.ico"):  # Chromium asks for it on its own; the app has none
-            _IGNORED.append(f"{response.status} {response.url}")
-            return
-        problems.append(f"HTTP {response.status} {response.request.method} {response.url}")
+        # Chromium asks for /favicon.ico by itself for a page with no icon link (a raw frame, a file).
+        if response.status >= 400 and not response.url.endswith("/favicon.ico"):
+            seen(f"HTTP {response.status} {response.request.method} {response.url}")
 
     page.on("console", on_console)
     page.on("response", on_response)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    # securitypolicyviolation events do not always reach the console (e.g. report-only); catch them too.
-    page.add_init_script(
-        "document.addEventListener('securitypolicyviolation', function (e) {"
-        " console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI); });"
-    )
+    page.on("pageerror", lambda error: seen(f"page error: {error}"))
+    return page
+
+
+def open_page(context: Any, path: str = "/", base_url: str = "") -> Any:
+    """A new page in `context` that records console errors, page errors and CSP violations."""
+    page = context.new_page()
+    if id(page) not in _PROBLEMS:  # a context not made by new_context
+        page.add_init_script(CSP_LISTENER)
+        watch(page)
     if path:
         page.goto(base_url + path)
     return page
 
 
+def unallowed(problems: list[str], patterns: list[str]) -> list[str]:
+    """The problems none of `patterns` (regular expressions, searched) allows."""
+    allowed = [re.compile(pattern) for pattern in patterns]
+    return [problem for problem in problems if not any(pattern.search(problem) for pattern in allowed)]
+
+
 def problems_of(page: Any) -> list[str]:
     return list(_PROBLEMS.get(id(page), []))
-
-
-def ignored_console() -> list[str]:
-    """Console messages and responses skipped as harmless (oobErrorNoTarget, favicon), for the report."""
-    return list(_IGNORED)
 
 
 def assert_clean(*pages: Any) -> None:

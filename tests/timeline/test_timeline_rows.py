@@ -165,7 +165,8 @@ def test_a_row_shows_what_a_person_reads() -> None:
         '<span class="dir" title="out">→</span>' in html and '<span class="dir" title="in">←</span>' in html
     )
     assert (
-        '<span class="what">HTTP POST</span>' in html and '<span class="what">OAuth HTTP 401</span>' in html
+        '<span class="what" title="HTTP POST">HTTP POST</span>' in html
+        and '<span class="what" title="OAuth HTTP 401">OAuth HTTP 401</span>' in html
     )
     assert '<span class="size" title="5000 bytes">4.9\xa0KB</span>' in html
     assert 'title="17 notes">✎17</span>' in html and 'title="1 note">✎1</span>' in html
@@ -180,7 +181,8 @@ def test_hostile_text_is_escaped() -> None:
     assert "\x00" not in html and "␀" in html
     cut = rows_html([{**engine_rows()[0], "preview": "a" * 161}])
     assert '<span class="preview">' + "a" * 159 + "…</span>" in cut
-    assert '<span class="what">OAuth token &lt;exchange&gt; &amp; &quot;go&quot;</span>' in html
+    what = "OAuth token &lt;exchange&gt; &amp; &quot;go&quot;"
+    assert f'<span class="what" title="{what}">{what}</span>' in html
 
 
 def test_the_fragments_that_carry_rows_swap_them_in_place() -> None:

@@ -436,3 +436,16 @@ async def test_the_teams_notes_show_in_a_shared_frame_read_only_and_redacted() -
     assert "retry with api_key=[redacted]" in detail and "abc123secret" not in detail
     assert "hx-post" not in detail and "/s/" not in detail
     assert (await Note.objects.aget()).text.endswith("abc123secret")  # the note itself is unchanged
+
+
+async def test_after_a_link_is_made_the_form_keeps_its_audience_and_expiry() -> None:
+    alice = await make_user("alice")
+    session = await _closed_session(alice)
+    client = await logged_in_client(alice)
+    anyone = {"scope": "all", "expiry": "1d", "audience": "anyone"}
+    page = (await client.post(f"/s/{session.public_id}/shares/new", anyone)).content.decode()
+    assert LINK.search(page)
+    assert '<option value="anyone" selected>' in page and '<option value="1d" selected>' in page
+    assert '<option value="7d" selected>' not in page
+    fresh = (await client.get(f"/s/{session.public_id}/shares")).content.decode()
+    assert '<option value="7d" selected>' in fresh and '<option value="anyone" selected>' not in fresh
