@@ -214,6 +214,12 @@ class McpSession(models.Model):
         return bool(isinstance(self.config, dict) and self.config.get("imported_from"))
 
     @property
+    def offers_tools(self) -> bool:
+        """The server declared the tools capability: a connected session's page opens on Tools."""
+        caps = self.server_capabilities
+        return isinstance(caps, dict) and "tools" in caps
+
+    @property
     def is_tap(self) -> bool:
         """Watched through ``mcp-inspector tap``: the host drives it, the inspector only records."""
         return self.transport_name == "tap"

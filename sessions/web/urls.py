@@ -49,6 +49,7 @@ session_urls = [
     path("reconnect", sessions.reconnect, name="reconnect"),
     path("reinitialize", sessions.reinitialize, name="reinitialize"),
     path("panel/<str:name>", panels.panel, name="panel"),
+    path("panel/<str:name>/list", panels.first_list, name="first_list"),
     path("calls/<int:rpc_id>", calls.call_card, name="call"),
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("switcher", switcher.session_switcher, name="session_switcher"),

@@ -121,6 +121,7 @@ URLS: dict[str, tuple[str, str]] = {
     "reconnect": ("POST", "act"),
     "reinitialize": ("POST", "act"),
     "panel": ("GET", "read"),
+    "first_list": ("POST", "act"),
     "request": ("POST", "act"),
     "call": ("GET", "read"),
     "cancel": ("POST", "act"),
