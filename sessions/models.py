@@ -577,3 +577,8 @@ class OAuthAuthorization(models.Model):
         from urllib.parse import urlsplit
 
         return urlsplit(self.url).netloc
+
+    @property
+    def link(self) -> str:
+        """The URL when it is a web address: anything else is never linked to, nor opened."""
+        return self.url if self.url.startswith(("https://", "http://")) else ""

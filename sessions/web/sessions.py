@@ -317,7 +317,7 @@ def _session_context(
         "first_shown": rows[0]["seq"] if rows else 0,
         "last_shown": rows[-1]["seq"] if rows else 0,
         "filter": TimelineFilter(),
-        "oauth": oauth_context(session),
+        "oauth": oauth_context(session, request.user.pk),
     }
 
 

@@ -87,6 +87,8 @@ session_urls = [
     path("shares/new", shares.share_create, name="share_create"),
     path("shares/<int:pk>/revoke", shares.share_revoke, name="share_revoke"),
     path("oauth/forget", oauth.forget_session_tokens, name="forget_session_tokens"),
+    path("oauth/<int:pk>/open", oauth.open_authorization, name="open_authorization"),
+    path("oauth/<int:pk>/cancel", oauth.cancel_authorization, name="cancel_authorization"),
     path("oauth", oauth_debug.debugger, name="oauth_debugger"),
     path("oauth/step", oauth_debug.debug_step, name="oauth_debug_step"),
 ]

@@ -189,6 +189,8 @@ URLS: dict[str, tuple[str, str]] = {
     "oauth_debug": ("POST", "team-act"),
     "forget_server_tokens": ("POST", "act-on-team-id"),
     "forget_session_tokens": ("POST", "act"),
+    "open_authorization": ("POST", "act"),
+    "cancel_authorization": ("POST", "act"),
     "oauth_debugger": ("GET", "read"),
     "oauth_debug_step": ("POST", "act"),
     "tap_rule_add": ("POST", "act"),
