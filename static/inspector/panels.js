@@ -89,8 +89,11 @@
     page.removeAttribute("data-tools-when-ready");
     var selected = document.querySelector('#tabs [role="tab"][aria-selected="true"]');
     var tools = document.getElementById("tab-tools");
-    if (tools && selected && selected.id === "tab-overview") {
-      tools.click();
+    var panel = document.getElementById("panel");
+    if (tools && panel && selected && selected.id === "tab-overview") {
+      // Not the tab's own click: that would add a history entry the person never made, and Back
+      // would lead to this page again rather than to where they were.
+      htmx.ajax("GET", tools.getAttribute("hx-get"), { source: panel, target: "#panel" });
     }
   }
 
