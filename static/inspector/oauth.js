@@ -4,8 +4,10 @@
 (function () {
   "use strict";
 
-  // A card the live socket draws again while its question is on the way asks nothing more.
+  // A card the live socket draws again asks nothing more: it shows the answer its first drawing got,
+  // now or when it comes.
   var asked = {};
+  var answers = {};
 
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail.elt;
@@ -15,6 +17,14 @@
     var url = elt.getAttribute("hx-post");
     if (asked[url]) {
       event.preventDefault();
+      if (answers[url]) {
+        // After htmx is done with this element, which it is still processing.
+        Promise.resolve().then(function () {
+          if (document.body.contains(elt)) {
+            htmx.swap(elt, answers[url], { swapStyle: "outerHTML" });
+          }
+        });
+      }
       return;
     }
     asked[url] = true;
@@ -25,6 +35,7 @@
       if (xhr.status !== 200) {
         return;
       }
+      answers[url] = xhr.responseText;
       var answer = document.createElement("template");
       answer.innerHTML = xhr.responseText;
       var marker = answer.content.querySelector("[data-open-authorization]");
