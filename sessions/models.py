@@ -214,6 +214,12 @@ class McpSession(models.Model):
         return bool(isinstance(self.config, dict) and self.config.get("imported_from"))
 
     @property
+    def offers_tools(self) -> bool:
+        """The server declared the tools capability: a connected session's page opens on Tools."""
+        caps = self.server_capabilities
+        return isinstance(caps, dict) and "tools" in caps
+
+    @property
     def is_tap(self) -> bool:
         """Watched through ``mcp-inspector tap``: the host drives it, the inspector only records."""
         return self.transport_name == "tap"
@@ -571,3 +577,8 @@ class OAuthAuthorization(models.Model):
         from urllib.parse import urlsplit
 
         return urlsplit(self.url).netloc
+
+    @property
+    def link(self) -> str:
+        """The URL when it is a web address: anything else is never linked to, nor opened."""
+        return self.url if self.url.startswith(("https://", "http://")) else ""

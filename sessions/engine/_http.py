@@ -115,7 +115,9 @@ class HttpBase:
         own = self.client_factory is default_client
         self._oauth_http = oauth_client(self.target) if own else None
         http = self._oauth_http or self.client
-        self.auth = OAuthSession(self.target.oauth, self.target.url, http, self.sink.record)
+        self.auth = OAuthSession(
+            self.target.oauth, self.target.url, http, self.sink.record, hold=self.sink.clocks_held
+        )
 
     async def _authorized(self, headers: dict[str, str], method: str, url: str) -> dict[str, str]:
         """``headers`` with a current token (refreshed if it is about to expire) and a fresh proof."""

@@ -10,7 +10,9 @@ that never grants enough cannot loop us. Tokens and client registrations go to t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -51,8 +53,11 @@ class OAuthSession:
         server_url: str,
         http: httpx.AsyncClient,
         record: Callable[[Frame], Frame],
+        hold: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext,
     ) -> None:
         self.config = config
+        self.hold = hold
+        """Stops the requests' clocks while the flow waits for the person (``FrameSink.clocks_held``)."""
         self.server_url = server_url
         self.http = http
         self.record = record
@@ -143,7 +148,9 @@ class OAuthSession:
         await flow.step()  # resource metadata
         await flow.step()  # authorization server metadata
         self._metadata_seen(flow)
-        await flow.run()
+        # The request refused waits for the person in the browser: it must not time out meanwhile.
+        with self.hold():
+            await flow.run()
         self.state = flow.state
         self.generation += 1
         self._save()

@@ -171,7 +171,8 @@ class RequestTable:
         self.notes: dict[int | str, str] = {}
         """Notes for the out frame of a request about to be sent (a retry says what it retries)."""
         self.paused = False
-        """Clocks stand still: a server→client request waits for a person."""
+        """Clocks stand still: a server→client request waits for a person, or a person authorizes."""
+        self._holds = 0
 
     def open(
         self, method: str, params: dict[str, Any] | None, options: RequestOptions, note: str | None = None
@@ -257,6 +258,7 @@ class RequestTable:
         for outgoing in pending.values():
             self.settle(outgoing, error=error)
         self.paused = False
+        self._holds = 0
 
     def give_up(self, outgoing: Outgoing, error: EngineError) -> bool:
         """Fail a pending request and remember why, for a late response; false if it was not pending."""
@@ -297,7 +299,11 @@ class RequestTable:
         self._on_timeout(outgoing, RequestTimeout(f"{outgoing.method} {reason}"), reason)
 
     def pause_clocks(self) -> None:
-        """Stop every request's clocks (a person is answering the server)."""
+        """Stop every request's clocks (a person is answering the server, or authorizing); each pause
+        is ended by one ``resume_clocks``, and the clocks start again when the last one is."""
+        self._holds += 1
+        if self._holds > 1:
+            return
         self.paused = True
         now = self.clock.now()
         for outgoing in self.pending.values():
@@ -309,6 +315,9 @@ class RequestTable:
 
     def resume_clocks(self) -> None:
         """Start the clocks again, their deadlines moved on by the time they stood still."""
+        self._holds = max(0, self._holds - 1)
+        if self._holds:
+            return
         self.paused = False
         now = self.clock.now()
         for outgoing in self.pending.values():

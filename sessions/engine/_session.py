@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +235,16 @@ class ClientSession:
             return {}
         mapping = self.peer.tool_headers.get(params.get("name"))  # type: ignore[arg-type]
         return _xheaders.param_headers(mapping, params.get("arguments")) if mapping else {}
+
+    @contextlib.contextmanager
+    def clocks_held(self) -> Iterator[None]:
+        """Stop the requests' clocks while a person acts for the connection: a request waiting on an
+        authorization in the browser must not time out meanwhile."""
+        self._requests.pause_clocks()
+        try:
+            yield
+        finally:
+            self._requests.resume_clocks()
 
     # --- requests ------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from ._clock import Clock
@@ -41,6 +42,10 @@ class FrameSink(Protocol):
 
     def param_headers(self, message: dict[str, Any]) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers a stateless tools/call carries over HTTP (from the tool's schema)."""
+        ...
+
+    def clocks_held(self) -> AbstractContextManager[None]:
+        """Stop the requests' clocks while a person acts for the connection (authorizes, say)."""
         ...
 
 

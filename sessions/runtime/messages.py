@@ -28,6 +28,7 @@ __all__ = [
     "Failed",
     "Feature",
     "Flush",
+    "CancelAuthorization",
     "ForgetTokens",
     "FramesStored",
     "LiveRows",
@@ -224,6 +225,16 @@ class OAuthReturned(Command):
 
 
 @dataclass(frozen=True)
+class CancelAuthorization(Command):
+    """The person gave up on the authorization whose ``state`` has this SHA-256 (``by``: who): the
+    waiting flow fails, saying so."""
+
+    NAME = "cancel_authorization"
+    state_sha256: str
+    by: str = ""
+
+
+@dataclass(frozen=True)
 class ForgetTokens(Command):
     """Drop the session's OAuth token (the stored ones are deleted by the asker): the next
     refusal authorizes again."""
@@ -256,6 +267,7 @@ COMMANDS: dict[str, type[Command]] = {
         Flush,
         Viewer,
         OAuthReturned,
+        CancelAuthorization,
         ForgetTokens,
         OAuthStep,
     )

@@ -9,6 +9,7 @@ it an ``Authorizer`` and a ``TokenStore``:
   (``AuthorizationChanged``: an "Authorize at <host>" card), and waits, at most
   ``AUTHORIZE_WAIT``, for the callback view to hand the URL over through the owner's command
   channel (``OAuthReturned``): that works across processes (web processes and engine workers).
+  The card's Cancel ends the wait the same way (``CancelAuthorization``).
 - ``TeamTokenStore``: the team's ``OAuthTokens`` row, encrypted. The engine calls the store on the
   event loop, where the database may not be touched: the row is read before connecting, and
   writes go behind, in order, on the runtime's database thread.
@@ -47,7 +48,8 @@ __all__ = [
 ]
 
 AUTHORIZE_WAIT = 600.0
-"""How long an authorization waits for the person to come back (then the flow fails, saying so)."""
+"""How long an authorization waits for the person to come back (then the flow fails, saying so); the
+requests waiting on it wait as long (the engine holds their clocks)."""
 CALLBACK_PATH = "/oauth/callback"
 
 
@@ -150,6 +152,9 @@ class WebAuthorizer:
         self.publish(m.AuthorizationChanged())
         try:
             return await asyncio.wait_for(asyncio.shield(arrived), AUTHORIZE_WAIT)
+        except OAuthFailed:  # the card's Cancel (SessionOAuth.cancel)
+            await _end_authorization(digest, "cancelled")
+            raise
         except TimeoutError:
             await _end_authorization(digest, "expired")
             minutes = int(AUTHORIZE_WAIT // 60)
@@ -235,6 +240,14 @@ class SessionOAuth:
         if arrived is None or arrived.done():
             raise EngineError("no authorization of this session is waiting for this answer")
         arrived.set_result(url)
+
+    def cancel(self, state_sha256: str, by: str = "") -> None:
+        """The person gave up on authorizing: the waiting flow fails, saying who cancelled it."""
+        arrived = self.authorizations.get(state_sha256)
+        if arrived is None or arrived.done():
+            raise EngineError("no authorization of this session is waiting")
+        who = f" by {by}" if by else ""
+        arrived.set_exception(OAuthFailed(f"the authorization was cancelled{who}: reconnect to authorize"))
 
     async def forget(self, client: Any) -> None:
         """Drop the token ``client`` uses, and what the store holds (the asker deletes the stored ones)."""

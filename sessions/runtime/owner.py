@@ -83,6 +83,7 @@ class SessionOwner:
         m.Flush: "on_flush",
         m.Viewer: "on_viewer",
         m.OAuthReturned: "on_oauth_returned",
+        m.CancelAuthorization: "on_cancel_authorization",
         m.ForgetTokens: "on_forget_tokens",
         m.OAuthStep: "on_oauth_step",
     }
@@ -511,6 +512,10 @@ class SessionOwner:
     async def on_oauth_returned(self, command: m.OAuthReturned) -> None:
         """The person came back from the authorization server: the waiting flow goes on."""
         self.oauth.returned(command.state_sha256, command.url)
+
+    async def on_cancel_authorization(self, command: m.CancelAuthorization) -> None:
+        """The person gave up on authorizing: the waiting flow fails, saying so."""
+        self.oauth.cancel(command.state_sha256, command.by)
 
     async def on_forget_tokens(self, command: m.ForgetTokens) -> None:
         """Drop the token in use (the asker deletes the stored ones once this is done)."""

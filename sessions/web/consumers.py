@@ -375,8 +375,7 @@ class SessionConsumer(TimelineConsumer):
         await self.send(text_data=html)
 
     async def _send_authorizations(self) -> None:
-        waiting = await database_sync_to_async(oauth.waiting_authorizations)(self.session)
-        context = {"authorizations": waiting, "session": self.session}
+        context = await database_sync_to_async(oauth.authorizations_context)(self.session, self.user_id)
         await self._send("sessions/oauth/_authorizations.html", context)
 
     async def _send_log(self, min_level: Any) -> None:

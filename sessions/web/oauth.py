@@ -14,9 +14,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.contrib.auth.decorators import login_not_required
+from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.views.decorators.http import require_POST, require_safe
 
@@ -26,20 +29,29 @@ from sessions.runtime import messages as m
 from sessions.runtime.oauth import AUTHORIZE_WAIT, CALLBACK_PATH, state_hash
 from sessions.teams import access
 from sessions.teams.models import Role
-from sessions.web.http import AuthedRequest
+from sessions.web import together
+from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import owned_session, person_scope
 
 __all__ = [
+    "WAIT_MINUTES",
+    "authorizations_context",
     "callback",
     "callback_uri",
+    "cancel_authorization",
     "forget_server_tokens",
     "forget_session_tokens",
     "oauth_context",
+    "open_authorization",
     "waiting_authorizations",
     "with_callback",
 ]
 
 _MOVED = "inspector_moved"
+WAIT_MINUTES = int(AUTHORIZE_WAIT // 60)
+"""What an "Authorize at" card says it waits: as long as the session waits for the person."""
+# The cache key that says a tab of the authorization's person has opened its page (one tab, once).
+_OPENED = "oauth-opened:{}"
 
 
 def callback_uri(request: HttpRequest) -> str:
@@ -64,14 +76,71 @@ def waiting_authorizations(session: McpSession) -> list[OAuthAuthorization]:
     )
 
 
-def oauth_context(session: McpSession) -> dict[str, Any]:
-    """What the session page shows of OAuth: waiting authorizations, whether it uses OAuth."""
+def authorizations_context(session: McpSession, user_id: int) -> dict[str, Any]:
+    """The session page's "Authorize at" cards as this person sees them: those they started open by
+    themselves (``open_authorization``), and every card has a Cancel."""
+    return {
+        "session": session,
+        "authorizations": waiting_authorizations(session),
+        "me": user_id,
+        "wait_minutes": WAIT_MINUTES,
+        "session_page": True,
+    }
+
+
+def oauth_context(session: McpSession, user_id: int) -> dict[str, Any]:
+    """What the session page shows of OAuth: the cards of waiting authorizations, whether it uses OAuth."""
     config = session.config if isinstance(session.config, dict) else {}
     oauth = config.get("oauth") if isinstance(config.get("oauth"), dict) else {}
     return {
-        "authorizations": waiting_authorizations(session),
+        "cards": authorizations_context(session, user_id),
         "uses_oauth": bool(oauth and oauth.get("enabled")) and not session.is_imported,
     }
+
+
+async def _waiting(session: McpSession, pk: int) -> OAuthAuthorization:
+    """One of the session's authorizations still waiting for its person; 404 otherwise."""
+    since = timezone.now() - timedelta(seconds=AUTHORIZE_WAIT)
+    found = await OAuthAuthorization.objects.filter(
+        session=session, pk=pk, ended__isnull=True, created__gte=since
+    ).afirst()
+    if found is None:
+        raise Http404("No such authorization waiting")
+    return found
+
+
+@require_POST
+async def open_authorization(request: AuthedRequest, public_id: Any, pk: int) -> HttpResponse:
+    """Whether this tab opens the authorization page by itself: the first tab of the person who
+    started it to ask does, once (a reload, another tab or a redrawn card do not)."""
+    session = await owned_session(request, public_id)
+    user = await signed_in_user(request)
+    authorization = await _waiting(session, pk)
+    mine = authorization.user_id == user.pk and bool(authorization.link)
+    first = mine and await cache.aadd(_OPENED.format(authorization.state_sha256), True, AUTHORIZE_WAIT)
+    context = {"authorization": authorization, "open": first}
+    return await sync_to_async(render)(request, "sessions/oauth/_opening.html", context)
+
+
+@require_POST
+async def cancel_authorization(request: AuthedRequest, public_id: Any, pk: int) -> HttpResponse:
+    """End an authorization's wait: the connection waiting on it fails, saying it was cancelled."""
+    session = await owned_session(request, public_id)
+    user = await signed_in_user(request)
+    authorization = await _waiting(session, pk)
+    try:
+        await client.call(session, m.CancelAuthorization(authorization.state_sha256, user.get_username()))
+    except client.CommandFailed:
+        # No owner waits for it any more: the card goes from every tab all the same.
+        await get_channel_layer().group_send(session.group_name, m.encode_event(m.AuthorizationChanged()))
+    await OAuthAuthorization.objects.filter(pk=authorization.pk, ended__isnull=True).aupdate(
+        ended=timezone.now(), outcome="cancelled"
+    )
+    await together.record(session, user.pk, "cancelled the authorization at", authorization.host)
+    if not request.htmx:
+        return redirect(f"/s/{session.public_id}/")
+    context = await sync_to_async(authorizations_context)(session, user.pk)
+    return HttpResponse(render_to_string("sessions/oauth/_authorizations.html", context, request))
 
 
 def _claim(digest: str, user_id: int) -> McpSession | None:

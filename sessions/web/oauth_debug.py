@@ -29,7 +29,7 @@ from sessions.teams import access, policy
 from sessions.teams.models import Role
 from sessions.web import together
 from sessions.web.http import AuthedRequest, signed_in_user
-from sessions.web.oauth import waiting_authorizations, with_callback
+from sessions.web.oauth import WAIT_MINUTES, waiting_authorizations, with_callback
 from sessions.web.shortcuts import error_response, owned_session, person_scope_async, session_for
 
 __all__ = ["debug_start", "debug_step", "debugger"]
@@ -258,6 +258,7 @@ def steps_context(session: McpSession) -> dict[str, Any]:
         "running": running or bool(authorizations) or session.status in STARTING,
         "next_step": upcoming if not failed and session.status == McpSession.Status.READY else None,
         "authorizations": authorizations,
+        "wait_minutes": WAIT_MINUTES,
     }
 
 

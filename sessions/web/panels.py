@@ -11,12 +11,14 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from sessions.models import McpSession
+from sessions.teams import access
+from sessions.teams.models import Role
 from sessions.timeline import conformance, overview, plots
 from sessions.web import logs, prompts, resources, roots, skills, tasks, together, tools
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
-__all__ = ["PANELS", "list_items", "panel", "panel_context", "visible"]
+__all__ = ["PANELS", "first_list", "list_items", "panel", "panel_context", "visible"]
 
 PanelContext = Callable[[McpSession, AuthedRequest, dict[str, Any]], dict[str, Any]]
 
@@ -64,10 +66,35 @@ LISTS = {
 }
 
 
+# The panels that list by themselves the first time they open in a ready session (unless the person
+# turned "List on open" off): the capability the server must have declared, and the context keys that
+# say a list is already there.
+LISTS_ON_OPEN: dict[str, tuple[str, tuple[str, ...]]] = {
+    "tools": ("tools", ("listed",)),
+    "resources": ("resources", ("resources_listed", "templates_listed")),
+    "prompts": ("prompts", ("prompts_listed",)),
+}
+# What that first list asks for: what the panel's List buttons ask for, in one request.
+FIRST_LISTS = {"resources": ("resources", "templates"), "prompts": ("prompts",)}
+
+
+def lists_on_open(session: McpSession, tab: str, context: dict[str, Any], user_id: int) -> bool:
+    """Whether the panel sends its list as it opens: nothing listed yet, in a ready session (not a tap)
+    whose server declared the capability, for a person who may send requests."""
+    capability, listed = LISTS_ON_OPEN.get(tab, ("", ()))
+    caps = session.server_capabilities if isinstance(session.server_capabilities, dict) else {}
+    if not capability or capability not in caps or any(context.get(key) for key in listed):
+        return False
+    if session.status != McpSession.Status.READY or session.is_tap:
+        return False
+    return Role.allows(access.role_in(user_id, session.team_id), Role.OPERATOR)
+
+
 def panel_context(session: McpSession, tab: str, request: AuthedRequest) -> dict[str, Any]:
     """What a panel shows, with the context every panel shares (runs in a worker thread)."""
     context: dict[str, Any] = {"session": session, "tab": tab, "q": request.GET.get("q", "")}
     context.update(PANELS[tab](session, request, {}))
+    context["list_on_open"] = lists_on_open(session, tab, context, request.user.pk)
     return context
 
 
@@ -99,3 +126,24 @@ async def list_items(request: AuthedRequest, public_id: Any, kind: str) -> HttpR
     return await render_panel(
         request, session, tab, context, list_error=problem, page_kind=kind if cursor else ""
     )
+
+
+@require_POST
+async def first_list(request: AuthedRequest, public_id: Any, name: str) -> HttpResponse:
+    """A panel's list on its first open: what its List buttons ask for, in one request."""
+    if name == "tools":
+        return await tools.list_tools(request, public_id)
+    session = await owned_session(request, public_id)
+    if name not in FIRST_LISTS:
+        raise Http404("No such list")
+    fresh: dict[str, Any] = {}
+    problems = []
+    for kind in FIRST_LISTS[name]:
+        method, _ = LISTS[kind]
+        problem, result = await ask(request, session, method, None)
+        if isinstance(result, dict):
+            fresh[method] = result
+        if problem is not None:
+            problems.append(problem)
+    context = await sync_to_async(PANELS[name])(session, request, fresh)
+    return await render_panel(request, session, name, context, list_error="; ".join(problems))

@@ -270,15 +270,29 @@ async def session_page(request: AuthedRequest, public_id: Any) -> HttpResponse:
     session = await owned_session(request, public_id)
     if session.status == McpSession.Status.IMPORTING:
         return await sync_to_async(render)(request, "sessions/importing.html", _import_context(session))
-    tab = request.GET.get("tab", "overview")
+    asked = request.GET.get("tab")
+    tab = asked or _first_tab(session)
     if tab not in PANELS or (session.is_tap and tab not in visible(session)):
         tab = "overview"
     wanted = int_param(request.GET, "frame")
     context = await sync_to_async(_session_context)(session, tab, request, wanted)
+    # Still connecting: the page moves to Tools when the server turns out to have tools (panels.js).
+    context["tools_when_ready"] = not asked and not session.is_tap and session.status in CONNECTING
     if session.is_tap:
         context["tap"] = tap_controls.tap_context(await tap_controls.live_state(session))
     context["waiting"] = len(context["reviews"]) + len(context.get("tap", {}).get("held", ()))
     return await sync_to_async(render)(request, "sessions/session.html", context)
+
+
+# A session whose server has not answered yet: what it offers is not known.
+CONNECTING = (McpSession.Status.STARTING, McpSession.Status.CONNECTING, McpSession.Status.INITIALIZING)
+
+
+def _first_tab(session: McpSession) -> str:
+    """The tab a session's page opens on when the person asked for none: Tools when a connected
+    server has tools, else the overview."""
+    ready = session.status == McpSession.Status.READY
+    return "tools" if ready and session.offers_tools and not session.is_tap else "overview"
 
 
 def _session_context(
@@ -303,7 +317,7 @@ def _session_context(
         "first_shown": rows[0]["seq"] if rows else 0,
         "last_shown": rows[-1]["seq"] if rows else 0,
         "filter": TimelineFilter(),
-        "oauth": oauth_context(session),
+        "oauth": oauth_context(session, request.user.pk),
     }
 
 

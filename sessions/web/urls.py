@@ -49,6 +49,7 @@ session_urls = [
     path("reconnect", sessions.reconnect, name="reconnect"),
     path("reinitialize", sessions.reinitialize, name="reinitialize"),
     path("panel/<str:name>", panels.panel, name="panel"),
+    path("panel/<str:name>/list", panels.first_list, name="first_list"),
     path("calls/<int:rpc_id>", calls.call_card, name="call"),
     path("calls/<int:rpc_id>/cancel", calls.cancel, name="cancel"),
     path("switcher", switcher.session_switcher, name="session_switcher"),
@@ -86,6 +87,8 @@ session_urls = [
     path("shares/new", shares.share_create, name="share_create"),
     path("shares/<int:pk>/revoke", shares.share_revoke, name="share_revoke"),
     path("oauth/forget", oauth.forget_session_tokens, name="forget_session_tokens"),
+    path("oauth/<int:pk>/open", oauth.open_authorization, name="open_authorization"),
+    path("oauth/<int:pk>/cancel", oauth.cancel_authorization, name="cancel_authorization"),
     path("oauth", oauth_debug.debugger, name="oauth_debugger"),
     path("oauth/step", oauth_debug.debug_step, name="oauth_debug_step"),
 ]

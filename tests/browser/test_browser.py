@@ -270,8 +270,7 @@ def test_clicking_a_frame_shows_its_bytes_and_a_request_can_be_edited_and_sent_a
 
 
 def test_the_conformance_tab_counts_rules_and_filters_the_timeline_to_one(home: Any, bad_stdio: Any) -> None:
-    connect(home, stdio=bad_stdio("violations"))
-    send_raw(home, "tools/list")
+    connect(home, stdio=bad_stdio("violations"))  # it opens on Tools, which lists them by itself
     expect(timeline_rows(home).filter(has_text="unknown-id")).to_have_count(1)
     open_tab(home, "Conformance")
     rules = home.locator("table.report-rules")
@@ -288,8 +287,7 @@ def test_the_conformance_tab_counts_rules_and_filters_the_timeline_to_one(home: 
 def test_clicking_a_verdict_badge_filters_the_timeline_to_its_rule_without_opening_the_frame(
     home: Any, bad_stdio: Any
 ) -> None:
-    connect(home, stdio=bad_stdio("violations"))
-    send_raw(home, "tools/list")
+    connect(home, stdio=bad_stdio("violations"))  # it opens on Tools, which lists them by itself
     flagged = timeline_rows(home).filter(has_text="unknown-id")
     expect(flagged).to_have_count(1)
     opened: list[str] = []
@@ -473,7 +471,7 @@ def test_disconnect_closes_the_session_and_ends_the_server_process(
     assert_clean(home)
 
     # Then it can be deleted from the home page, after a confirmation.
-    session_path = "/" + home.url.split("/", 3)[3]
+    session_path = "/" + home.url.split("/", 3)[3].split("?")[0]  # the page moved to ?tab=tools
     home.goto(live_app.url("/"))
     row = home.locator("tr", has=home.locator(f'a[href="{session_path}"]'))
     expect(row).to_have_count(1)

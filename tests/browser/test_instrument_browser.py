@@ -50,7 +50,7 @@ def test_the_session_page_shows_capabilities_as_a_table_the_lifecycle_as_a_bar_t
     expect(call_card(page, "tools/call", "echo").get_by_role("status")).to_have_text("done")
 
     # A reload renders the Overview with the counts the timeline holds now.
-    page.reload()
+    page.goto(page.url.split("?")[0] + "?tab=overview")
     table = page.locator("table.cap-table")
     subscribe = table.locator('tr[data-capability="resources.subscribe"]')
     expect(subscribe.locator("td").nth(1)).to_have_text("✓ declared")

@@ -53,10 +53,10 @@ def test_a_visitor_watches_a_shared_session_live_until_it_is_revoked(
     carol.locator("#tabs").get_by_text("Conformance").click()
     expect(carol.locator("#panel")).to_contain_text("Latency by method")
 
-    send_raw(alice, "tools/list")
-    expect(timeline_rows(carol, "tools/list")).to_have_count(2)  # request and answer, live
-    timeline_rows(carol, "tools/list").first.click()
-    expect(carol.locator("#frame-detail")).to_contain_text("tools/list")
+    send_raw(alice, "prompts/list")
+    expect(timeline_rows(carol, "prompts/list")).to_have_count(2)  # request and answer, live
+    timeline_rows(carol, "prompts/list").first.click()
+    expect(carol.locator("#frame-detail")).to_contain_text("prompts/list")
 
     alice.once("dialog", lambda dialog: dialog.accept())
     alice.locator(".share-list").get_by_role("button", name="Revoke").click()

@@ -26,7 +26,7 @@ from support.oauth import (
 
 from sessions.engine import ClientOptions, ClientSession, Frame, HttpTarget, OAuthConfig, connect
 from sessions.engine._streamable import StreamableHttpTransport
-from sessions.engine.testing import mock_http
+from sessions.engine.testing import ManualClock, mock_http
 
 pytestmark = pytest.mark.slow
 
@@ -213,6 +213,33 @@ async def test_a_tool_needing_another_scope_steps_up_with_the_union_of_scopes(
     assert forbidden.transport["http"]["status"] == 403
     assert 'error="insufficient_scope"' in forbidden.transport["http"]["headers"]["www-authenticate"]
     assert errors(log) == []
+
+
+class SlowPerson(TestAuthorizer):
+    """A person who takes ten minutes of the session's clock to authorize (a manual clock: no wait)."""
+
+    __test__ = False
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.fired: list[int] = []
+
+    async def authorize(self, url: str, state: str) -> str:
+        self.fired.append(self.clock.advance(600))
+        return await super().authorize(url, state)
+
+
+async def test_a_request_waiting_for_the_person_to_authorize_does_not_time_out(
+    server: ProtectedServer,
+) -> None:
+    clock = ManualClock()
+    person = SlowPerson(clock)
+    target = HttpTarget(server.url, transport="http", oauth=OAuthConfig(authorizer=person))
+    session = connect(target, ClientOptions(timeout=60, clock=clock))
+    async with session:  # initialize, refused until the person has authorized
+        assert (await whoami(session))["scopes"] == ["mcp:tools", "offline_access"]
+    assert person.fired == [0]  # initialize's clocks stood still while the person took their time
 
 
 async def test_a_server_that_never_grants_enough_stops_at_the_retry_limit(server: ProtectedServer) -> None:

@@ -44,7 +44,7 @@ from support.web import (
     wait_until,
 )
 
-from sessions.models import McpSession, PendingReview, ServerConfig
+from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
 from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -324,6 +324,8 @@ class Walk:
             values["pk"] = values["entry_id"]
         elif "/shares/" in route:
             values["pk"] = values["share"]
+        elif "/oauth/" in route and route.startswith("s/"):
+            values["pk"] = values["authorization"]
         elif "reviews/" in route:
             values["pk"] = values[next(kind for part, kind in REVIEW_OF if part in route)]
         return "/" + ARG.sub(lambda match: values[match["name"]], route)
@@ -487,6 +489,9 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
         people = await team_ids(alice)
         token = "hostile-walk-" + "t" * 30
         share = await Share.objects.acreate(session=session, digest=token_digest(token), audience="anyone")
+        authorization = await OAuthAuthorization.objects.acreate(
+            session=session, user=alice, state_sha256="a" * 64, url="https://auth.example/authorize?state=a"
+        )
         base = f"/s/{session.public_id}/"
         tabs = ("overview", "tools", "resources", "prompts", "logging", "roots", "conformance")
         pages = ["/", "/search", "/compare", base, *(f"{base}?tab={tab}" for tab in tabs)]
@@ -507,6 +512,7 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             "server": str(saved.pk),
             "token": token,
             "share": str(share.pk),
+            "authorization": str(authorization.pk),
             "name": "tools",
             "kind": "resources",
             "action": "get",

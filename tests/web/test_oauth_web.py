@@ -29,7 +29,7 @@ from sessions.runtime import client as runtime_client
 from sessions.runtime import oauth as runtime_oauth
 from sessions.runtime.oauth import state_hash
 from sessions.servers import build_target
-from sessions.teams.models import Membership, Role
+from sessions.teams.models import Activity, Membership, Role
 from sessions.web.forms import ConnectForm, ServerForm
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -224,3 +224,64 @@ async def test_an_authorization_nobody_comes_back_from_fails_the_flow_and_says_w
         assert expired.outcome == "expired" and expired.ended is not None
         notes = [f.note async for f in TimelineFrame.objects.filter(session=session, kind="state")]
         assert any("nobody came back from the authorization server" in note for note in notes), notes
+
+
+async def test_the_page_of_the_person_who_started_an_authorization_opens_it_once() -> None:
+    alice, bob = await make_user("alice"), await make_user("bob")
+    team = await ateam_of(alice)
+    await Membership.objects.acreate(team=team, user=bob, role=Role.OPERATOR)
+    session = await McpSession.objects.acreate(owner=alice, team=team, name="protected", status="connecting")
+    url = "https://auth.example/authorize?client_id=c&state=s&x=<b>"
+    waiting = await OAuthAuthorization.objects.acreate(
+        session=session, user=alice, state_sha256=state_hash("open-once"), url=url
+    )
+    as_alice, as_bob = await logged_in_client(alice), await logged_in_client(bob)
+    base = f"/s/{session.public_id}/"
+    page = (await as_alice.get(base)).content.decode()
+    opening = f'hx-post="{base}oauth/{waiting.pk}/open" hx-trigger="load"'
+    assert opening in page and f'hx-post="{base}oauth/{waiting.pk}/cancel"' in page
+    assert f"the session waits {int(runtime_oauth.AUTHORIZE_WAIT // 60)} minutes" in page
+    assert opening not in (await as_bob.get(base)).content.decode()  # only alice can complete it
+
+    first = (await as_alice.post(f"{base}oauth/{waiting.pk}/open")).content.decode()
+    assert (
+        'data-open-authorization="https://auth.example/authorize?client_id=c&amp;state=s&amp;x=&lt;b&gt;"'
+        in first
+    )
+    # A reload, another tab, a card redrawn: opened already, not again.
+    again = (await as_alice.post(f"{base}oauth/{waiting.pk}/open")).content.decode()
+    assert "data-open-authorization" not in again and "opened already" in again
+    assert (
+        "data-open-authorization"
+        not in (await as_bob.post(f"{base}oauth/{waiting.pk}/open")).content.decode()
+    )
+    assert (await as_alice.get(f"{base}oauth/{waiting.pk}/open")).status_code == 405
+
+    # Cancel, with no owner waiting on it: the card goes all the same, and the activity log says who.
+    cancelled = await as_bob.post(f"{base}oauth/{waiting.pk}/cancel", headers={"HX-Request": "true"})
+    assert cancelled.status_code == 200 and f"authorization-{waiting.pk}" not in cancelled.content.decode()
+    ended = await OAuthAuthorization.objects.aget(pk=waiting.pk)
+    assert ended.outcome == "cancelled" and ended.ended is not None
+    assert (await as_alice.post(f"{base}oauth/{waiting.pk}/open")).status_code == 404
+    assert await Activity.objects.filter(session=session, user=bob, action__startswith="cancelled").aexists()
+
+
+@pytest.mark.slow
+async def test_cancelling_an_authorization_ends_the_sessions_wait_and_says_who(protected_url: str) -> None:
+    async with live_runtime():
+        alice = await make_user("alice")
+        session = await McpSession.objects.acreate(
+            owner=alice, team=await ateam_of(alice), name="protected", config=_http_config(protected_url)
+        )
+        await runtime_client.start_session(session)
+        waiting = await wait_until(
+            lambda: OAuthAuthorization.objects.filter(session=session, ended__isnull=True).first(),
+            what="an authorization waiting for alice",
+        )
+        client = await logged_in_client(alice)
+        response = await client.post(f"/s/{session.public_id}/oauth/{waiting.pk}/cancel")
+        assert response.status_code == 302
+        await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="failed").exists())
+        assert (await OAuthAuthorization.objects.aget(pk=waiting.pk)).outcome == "cancelled"
+        notes = [f.note async for f in TimelineFrame.objects.filter(session=session, kind="state")]
+        assert any("the authorization was cancelled by alice" in note for note in notes), notes

@@ -1,4 +1,5 @@
-"""The session page itself: what a reload of a tab's address shows."""
+"""The session page itself: what a reload of a tab's address shows, the tab it opens on, and which
+list panels send their list as they first open."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.template.loader import render_to_string
 from django.test import Client
 from support.teams import team_of
 
 from sessions.engine import Frame, Verdict
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Membership, Role
 from sessions.web.panels import PANELS
 
 pytestmark = pytest.mark.django_db
@@ -156,3 +159,75 @@ def test_a_reload_shows_a_running_calls_cancel_button_and_a_finished_ones_output
     assert "is not of type &#x27;integer&#x27;" in finished
     running = html[html.index('id="call-7"') :]
     assert "/calls/7/cancel" in running and ">Cancel<" in running
+
+
+def _page(user: User, session: McpSession, path: str = "") -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(f"/s/{session.public_id}/{path}")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _selected_tab(html: str) -> str:
+    found = re.search(r'id="tab-(\w+)"[^>]*aria-selected="true"', html)
+    assert found, "no tab selected"
+    return found[1]
+
+
+def _first_list(html: str) -> str | None:
+    """The URL the panel posts to as it loads (its list on first open), if it has one."""
+    found = re.search(r'<form hidden data-list-on-open hx-post="([^"]+)" hx-trigger="load"', html)
+    return found[1] if found else None
+
+
+def test_a_ready_session_of_a_server_with_tools_opens_on_tools_which_lists_on_first_open() -> None:
+    alice = User.objects.create(username="alice")
+    session = McpSession.objects.create(
+        owner=alice, team=team_of(alice), name="ready", status="ready", server_capabilities=CAPABILITIES
+    )
+    page = _page(alice, session)
+    assert _selected_tab(page) == "tools"
+    assert _first_list(page) == f"/s/{session.public_id}/panel/tools/list"
+    assert "data-list-on-open-switch checked" in page and "data-tools-when-ready" not in page
+    # Every list panel lists on its first open; a tab the person asked for is the one shown.
+    for tab in ("resources", "prompts"):
+        assert (
+            _first_list(_page(alice, session, f"panel/{tab}")) == f"/s/{session.public_id}/panel/{tab}/list"
+        )
+    assert _selected_tab(_page(alice, session, "?tab=overview")) == "overview"
+
+
+def test_nothing_is_listed_on_open_once_listed_when_ended_for_a_viewer_or_without_the_capability() -> None:
+    alice, carol = User.objects.create(username="alice"), User.objects.create(username="carol")
+    team = team_of(alice)
+    Membership.objects.create(team=team, user=carol, role=Role.VIEWER)
+    listed = session_with_everything(alice)  # tools listed, resources and prompts not
+    McpSession.objects.filter(pk=listed.pk).update(status="ready")
+    assert _first_list(_page(alice, listed, "panel/tools")) is None
+    assert _first_list(_page(alice, listed, "panel/prompts")) is not None
+    assert _first_list(_page(carol, listed, "panel/prompts")) is None  # a viewer sends nothing
+    McpSession.objects.filter(pk=listed.pk).update(status="closed")
+    ended = _page(alice, listed, "panel/prompts")
+    assert _first_list(ended) is None and "data-list-on-open-switch" not in ended
+    assert _selected_tab(_page(alice, listed)) == "overview"  # an ended session opens on its overview
+    bare = McpSession.objects.create(
+        owner=alice, team=team, name="no prompts", status="ready", server_capabilities={"logging": {}}
+    )
+    assert _selected_tab(_page(alice, bare)) == "overview"
+    for tab in ("tools", "resources", "prompts"):
+        assert _first_list(_page(alice, bare, f"panel/{tab}")) is None
+
+
+def test_a_page_rendered_while_connecting_moves_to_tools_once_ready_unless_a_tab_was_asked_for() -> None:
+    alice = User.objects.create(username="alice")
+    session = McpSession.objects.create(owner=alice, team=team_of(alice), name="slow", status="connecting")
+    page = _page(alice, session)
+    assert _selected_tab(page) == "overview"
+    assert "data-tools-when-ready" in page and "data-offers-tools" not in page
+    assert "data-tools-when-ready" not in _page(alice, session, "?tab=overview")
+    # The state the live socket pushes once the server has answered says it has tools.
+    McpSession.objects.filter(pk=session.pk).update(status="ready", server_capabilities=CAPABILITIES)
+    session.refresh_from_db()
+    state = render_to_string("sessions/_session_state.html", {"session": session, "oob": True})
+    assert "data-offers-tools" in state

@@ -90,6 +90,8 @@ async def test_connecting_from_the_form_saves_the_server_and_opens_a_live_sessio
         session = await wait_until(lambda: McpSession.objects.filter(pk=session.pk, status="ready").first())
         assert session.protocol_version == "2025-06-18"
         page = (await client.get(response["Location"])).content.decode()
+        assert 'id="tab-tools"' in page and re.search(r'id="tab-tools"[^>]*aria-selected="true"', page)
+        page = (await client.get(response["Location"] + "?tab=overview")).content.decode()
         assert "Everything Reference Server" in page
         assert "s3cret" not in page and "visible" in page  # secret env values are masked
         # Each lifecycle phase on the bar, in order, placed by its start; and listed with how long it took.
