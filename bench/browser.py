@@ -267,12 +267,16 @@ async def engine_echo(calls: int, warmup: int) -> dict[str, Any]:
     return median_p95(times)
 
 
+async def open_echo_form(page: Any) -> None:
+    """The echo tool's form, as a person gets to it: a connected session opens on Tools and lists them."""
+    await page.get_by_role("tab", name="Tools", selected=True).wait_for()
+    await page.get_by_role("button", name="Open tool echo").click()
+
+
 async def echo_latency(browser: Any, context: Any, app: App, calls: int, warmup: int) -> dict[str, Any]:
     page = await context.new_page()
     await connect(page, app, " ".join(servers.everything_stdio()))
-    await page.get_by_role("tab", name="Tools").click()
-    await page.get_by_role("button", name="List tools").click()
-    await page.get_by_role("button", name="Open tool echo").click()
+    await open_echo_form(page)
     await page.locator('#tool-form textarea[name="arg.message"]').wait_for()
     # In the page is not yet taken by htmx: a click before then submits the form natively (a navigation).
     await page.wait_for_function(

@@ -306,13 +306,11 @@ class Ours(Driver):
         await page.locator("#session-state .status-ready").wait_for(state="detached")
 
     async def echo_form(self) -> Any:
-        from bench.browser import connect
+        from bench.browser import connect, open_echo_form
 
         page = await self.context.new_page()
         await connect(page, self.app, " ".join(servers.everything_stdio()))
-        await page.get_by_role("tab", name="Tools").click()
-        await page.get_by_role("button", name="List tools").click()
-        await page.get_by_role("button", name="Open tool echo").click()
+        await open_echo_form(page)
         await page.wait_for_function(
             "() => document.querySelector('#tool-form form')?.['htmx-internal-data'] !== undefined"
         )
