@@ -100,6 +100,7 @@ FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "ru
 GROUPS: dict[str, set[str]] = {
     "tools": {"tool_call", "tool_form", "tools_list"},
     "connect": {"connect"},
+    "first list": {"first_list"},
     "servers": {"home", "connect_saved", "edit_server", "delete_server", "import_servers",
                 "delete_ended_sessions"},
     "resources": {"panel", "subscribe", "list_items", "read_template", "resource_blob"},
