@@ -59,12 +59,20 @@ def runtime_dependencies(project: str = "mcp-inspector") -> list[metadata.Distri
 
 
 def _link_runtime_dependencies(site: Path) -> None:
-    """Link each runtime dependency's top-level files (packages, modules, metadata) into ``site``."""
+    """Link each runtime dependency's top-level files (packages, modules, metadata) into ``site``, and
+    the bytecode of its single-file modules: pip compiles it at install, and where the environment says
+    PYTHONDONTWRITEBYTECODE such a module would be compiled on every start instead."""
+    (site / "__pycache__").mkdir(exist_ok=True)
     for dist in runtime_dependencies():
-        for top in {Path(str(f)).parts[0] for f in dist.files or []} - {"..", "__pycache__"}:
+        files = [Path(str(f)) for f in dist.files or []]
+        for top in {f.parts[0] for f in files} - {"..", "__pycache__"}:
             source = Path(str(dist.locate_file(top)))
             if source.exists() and not (site / top).exists():
                 (site / top).symlink_to(source)
+        for cached in (f for f in files if len(f.parts) == 2 and f.parts[0] == "__pycache__"):
+            source = Path(str(dist.locate_file(cached)))
+            if source.exists() and not (site / cached).exists():
+                (site / cached).symlink_to(source)
 
 
 @contextlib.contextmanager
