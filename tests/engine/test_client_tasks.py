@@ -272,3 +272,62 @@ async def test_without_the_tasks_capability_a_task_augmented_request_is_answered
         session.respond((await log.pending("sampling/createMessage")).key, SAMPLED)
         assert (await requestor.reply(request_id))["result"] == SAMPLED
         assert error_code(await requestor.ask("tasks/list")) == -32601
+
+
+# --- against server-everything, which sends task-augmented requests to a client that declares tasks -----
+
+ASYNC_TOOLS = {"trigger-sampling-request-async", "trigger-elicitation-request-async"}
+
+
+async def everything_tools(spec: dict[str, Any], capabilities: ClientCapabilities) -> set[str]:
+    from support.engine import EventLog, wait_for_tool
+
+    from sessions.engine import StdioTarget, connect
+
+    session = connect(StdioTarget(spec["command"], spec["args"]), ClientOptions(capabilities=capabilities))
+    log = EventLog(session)
+    async with session:
+        await wait_for_tool(session, log, "trigger-sampling-request")
+        return {t["name"] for t in await session.list_all("tools/list", "tools")}
+
+
+@pytest.mark.slow
+async def test_server_everything_shows_its_task_based_tools_to_a_client_that_declares_tasks(
+    everything_stdio: dict,
+) -> None:
+    # Every other capability declared too, as the official inspector does: 19 tools against 17.
+    declared = await everything_tools(everything_stdio, ClientCapabilities(elicitation_url=True))
+    plain = await everything_tools(everything_stdio, ClientCapabilities(elicitation_url=True, tasks=False))
+    assert declared - plain == ASYNC_TOOLS
+    assert len(declared) == 19 and len(plain) == 17
+
+
+@pytest.mark.slow
+async def test_server_everything_gets_our_handlers_answers_through_its_tasks(everything_stdio: dict) -> None:
+    from support.engine import EventLog, wait_for_tool
+
+    from sessions.engine import StdioTarget, connect
+
+    async def sample(request: PendingRequest) -> dict[str, Any]:
+        return {**SAMPLED, "content": {"type": "text", "text": "from our handler"}}
+
+    async def elicit(request: PendingRequest) -> dict[str, Any]:
+        return {"action": "accept", "content": {"name": "Ada"}}
+
+    target = StdioTarget(everything_stdio["command"], everything_stdio["args"])
+    session = connect(target, ClientOptions(timeout=30, validate=True))
+    session.handlers.update({"sampling/createMessage": sample, "elicitation/create": elicit})
+    log = EventLog(session)
+    async with session:
+        await wait_for_tool(session, log, "trigger-elicitation-request-async")
+        sampled = await session.call_tool("trigger-sampling-request-async", {"prompt": "tides"})
+        elicited = await session.call_tool("trigger-elicitation-request-async", {})
+    text = sampled["content"][0]["text"]
+    assert text.startswith("[COMPLETED]") and "from our handler" in text
+    texts = [c["text"] for c in elicited["content"]]
+    assert texts[0] == "[COMPLETED] User provided the requested information!"
+    assert "User inputs:" in texts[1] and "Ada" in texts[1]
+    # The server polled our tasks and fetched their results; no frame of either side is faulted.
+    asked = {f.method for f in log.messages("in")}
+    assert {"tasks/get", "tasks/result"} <= asked
+    assert [(f.seq, f.method, v.code, v.message) for f in log.frames for v in f.verdicts] == []
