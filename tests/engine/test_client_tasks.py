@@ -134,6 +134,7 @@ async def test_a_task_augmented_sampling_request_becomes_a_task_a_person_answers
         assert done["status"] == "completed" and done["createdAt"] == task["createdAt"]
         listed = (await requestor.ask("tasks/list"))["result"]
         assert [t["taskId"] for t in listed["tasks"]] == [task_id] and "nextCursor" not in listed
+        assert session.served_tasks[task_id].result == SAMPLED
         # tasks/result of a task already ended answers at once, again.
         again = (await requestor.ask("tasks/result", {"taskId": task_id}))["result"]
         assert again == result
