@@ -200,7 +200,7 @@ class ServerRequests:
     def respond(self, key: str, result: dict[str, Any], *, note: str | None = None) -> None:
         """Answer a waiting request with ``result``."""
         request_id, future = self._entry(key)
-        if note:
+        if note and request_id in self._frames:  # not yet answered (a task's was, by its CreateTaskResult)
             self._notes[request_id] = note
         future.set_result(result)
         self._publish(PendingResolved(key, "answered", note or ""))
@@ -208,7 +208,7 @@ class ServerRequests:
     def reject(self, key: str, code: int, message: str, *, note: str | None = None) -> None:
         """Refuse a waiting request with a JSON-RPC error."""
         request_id, future = self._entry(key)
-        if note:
+        if note and request_id in self._frames:  # not yet answered (a task's was, by its CreateTaskResult)
             self._notes[request_id] = note
         future.set_exception(McpError(code, message))
         self._publish(PendingResolved(key, "rejected", message))

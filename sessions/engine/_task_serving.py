@@ -121,12 +121,15 @@ class ServedTasks:
         self._count += 1
         task = ServedTask(str(uuid.uuid4()), method, min(ttl, MAX_TTL_MS), self._count)
         self._tasks[task.task_id] = task
-        task.expiry = self._clock.call_later(task.ttl / 1000, lambda: self._expire(task.task_id))
         task.work = asyncio.ensure_future(self._run(task, request_id, params, frame_seq))
         return task
 
     async def _run(self, task: ServedTask, request_id: int | str, params: dict[str, Any], seq: int) -> None:
         await self._respond(request_id, result={"task": task.wire()})
+        # Armed once the server has its CreateTaskResult: even a ttl of 0 must not leave it unanswered.
+        task.expiry = self._clock.call_later(task.ttl / 1000, lambda: self._expire(task.task_id))
+        # The task stays working while a person answers: input_required would send the server to
+        # tasks/result for questions of the client's, and the client has none.
         try:
             result = await self._resolve(
                 request_id, task.method, params, seq, withdrawn="the server cancelled the task, or it expired"

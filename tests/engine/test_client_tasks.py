@@ -228,6 +228,10 @@ async def test_a_task_expires_after_its_ttl_on_the_session_clock() -> None:
         assert "expired" in (await requestor.reply(fetching))["error"]["message"]
         await log.wait_for(lambda e: getattr(e, "outcome", None) == "withdrawn")
         assert (await requestor.ask("tasks/list"))["result"]["tasks"] == []
+        # A ttl of 0 still gets its CreateTaskResult, and the task is gone as soon as time moves.
+        brief = await requestor.sample(ttl=0)
+        clock.advance(0)
+        assert error_code(await requestor.ask("tasks/get", {"taskId": brief})) == -32602
 
 
 async def test_tasks_list_pages_with_an_opaque_cursor() -> None:
