@@ -307,11 +307,21 @@ async def test_server_everything_shows_its_task_based_tools_to_a_client_that_dec
     assert len(declared) == 19 and len(plain) == 17
 
 
+@pytest.fixture(params=["stdio", "http"])
+def everything(request: pytest.FixtureRequest) -> Any:
+    from sessions.engine import HttpTarget, StdioTarget
+
+    if request.param == "stdio":
+        spec = request.getfixturevalue("everything_stdio")
+        return StdioTarget(spec["command"], spec["args"])
+    return HttpTarget(request.getfixturevalue("everything_http"), transport="http")
+
+
 @pytest.mark.slow
-async def test_server_everything_gets_our_handlers_answers_through_its_tasks(everything_stdio: dict) -> None:
+async def test_server_everything_gets_our_handlers_answers_through_its_tasks(everything: Any) -> None:
     from support.engine import EventLog, wait_for_tool
 
-    from sessions.engine import StdioTarget, connect
+    from sessions.engine import connect
 
     async def sample(request: PendingRequest) -> dict[str, Any]:
         return {**SAMPLED, "content": {"type": "text", "text": "from our handler"}}
@@ -319,8 +329,7 @@ async def test_server_everything_gets_our_handlers_answers_through_its_tasks(eve
     async def elicit(request: PendingRequest) -> dict[str, Any]:
         return {"action": "accept", "content": {"name": "Ada"}}
 
-    target = StdioTarget(everything_stdio["command"], everything_stdio["args"])
-    session = connect(target, ClientOptions(timeout=30, validate=True))
+    session = connect(everything, ClientOptions(timeout=30, validate=True))
     session.handlers.update({"sampling/createMessage": sample, "elicitation/create": elicit})
     log = EventLog(session)
     async with session:
