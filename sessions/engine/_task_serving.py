@@ -135,7 +135,7 @@ class ServedTasks:
                 request_id, task.method, params, seq, withdrawn="the server cancelled the task, or it expired"
             )
         except asyncio.CancelledError:
-            return  # tasks/cancel, the ttl, or the session's end: each has settled the task already
+            return  # tasks/cancel (its response tells), the ttl, or the session's end: nothing to tell
         except McpError as exc:
             task.error = exc
             task.end("failed", exc.message)
@@ -145,7 +145,7 @@ class ServedTasks:
         else:
             task.result = result
             task.end("completed", None)
-        # The spec lets a receiver tell each change; the server may be polling, so it is told.
+        # A receiver may tell of a change; the server may be polling, so the end of the work is told.
         with contextlib.suppress(EngineError):
             await self._send({"jsonrpc": "2.0", "method": STATUS_NOTIFICATION, "params": task.wire()})
 
