@@ -228,6 +228,7 @@ def build_options(
             sampling=caps.get("sampling", True),
             elicitation_form=caps.get("elicitation_form", True),
             elicitation_url=caps.get("elicitation_url", True),
+            tasks=caps.get("tasks", True),
             experimental=caps.get("experimental") or None,
         ),
         client_info=dict(CLIENT_INFO),

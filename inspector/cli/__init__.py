@@ -147,13 +147,15 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
         protocol_version=inv.protocol_version,
         mode="stateless" if inv.protocol_version in STATELESS_VERSIONS else "handshake",
         # Like the official CLI: roots (none unless --root names some; a one-shot run never changes
-        # them); sampling and elicitation only when told how to answer.
+        # them); sampling and elicitation only when told how to answer, and tasks with them (the
+        # answer is the policy's, given through tasks/result) unless --no-tasks.
         capabilities=ClientCapabilities(
             roots=True,
             roots_list_changed=False,
             sampling=inv.sampling is not None,
             elicitation_form=inv.elicitation is not None,
             elicitation_url=inv.elicitation is not None and inv.elicitation.url_mode,
+            tasks=inv.tasks,
         ),
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
         roots=inv.roots,

@@ -96,6 +96,8 @@ class Invocation:
     """How to answer elicitation/create (``--elicitation``); ``None``: not declared, refused."""
     sampling: Policy | None = None
     """How to answer sampling/createMessage (``--sampling``); ``None``: not declared, refused."""
+    tasks: bool = True
+    """2025-11-25: with either policy, let the server make those requests tasks (``--no-tasks``: not)."""
     skill: str | None = None
     """``--skill``: the skill to load and verify (its name or SKILL.md URI), instead of ``--method``."""
     skill_files: list[str] = field(default_factory=list)
@@ -237,6 +239,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="reject|@FILE",
         help="declare sampling and answer every sampling/createMessage: reject it, "
         "or reply with the CreateMessageResult in FILE",
+    )
+    parser.add_argument(
+        "--no-tasks",
+        action="store_true",
+        help="do not declare the tasks capability (2025-11-25), which otherwise goes with --elicitation "
+        "and --sampling: the server cannot make those requests tasks",
     )
     parser.add_argument(
         "--root",
@@ -424,6 +432,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         collection_name=os.path.basename(opts.collection or "collection"),
         elicitation=elicitation,
         sampling=sampling,
+        tasks=not opts.no_tasks,
         skill=opts.skill,
         skill_files=opts.skill_file,
         roots=[_root(text) for text in opts.root],

@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # at run time each name loads its module on first use (__geta
     from ._session import ClientSession
     from ._skills import Skill, SkillRead, Skills, SkillVerificationFailed, offers_skills
     from ._targets import HttpTarget, StdioTarget, Target, mask_headers
+    from ._task_serving import ServedTask
     from ._tasks import STATUS_NOTIFICATION as TASK_STATUS_NOTIFICATION
     from ._tasks import TASK_METHODS, TaskBook
     from ._tasks import augmentable as task_augmentable
@@ -118,6 +119,7 @@ __all__ = [
     "RequestHandle",
     "RequestTimeout",
     "Sandbox",
+    "ServedTask",
     "ServerProcess",
     "ServerRequestHandler",
     "SessionExpired",
@@ -219,6 +221,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Sandbox": ("_sandbox", "Sandbox"),
     "sandbox_problem": ("_sandbox", "sandbox_problem"),
     "ServerRequestHandler": ("_serving", "ServerRequestHandler"),
+    "ServedTask": ("_task_serving", "ServedTask"),
     "ClientSession": ("_session", "ClientSession"),
     "Skill": ("_skills", "Skill"),
     "SkillError": ("_errors", "SkillError"),

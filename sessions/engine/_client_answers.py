@@ -8,7 +8,8 @@ from typing import Any
 
 from ._client_conduct import ClientConduct, ServerRequest, id_problem, valid_id
 from ._client_wire import check_meta, schema_verdicts, since
-from ._frames import Frame
+from ._frames import Frame, Verdict
+from ._tasks import augmentable
 
 __all__ = ["check_response"]
 
@@ -80,7 +81,9 @@ def check_response(message: dict[str, Any], frame: Frame, at: str, conduct: Clie
     _answer_rules(asked, result, frame, at, conduct)
     if isinstance(result, dict):
         check_meta(result, frame, at, conduct.version)
-    if conduct.validate and conduct.version and "task" not in asked.params:  # a task's answer is its own type
+    if isinstance(result, dict) and isinstance(result.get("task"), dict):
+        _created_task(asked, result, frame, at, conduct)
+    elif conduct.validate and conduct.version:
         frame.verdicts.extend(schema_verdicts("result", asked.method, conduct.version, result))
 
 
@@ -119,6 +122,35 @@ def _answer_rules(asked: ServerRequest, result: Any, frame: Frame, at: str, cond
             uri = root.get("uri") if isinstance(root, dict) else None
             if isinstance(uri, str) and not uri.startswith("file://"):
                 frame.flag("client-root-uri", "error", f"{at}root {i}: {uri!r} is not a file:// URI")
+
+
+def _created_task(
+    asked: ServerRequest, result: dict[str, Any], frame: Frame, at: str, conduct: ClientConduct
+) -> None:
+    """2025-11-25: a ``CreateTaskResult`` answers only a task-augmented request of a kind the client
+    declared ``tasks.requests`` for; any other it must answer normally."""
+    if "task" not in asked.params:
+        frame.flag(
+            "client-task-capability",
+            "error",
+            f"{at}answered a {asked.method} that asked for no task with a CreateTaskResult",
+        )
+    elif not augmentable(conduct.capabilities, asked.method):
+        frame.flag(
+            "client-task-capability",
+            "error",
+            f"{at}answered {asked.method} with a CreateTaskResult without declaring tasks.requests for it: "
+            "it must answer the request normally",
+        )
+    if not (conduct.validate and conduct.version):
+        return
+    from . import _published  # jsonschema, only when validating
+
+    if _published.has(conduct.version, "CreateTaskResult"):
+        frame.verdicts.extend(
+            Verdict("client-schema", v.severity, v.message)
+            for v in _published.check(conduct.version, "CreateTaskResult", result, "result")
+        )
 
 
 def _sampling_tools(

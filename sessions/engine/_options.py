@@ -35,6 +35,8 @@ class ClientCapabilities:
     sampling: bool = True
     elicitation_form: bool = True
     elicitation_url: bool = False
+    tasks: bool = True
+    """2025-11-25: serve task-augmented sampling and elicitation (for those declared), and tasks/*."""
     experimental: dict[str, Any] | None = None
 
     def to_wire(self, version: str) -> dict[str, Any]:
@@ -55,6 +57,16 @@ class ClientCapabilities:
                 caps["elicitation"] = modes
             else:
                 caps["elicitation"] = {}
+        # 2026-07-28 moved tasks into the extension io.modelcontextprotocol/tasks, with another shape;
+        # the client declares no extensions yet, so there it offers none.
+        if self.tasks and version == "2025-11-25":
+            requests: dict[str, Any] = {}
+            if "sampling" in caps:
+                requests["sampling"] = {"createMessage": {}}
+            if "elicitation" in caps:
+                requests["elicitation"] = {"create": {}}
+            if requests:
+                caps["tasks"] = {"list": {}, "cancel": {}, "requests": requests}
         if self.experimental:
             caps["experimental"] = dict(self.experimental)
         return caps

@@ -1,4 +1,5 @@
-"""Requests from the server: ping and roots answered at once, sampling and elicitation held for a person."""
+"""Requests from the server: ping and roots answered at once, sampling and elicitation held for a person
+(or run as a task the server follows, when it asks for one: ``_task_serving``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from ._peer import PeerState
 from ._protocol import HUMAN_METHODS
 from ._requests import RequestTable
 from ._rules import refusal
+from ._task_serving import ServedTasks
+from ._tasks import TASK_METHODS, declares
 
 __all__ = ["ServerRequestHandler", "ServerRequests"]
 
@@ -61,12 +64,19 @@ class ServerRequests:
         self._notes: dict[int | str, str] = {}
         """A note for the client's response (what the person said about it)."""
         self._waiting: dict[str, tuple[int | str, asyncio.Future[dict[str, Any]]]] = {}
+        self.tasks = ServedTasks(clock=requests.clock, resolve=self.resolve, respond=self._respond, send=send)
+        """2025-11-25: the tasks the client runs for the server's task-augmented requests."""
 
     def serve(self, request_id: int | str, method: str, params: dict[str, Any], frame_seq: int) -> None:
         """Start answering a request the server sent in frame ``frame_seq``."""
         self._frames[request_id] = (frame_seq, method)
         if method == "ping" and method not in self._session.handlers:
             self._spawn(self._respond(request_id, result={}))
+            return
+        capabilities = self._peer.client_capabilities
+        if self.tasks.accepts(method, params, capabilities) and refusal(method, params, capabilities) is None:
+            created = self.tasks.start(request_id, method, params, frame_seq)
+            self._notes[request_id] = f"task {created.task_id} created (working)"
             return
         task = asyncio.ensure_future(self._answer(request_id, method, params, frame_seq))
         self._peer.answering[request_id] = task
@@ -116,6 +126,9 @@ class ServerRequests:
         handler = self._session.handlers.get(method)
         if handler is not None:
             return await handler(pending)
+        operation = method.split("/")[1] if method in ("tasks/list", "tasks/cancel") else ""
+        if method in TASK_METHODS and declares(self._peer.client_capabilities, operation):
+            return await self.tasks.answer(method, params)
         if method == "roots/list" and not self._session.options.review_roots:
             return {"roots": list(self._session.roots)}
         if method in HUMAN_METHODS or method == "roots/list":
@@ -187,7 +200,7 @@ class ServerRequests:
     def respond(self, key: str, result: dict[str, Any], *, note: str | None = None) -> None:
         """Answer a waiting request with ``result``."""
         request_id, future = self._entry(key)
-        if note:
+        if note and request_id in self._frames:  # not yet answered (a task's was, by its CreateTaskResult)
             self._notes[request_id] = note
         future.set_result(result)
         self._publish(PendingResolved(key, "answered", note or ""))
@@ -195,7 +208,7 @@ class ServerRequests:
     def reject(self, key: str, code: int, message: str, *, note: str | None = None) -> None:
         """Refuse a waiting request with a JSON-RPC error."""
         request_id, future = self._entry(key)
-        if note:
+        if note and request_id in self._frames:  # not yet answered (a task's was, by its CreateTaskResult)
             self._notes[request_id] = note
         future.set_exception(McpError(code, message))
         self._publish(PendingResolved(key, "rejected", message))
@@ -210,6 +223,7 @@ class ServerRequests:
 
     async def stop(self) -> None:
         """Stop answering: withdraw every request still being answered, and wait until they are gone."""
+        await self.tasks.stop()
         tasks = list(self._peer.answering.values())
         for task in tasks:
             task.cancel()

@@ -29,6 +29,7 @@ from ._peer import PeerState
 from ._protocol import INPUT_REQUIRED_METHODS, META_LOG_LEVEL, UNCANCELLABLE, encode
 from ._requests import Outgoing, RequestHandle, RequestOptions, RequestTable
 from ._serving import ServerRequestHandler, ServerRequests
+from ._task_serving import ServedTask
 from ._transport import Transport
 
 if TYPE_CHECKING:  # the skills extension loads when a caller asks for it
@@ -339,6 +340,11 @@ class ClientSession:
     def waiting(self) -> list[str]:
         """Keys of the server→client requests waiting for a person, oldest first."""
         return self._serving.waiting
+
+    @property
+    def served_tasks(self) -> dict[str, ServedTask]:
+        """2025-11-25: the tasks the client runs for the server's task-augmented requests, by id."""
+        return self._serving.tasks.tasks
 
     def respond(self, key: str, result: dict[str, Any], *, note: str | None = None) -> None:
         """Answer a pending server→client request with ``result``."""

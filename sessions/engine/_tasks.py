@@ -33,6 +33,7 @@ __all__ = [
     "Task",
     "TaskBook",
     "augmentable",
+    "declares",
     "wait_for_status",
 ]
 
@@ -68,7 +69,7 @@ def augmentable(capabilities: dict[str, Any], method: str) -> bool:
     return isinstance(group, dict) and path[1] in group
 
 
-def _declares(capabilities: dict[str, Any], operation: str) -> bool:
+def declares(capabilities: dict[str, Any], operation: str) -> bool:
     """``tasks.list`` / ``tasks.cancel`` declared (``""``: any ``tasks`` capability at all)."""
     tasks = capabilities.get("tasks")
     return isinstance(tasks, dict) and (not operation or operation in tasks)
@@ -125,7 +126,7 @@ class TaskBook:
             task_id = params.get("taskId")
             self._asked[frame.rpc_id] = _Asked(method, task_id if isinstance(task_id, str) else None)
             operation = method.split("/")[1] if method in ("tasks/list", "tasks/cancel") else ""
-            if not _declares(server_capabilities, operation) and frame.note is None:
+            if not declares(server_capabilities, operation) and frame.note is None:
                 wanted = f"tasks.{operation}" if operation else "tasks"
                 frame.note = f"the server did not declare {wanted}: it may answer -32601"
             return
@@ -312,7 +313,7 @@ class TaskBook:
         """A request from the server: task-augmented, or about the client's own tasks."""
         if method in TASK_METHODS:
             operation = method.split("/")[1] if method in ("tasks/list", "tasks/cancel") else ""
-            if not _declares(client_capabilities, operation):
+            if not declares(client_capabilities, operation):
                 wanted = f"tasks.{operation}" if operation else "tasks"
                 frame.flag(
                     "undeclared-capability",

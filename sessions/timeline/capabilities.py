@@ -191,6 +191,7 @@ TOGGLES = {
     "sampling": "sampling",
     "elicitation_form": "elicitation.form",
     "elicitation_url": "elicitation.url",
+    "tasks": "tasks",
 }
 
 

@@ -42,6 +42,7 @@ CAPABILITIES = {
     "sampling": "sampling",
     "elicitation_form": "elicitation: form",
     "elicitation_url": "elicitation: url",
+    "tasks": "tasks",
     "review_roots": "ask me before answering roots/list",
 }
 
@@ -61,6 +62,7 @@ SECTIONS = {
         "sampling",
         "elicitation_form",
         "elicitation_url",
+        "tasks",
         "review_roots",
         "roots",
         "timeout",
@@ -151,6 +153,7 @@ class ConnectForm(forms.Form):
         required=False, initial=True, label=CAPABILITIES["elicitation_form"]
     )
     elicitation_url = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["elicitation_url"])
+    tasks = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["tasks"])
     review_roots = forms.BooleanField(required=False, initial=False, label=CAPABILITIES["review_roots"])
     roots = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -254,6 +257,7 @@ class ConnectForm(forms.Form):
                 "sampling": data["sampling"],
                 "elicitation_form": data["elicitation_form"],
                 "elicitation_url": data["elicitation_url"],
+                "tasks": data["tasks"],
                 "review_roots": data["review_roots"],
             },
             "timeout": data["timeout"] or None,

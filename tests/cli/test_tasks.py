@@ -92,6 +92,32 @@ def test_the_cli_lists_gets_and_cancels_tasks(everything_stdio: dict) -> None:
         assert f"{method} failed" in line and "-32602" in line
 
 
+def test_tasks_are_declared_with_the_answering_policies_unless_no_tasks() -> None:
+    assert parse_args(["srv", "--method", "tools/list", "--sampling", "reject"]).tasks is True
+    assert parse_args(["srv", "--method", "tools/list", "--sampling", "reject", "--no-tasks"]).tasks is False
+
+
+@pytest.mark.slow
+def test_the_cli_answers_a_sampling_task_by_its_policy(everything_stdio: dict, tmp_path: Path) -> None:
+    reply = tmp_path / "reply.json"
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "canned"}, "model": "m"}
+    reply.write_text(json.dumps(sampled))
+    record = tmp_path / "frames.jsonl"
+    call = [
+        *target(everything_stdio), "--method", "tools/call", "--tool-name", "trigger-sampling-request-async",
+        "--tool-arg", "prompt=hi", "--sampling", f"@{reply}",
+    ]  # fmt: skip
+    text = result_of(run_cli(*call, "--record", str(record)))["content"][0]["text"]
+    assert text.startswith("[COMPLETED]") and "canned" in text
+    frames = [json.loads(line) for line in record.read_text().splitlines()]
+    asked = {f["method"] for f in frames if f["direction"] == "in" and f["rpc_kind"] == "request"}
+    assert {"sampling/createMessage", "tasks/get", "tasks/result"} <= asked
+    assert [(f["seq"], f["verdicts"]) for f in frames if f["verdicts"]] == []
+    # Without the capability the server does not offer the tool.
+    refused = result_of(run_cli(*call, "--no-tasks"))
+    assert refused["isError"] is True and "not found" in refused["content"][0]["text"]
+
+
 # --- the Tasks panel and the Tools panel's "run as task" ------------------------------------------------
 
 

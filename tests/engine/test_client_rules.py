@@ -65,6 +65,17 @@ def test_a_malformed_server_request_may_be_answered_with_a_null_id_error() -> No
     assert client_verdicts(frames) == []
 
 
+def test_a_client_that_declared_tasks_may_answer_a_task_augmented_request_with_a_task() -> None:
+    frames, _ = run(
+        [
+            *handshake(client_caps={"sampling": {}, "tasks": TASKS}),
+            ("<", req(100, "sampling/createMessage", {**SAMPLING, "task": {"ttl": 1000}})),
+            (">", ok(100, {"task": CREATED})),
+        ]
+    )
+    assert client_verdicts(frames) == []
+
+
 def test_the_parsed_frame_says_what_it_is() -> None:
     frames, _ = run(
         [*handshake(), ("<", req(100, "roots/list")), (">", ok(100, {"roots": []}))], validate=False
@@ -84,6 +95,14 @@ def test_the_parsed_frame_says_what_it_is() -> None:
 CAPS_ALL = {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}
 SAMPLING = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}], "maxTokens": 5}
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"}
+TASKS = {"list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}}
+CREATED = {
+    "taskId": "t1",
+    "status": "working",
+    "createdAt": "2025-11-25T10:00:00Z",
+    "lastUpdatedAt": "2025-11-25T10:00:00Z",
+    "ttl": 1000,
+}
 
 # (rule code, severity, script, transport): the last client line of each script breaks the rule.
 STATELESS_META = {
@@ -399,6 +418,36 @@ PLANTED: list[tuple[str, str, list[Line], str]] = [
         "stdio",
     ),
     ("client-ping-result", "error", [*handshake(), ("<", req(100, "ping")), (">", err(100))], "stdio"),
+    (
+        "client-task-capability",
+        "error",
+        [
+            *handshake(client_caps={"sampling": {}}),
+            ("<", req(100, "sampling/createMessage", {**SAMPLING, "task": {"ttl": 1000}})),
+            (">", ok(100, {"task": CREATED})),
+        ],
+        "stdio",
+    ),
+    (
+        "client-task-capability",
+        "error",
+        [
+            *handshake(client_caps={"sampling": {}, "tasks": TASKS}),
+            ("<", req(100, "sampling/createMessage", SAMPLING)),
+            (">", ok(100, {"task": CREATED})),
+        ],
+        "stdio",
+    ),
+    (
+        "client-schema",
+        "error",
+        [
+            *handshake(client_caps={"sampling": {}, "tasks": TASKS}),
+            ("<", req(100, "sampling/createMessage", {**SAMPLING, "task": {"ttl": 1000}})),
+            (">", ok(100, {"task": {"taskId": "t1", "status": "working"}})),
+        ],
+        "stdio",
+    ),
     (
         "client-undeclared-sampling",
         "error",

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from sessions.engine import ClientOptions, ClientSession, Frame, McpError, TaskChanged
+from sessions.engine import ClientCapabilities, ClientOptions, ClientSession, Frame, McpError, TaskChanged
 from sessions.engine.testing import ManualClock, Recorder, ScriptedTransport, Sent
 
 TASKS = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
@@ -350,7 +350,9 @@ async def test_call_tool_as_a_task_then_wait_and_fetch_its_result() -> None:
 
 
 async def test_task_requests_from_the_server_need_the_clients_tasks_capability() -> None:
-    async with connected() as (session, server, _):
+    server = ScriptedTransport(handshake={"capabilities": {"tools": {}, "tasks": TASKS}})
+    options = ClientOptions(clock=ManualClock(), validate=True, capabilities=ClientCapabilities(tasks=False))
+    async with ClientSession(server, options) as session:
         log = Recorder(session)
         asked = server.server_sends(
             {"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": "x"}}

@@ -72,6 +72,7 @@ def test_a_row_says_who_declared_it_and_shows_the_toggles_the_client_connected_w
     assert rows["elicitation.form"].toggles == [("elicitation_form", True)]
     # Both sides may declare tasks.list; only the server did.
     assert (rows["tasks.list"].client, rows["tasks.list"].server) == ("not declared", "declared")
+    assert rows["tasks"].toggles == [("tasks", True)]
     # 2025-06-18 has one elicitation capability, which either toggle declares.
     june = rows_by_path("2025-06-18", {"elicitation": {}}, {})
     assert june["elicitation"].toggles == [("elicitation_form", True), ("elicitation_url", True)]

@@ -24,11 +24,12 @@ from support.web import (
     request,
     start_session,
     stdio_config,
+    wait_for_tool,
     wait_until,
     waiting_review,
 )
 
-from sessions.models import McpSession, PendingReview
+from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.web.elicitation_forms import fields_of, validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -108,6 +109,34 @@ async def test_a_sampling_card_shows_the_request_escaped_and_approving_it_comple
 
         late = await client.post(url(session, review, "sampling"), reply)
         assert late.status_code == 409 and "already answered" in late.content.decode()
+
+
+async def test_a_task_augmented_sampling_request_is_answered_on_its_card_and_reaches_the_server_as_a_task(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, config(everything_stdio))
+        client = await logged_in_client(alice)
+        await wait_for_tool(session, "trigger-sampling-request-async")
+        call = call_tool(session, "trigger-sampling-request-async", {"prompt": "tea?"})
+        review = await waiting_review(session, "sampling/createMessage")
+        # The server has its CreateTaskResult already and polls the task while the card waits.
+        created = await wait_until(
+            lambda: TimelineFrame.objects.filter(
+                session=session, direction="out", note__startswith="task ", note__endswith="created (working)"
+            ).first(),
+            what="the CreateTaskResult",
+        )
+        assert created.method == "sampling/createMessage"
+        reply = {"text": "Oolong.", "model": "person-1", "stop_reason": "endTurn"}
+        response = await client.post(url(session, review, "sampling"), reply)
+        assert response.status_code == 200
+        text = await tool_text(call)
+        assert text.startswith("[COMPLETED]") and "Oolong." in text and "person-1" in text
+        assert (await resolved(review)).status == "answered"
+        asked = {f.method for f in await frames_of(session, direction="in", rpc_kind="request")}
+        assert {"sampling/createMessage", "tasks/get", "tasks/result"} <= asked
 
 
 async def test_rejecting_a_sampling_request_gives_the_server_error_minus_one(sdk_stdio: dict) -> None:

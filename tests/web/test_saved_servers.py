@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any
 
 import pytest
@@ -161,3 +162,25 @@ def test_the_home_page_lists_sessions_fifty_a_page_with_older_and_newer_links() 
         response = client.get(f"/?page={bad}")
         assert response.status_code == 400, bad
         assert "page must be a whole number from 1 to 3" in response.content.decode(), bad
+
+
+def test_the_tasks_switch_is_saved_with_the_server_and_reaches_the_engine_options() -> None:
+    from sessions.servers import build_options
+
+    client, team = person()
+    _, stdio = servers(team)
+    box = 'name="tasks"'
+    page = client.get(f"/servers/{stdio.pk}/edit").content.decode()
+    assert re.search(box + r"[^>]*checked", page)  # on for a server saved before the switch
+    form = {**FORM, "name": "local", "transport": "stdio", "command": "node server.js", "sampling": "on"}
+    assert client.post(f"/servers/{stdio.pk}/edit", form).status_code == 302
+    stdio.refresh_from_db()
+    assert stdio.capabilities["tasks"] is False
+    assert not re.search(box + r"[^>]*checked", client.get(f"/servers/{stdio.pk}/edit").content.decode())
+    options = build_options(stdio.snapshot())
+    assert options.capabilities.tasks is False and "tasks" not in options.capabilities.to_wire("2025-11-25")
+    assert client.post(f"/servers/{stdio.pk}/edit", {**form, "tasks": "on"}).status_code == 302
+    stdio.refresh_from_db()
+    assert build_options(stdio.snapshot()).capabilities.to_wire("2025-11-25")["tasks"]["requests"] == {
+        "sampling": {"createMessage": {}}
+    }
