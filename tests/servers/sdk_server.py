@@ -11,11 +11,16 @@ Tools: add, echo, slow (progress), ask_name (elicitation), ask_llm (sampling), l
 fail (isError result), needs_login (error -32042: a URL elicitation required). Resource ``info://server``,
 template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
+
+``SDK_SERVER_VARIANT=next`` in the environment makes it the next build of itself, for replays: ``add``
+takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``slow`` waits three times as long
+between its steps and ``needs_login`` is gone.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
 
 import anyio
@@ -40,6 +45,7 @@ server = MCPServer(
 
 # logging/setLevel threshold; per process (stdio has one client; HTTP sessions share it).
 _state = {"level": "debug"}
+NEXT = os.environ.get("SDK_SERVER_VARIANT") == "next"
 
 
 async def _log(ctx: Context, level: str, data: object) -> None:
@@ -58,21 +64,29 @@ server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRe
 # --- tools -----------------------------------------------------------------------------------------------
 
 
-@server.tool(description="Add two integers (structured output).")
-def add(a: int, b: int) -> int:
-    return a + b
+if NEXT:
+
+    @server.tool(description="Add two integers (structured output).")
+    def add(a: int, b: int, c: int = 0) -> int:
+        return a + b + c
+
+else:
+
+    @server.tool(description="Add two integers (structured output).")
+    def add(a: int, b: int) -> int:
+        return a + b
 
 
 @server.tool(description="Echo the text back; also logs it at level info.")
 async def echo(text: str, ctx: Context) -> str:
     await _log(ctx, "info", f"echo: {text}")
-    return text
+    return f"{text}!" if NEXT else text
 
 
 @server.tool(description="Sleep `steps` times `delay` seconds, reporting progress after each step.")
 async def slow(ctx: Context, steps: int = 5, delay: float = 0.1) -> str:
     for i in range(1, steps + 1):
-        await anyio.sleep(delay)
+        await anyio.sleep(delay * 3 if NEXT else delay)
         await ctx.report_progress(i, steps, f"step {i}/{steps}")
         await _log(ctx, "debug", {"step": i})
     return f"done after {steps} steps"
@@ -119,12 +133,17 @@ def fail() -> str:
     raise ToolError("this tool always fails")
 
 
-@server.tool(description="Refuse with -32042: the user must open a URL (URL elicitation required) first.")
 def needs_login(url: str = "https://auth.example.com/authorize?session=42") -> str:
     need = types.ElicitRequestURLParams(
         mode="url", message="Sign in to example.com to continue.", url=url, elicitation_id="login-1"
     )
     raise UrlElicitationRequiredError([need])
+
+
+if not NEXT:
+    server.tool(description="Refuse with -32042: the user must open a URL (URL elicitation required) first.")(
+        needs_login
+    )
 
 
 # --- resources and prompts -------------------------------------------------------------------------------
