@@ -264,6 +264,8 @@ async def _converse(
     session: ClientSession, conversation: Conversation, links: Any
 ) -> dict[int, tuple[_Outcome, dict[str, str]]]:
     """Send every step in order; each request's outcome (by position) with the ids mapped by then."""
+    from sessions.engine import EngineError
+
     steps = conversation.steps
     waiting: dict[int, asyncio.Task[_Outcome]] = {}
     handles: dict[int, RequestHandle] = {}
@@ -286,16 +288,24 @@ async def _converse(
             handle = await session.start_request(step.method, params, progress=step.progress)
             handles[at] = handle
             waiting[at] = asyncio.ensure_future(follow(at, handle))
-        elif step.cancels is not None:
-            cancelled = handles.get(step.cancels)
-            if cancelled is not None and not cancelled.done:
-                reason = (params or {}).get("reason")
-                await cancelled.cancel(reason if isinstance(reason, str) else "cancelled")
         else:
-            await session.notify(step.method, params)
+            # A notification that cannot be sent (the server gone) shows in the answers that follow.
+            with contextlib.suppress(EngineError):
+                await _notify(session, step, params, handles)
     if waiting:
         await asyncio.wait(list(waiting.values()))
     return outcomes
+
+
+async def _notify(session: ClientSession, step: Step, params: Any, handles: dict[int, RequestHandle]) -> None:
+    """Send a notification; one that cancels a request cancels the replayed request (its id is new)."""
+    if step.cancels is None:
+        await session.notify(step.method, params)
+        return
+    cancelled = handles.get(step.cancels)
+    if cancelled is not None and not cancelled.done:
+        reason = (params or {}).get("reason")
+        await cancelled.cancel(reason if isinstance(reason, str) else "cancelled")
 
 
 def _reports(

@@ -42,7 +42,7 @@ def text(data: dict[str, Any]) -> str:
         count = len(step["differences"])
         lines.append(f"{_label(step)}: {count} difference{'s' if count != 1 else ''}")
         lines += [f"  {describe(difference)}" for difference in step["differences"]]
-    lines.append(f"{data['steps']} steps, {data['changed']} changed")
+    lines.append(f"{data['steps']} step{'s' if data['steps'] != 1 else ''}, {data['changed']} changed")
     return "\n".join(lines) + "\n"
 
 

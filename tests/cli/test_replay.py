@@ -244,6 +244,40 @@ def test_the_same_build_replays_unchanged(sdk_stdio: dict, sdk_recording: Path) 
 
 
 @pytest.mark.slow
+def test_a_request_the_recorded_client_cancelled_is_cancelled_in_the_replay(
+    sdk_stdio: dict, tmp_path: Path
+) -> None:
+    collection, recorded, replayed = (
+        tmp_path / "c.json",
+        tmp_path / "recorded.jsonl",
+        tmp_path / "replayed.jsonl",
+    )
+    steps = [
+        {"method": "tools/call", "params": {"name": "slow", "arguments": {"steps": 1, "delay": 8}}},
+        {"method": "tools/call", "params": {"name": "add", "arguments": {"a": 1, "b": 2}}},
+    ]
+    collection.write_text(json.dumps({"steps": steps}))
+    # The recorded client gave up on the slow call after 4 s (notifications/cancelled), then called add.
+    run_cli(*target(sdk_stdio), "--collection", str(collection), "--timeout", "4", "--record", str(recorded))
+    proc = run_replay(
+        str(recorded), *target(sdk_stdio), "--no-latency", "--record", str(replayed), timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "step 3 tools/call add: unchanged" in proc.stdout.splitlines()
+    sent = [(m["method"], m["message"].get("params")) for m in messages(replayed) if m["direction"] == "out"]
+    calls = [
+        m["message"]["id"]
+        for m in messages(replayed)
+        if m["method"] == "tools/call" and m["direction"] == "out"
+    ]
+    cancelled = [params for method, params in sent if method == "notifications/cancelled"]
+    assert cancelled == [{"requestId": calls[0], "reason": "timed out (time, 4 s)"}]
+    # The replay gave the call up then, as the recorded client did, rather than waiting for its answer.
+    answers = [m for m in messages(replayed) if m["direction"] == "in" and m["rpc_id"] == calls[0]]
+    assert answers == []
+
+
+@pytest.mark.slow
 def test_a_server_that_does_not_start_exits_2_with_its_last_words(tmp_path: Path) -> None:
     recording = initialize_only(tmp_path)
     dying = [sys.executable, "-c", "import sys; print('no config', file=sys.stderr); sys.exit(3)"]
