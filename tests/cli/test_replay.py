@@ -244,6 +244,30 @@ def test_the_same_build_replays_unchanged(sdk_stdio: dict, sdk_recording: Path) 
 
 
 @pytest.mark.slow
+def test_a_cursor_from_a_recorded_page_is_sent_as_the_new_servers(sdk_stdio: dict, tmp_path: Path) -> None:
+    recorded, replayed = tmp_path / "recorded.jsonl", tmp_path / "replayed.jsonl"
+    paged = ("-e", "SDK_SERVER_PAGE_SIZE=2", *target(sdk_stdio))  # a cursor made afresh for each page
+    result_of(run_cli(*paged, "--method", "resources/list", "--record", str(recorded), timeout=TIMEOUT))
+    proc = run_replay(str(recorded), *paged, "--no-latency", "--record", str(replayed), timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-3:] == [
+        "step 1 resources/list: unchanged",
+        "step 2 resources/list: unchanged",
+        "3 steps, 0 changed",
+    ]
+
+    def pages(path: Path) -> tuple[str, Any]:
+        listed = [m for m in messages(path) if m["method"] == "resources/list"]
+        first_answer = next(m for m in listed if m["direction"] == "in")["message"]["result"]
+        asked = [m["message"].get("params") for m in listed if m["direction"] == "out"]
+        return first_answer["nextCursor"], asked
+
+    (recorded_cursor, _), (new_cursor, asked) = pages(recorded), pages(replayed)
+    assert recorded_cursor != new_cursor
+    assert asked == [None, {"cursor": new_cursor}]
+
+
+@pytest.mark.slow
 def test_a_request_the_recorded_client_cancelled_is_cancelled_in_the_replay(
     sdk_stdio: dict, tmp_path: Path
 ) -> None:

@@ -14,20 +14,21 @@ template ``greeting://{name}``, prompt ``greet``.
 
 ``SDK_SERVER_VARIANT=next`` in the environment makes it the next build of itself, for replays: ``add``
 takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``slow`` waits three times as long
-between its steps and ``needs_login`` is gone.
+between its steps and ``needs_login`` is gone. ``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import warnings
 
 import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, UrlElicitationRequiredError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, Field
 
@@ -162,6 +163,34 @@ def greeting(name: str) -> str:
 @server.prompt(description="Greet someone by name.")
 def greet(name: str) -> str:
     return f"Please greet {name} warmly."
+
+
+# ``SDK_SERVER_PAGE_SIZE=N``: resources/list answers N resources a page (three more resources, page://1..3),
+# each next page under a cursor made afresh for it, as a server that signs its cursors would make them.
+PAGE_SIZE = int(os.environ.get("SDK_SERVER_PAGE_SIZE") or 0)
+_pages: dict[str, int] = {}
+
+
+async def _list_resources_a_page_at_a_time(
+    ctx: object, params: types.PaginatedRequestParams
+) -> types.ListResourcesResult:
+    resources = await server.list_resources()
+    if params.cursor is not None and params.cursor not in _pages:
+        raise MCPError(-32602, f"unknown cursor {params.cursor!r}")
+    start = _pages.pop(params.cursor, 0) if params.cursor is not None else 0
+    cursor = None
+    if start + PAGE_SIZE < len(resources):
+        cursor = secrets.token_hex(8)
+        _pages[cursor] = start + PAGE_SIZE
+    return types.ListResourcesResult(resources=resources[start : start + PAGE_SIZE], next_cursor=cursor)
+
+
+if PAGE_SIZE:
+    for number in (1, 2, 3):
+        server.resource(f"page://{number}", name=f"page-{number}", mime_type="text/plain")(lambda: "a page")
+    server._lowlevel_server.add_request_handler(
+        "resources/list", types.PaginatedRequestParams, _list_resources_a_page_at_a_time
+    )
 
 
 # --- entry point -----------------------------------------------------------------------------------------
