@@ -129,7 +129,21 @@ def capabilities(declared: Any, version: str) -> ClientCapabilities:
     )
 
 
-def _answering(conversation: Conversation, inv: Invocation) -> dict[str, Any]:
+class _Asking:
+    """Which of the replay's requests is the newest in flight, and what the server asked during each."""
+
+    def __init__(self) -> None:
+        self.in_flight: list[int] = []
+        self.asked: dict[int, list[str]] = {}
+
+    def note(self, method: str) -> None:
+        from sessions.replay import ASKING_METHODS
+
+        if method in ASKING_METHODS and self.in_flight:
+            self.asked.setdefault(self.in_flight[-1], []).append(method)
+
+
+def _answering(conversation: Conversation, inv: Invocation, asking: _Asking) -> dict[str, Any]:
     """Handlers answering the server's requests as the recording did, in order; past what it recorded,
     as the CLI answers by default (--root, the --elicitation and --sampling policies, or -32601)."""
     from inspector.cli.answers import handlers
@@ -140,6 +154,7 @@ def _answering(conversation: Conversation, inv: Invocation) -> dict[str, Any]:
 
     def answer(method: str) -> Any:
         async def handle(request: PendingRequest) -> dict[str, Any]:
+            asking.note(method)
             queue = queues.get(method)
             if queue:
                 recorded = queue.pop(0)
@@ -169,6 +184,7 @@ class _Outcome:
     answer: dict[str, Any] | None = None
     latency_ms: float | None = None
     problem: str | None = None
+    asked: list[str] = field(default_factory=list)
 
 
 async def _settle(handle: RequestHandle) -> _Outcome:
@@ -243,7 +259,8 @@ async def replay(
     if inv.max_reconnects is not None:
         options.max_reconnects = inv.max_reconnects
     session = connect(inv.target, options)
-    session.handlers.update(_answering(conversation, inv))
+    asking = _Asking()
+    session.handlers.update(_answering(conversation, inv, asking))
 
     def watch(event: object) -> None:
         if isinstance(event, Frame):
@@ -254,14 +271,14 @@ async def replay(
     session.subscribe(watch)
     initialized = await _open(session, inv.timeout)
     try:
-        outcomes = await _converse(session, conversation, Links())
+        outcomes = await _converse(session, conversation, Links(), asking)
     finally:
         await session.aclose()
     return _reports(conversation, initialized, outcomes, run), notes
 
 
 async def _converse(
-    session: ClientSession, conversation: Conversation, links: Any
+    session: ClientSession, conversation: Conversation, links: Any, asking: _Asking
 ) -> dict[int, tuple[_Outcome, dict[str, str]]]:
     """Send every step in order; each request's outcome (by position) with the ids mapped by then."""
     from sessions.engine import EngineError
@@ -273,6 +290,8 @@ async def _converse(
 
     async def follow(at: int, handle: RequestHandle) -> _Outcome:
         outcome = await _settle(handle)
+        asking.in_flight.remove(at)
+        outcome.asked = asking.asked.pop(at, [])
         links.learn(steps[at].answer, outcome.answer)
         outcomes[at] = (outcome, dict(links.mapped))
         return outcome
@@ -285,6 +304,7 @@ async def _converse(
             await asyncio.sleep(min(step.gap, MAX_GAP))
         params = links.params(step.params)
         if step.request:
+            asking.in_flight.append(at)
             handle = await session.start_request(step.method, params, progress=step.progress)
             handles[at] = handle
             waiting[at] = asyncio.ensure_future(follow(at, handle))
@@ -334,7 +354,14 @@ def _reports(
 def _report(
     step: Step, outcome: _Outcome, mapped: dict[str, str], run: Replay, cancelled: bool
 ) -> StepReport:
-    from sessions.replay import ABSENT, Difference, StepReport, compare_answers, compare_latency
+    from sessions.replay import (
+        ABSENT,
+        Difference,
+        StepReport,
+        compare_answers,
+        compare_asked,
+        compare_latency,
+    )
 
     assert step.number is not None
     named = (step.params or {}).get("name") or (step.params or {}).get("uri")
@@ -351,6 +378,7 @@ def _report(
         report.differences = compare_answers(
             step.number, step.method, step.answer, outcome.answer, ignore=run.ignore, mapped=mapped
         )
+        report.differences += compare_asked(step.number, step.method, step.asked, outcome.asked)
         if run.latency:
             report.differences += compare_latency(
                 step.number, step.method, step.latency_ms, outcome.latency_ms

@@ -8,13 +8,29 @@ values; ``compare_answers`` and ``compare_latency`` say what changed, as ``Diffe
 
 from __future__ import annotations
 
-from sessions.replay._conversation import Conversation, Links, RecordingProblem, Step, frames_of
-from sessions.replay._diff import ABSENT, LIST_KEYS, Difference, compare_answers, compare_latency, masked
+from sessions.replay._conversation import (
+    ASKING_METHODS,
+    Conversation,
+    Links,
+    RecordingProblem,
+    Step,
+    frames_of,
+)
+from sessions.replay._diff import (
+    ABSENT,
+    LIST_KEYS,
+    Difference,
+    compare_answers,
+    compare_asked,
+    compare_latency,
+    masked,
+)
 from sessions.replay._paths import PathError, Pattern
 from sessions.replay._report import StepReport, summary
 
 __all__ = [
     "ABSENT",
+    "ASKING_METHODS",
     "LIST_KEYS",
     "Conversation",
     "Difference",
@@ -25,6 +41,7 @@ __all__ = [
     "Step",
     "StepReport",
     "compare_answers",
+    "compare_asked",
     "compare_latency",
     "frames_of",
     "masked",

@@ -11,10 +11,13 @@ from typing import Any
 from sessions.engine import Frame
 from sessions.frames import RecordError, frame_from_record, message_of
 
-__all__ = ["Conversation", "Links", "RecordingProblem", "Step", "frames_of"]
+__all__ = ["ASKING_METHODS", "Conversation", "Links", "RecordingProblem", "Step", "frames_of"]
 
 # What the session itself sends: the handshake is the replaying session's own.
 OWN_METHODS = frozenset({"initialize", "notifications/initialized"})
+# The server's requests that belong to the client request in flight (a tool asking the client's LLM or its
+# user); roots/list and ping come when the server pleases, so which step they fall in says nothing.
+ASKING_METHODS = frozenset({"sampling/createMessage", "elicitation/create"})
 # Fields of a params object that name something the server made (a page, a task): mapped to the new server's.
 LINKED_FIELDS = ("cursor", "taskId")
 
@@ -82,6 +85,8 @@ class Step:
     """Seconds the recorded client waited after the last of those answers (or its previous message)."""
     cancels: int | None = None
     """notifications/cancelled: the step whose request it cancels."""
+    asked: list[str] = field(default_factory=list)
+    """The server's sampling and elicitation requests while this was the newest request in flight."""
 
 
 @dataclass
@@ -118,6 +123,8 @@ class _Reader:
         self.answers: dict[str, list[dict[str, Any]]] = {}
         self.answered: list[int] = []
         """Requests answered since the client's last message."""
+        self.pending: list[int] = []
+        """Requests in flight, oldest first."""
         self.last_mono: float | None = None
 
     def read(self, frames: Iterable[Frame]) -> Conversation:
@@ -135,6 +142,8 @@ class _Reader:
         if frame.direction == "in":
             if frame.rpc_kind == "request" and frame.method:
                 self.server_requests[frame.seq] = frame.method
+                if frame.method in ASKING_METHODS and self.pending:
+                    self.steps[self.pending[-1]].asked.append(frame.method)
             elif frame.rpc_kind in ("result", "error"):
                 self.response(frame, message)
             return
@@ -157,6 +166,7 @@ class _Reader:
         step = self.steps[at]
         step.answer, step.latency_ms = _answer(message), frame.latency_ms
         self.answered.append(at)
+        self.pending.remove(at)
         self.last_mono = frame.mono
 
     def send(self, frame: Frame, message: dict[str, Any]) -> None:
@@ -174,10 +184,13 @@ class _Reader:
         if request:
             step.number = sum(1 for s in self.steps if s.request) + 1
             self.by_seq[frame.seq] = len(self.steps)
+            self.pending.append(len(self.steps))
             if frame.rpc_id is not None:
                 self.by_id[frame.rpc_id] = len(self.steps)
         elif method == "notifications/cancelled" and params is not None:
             step.cancels = self.by_id.get(params.get("requestId"))  # type: ignore[arg-type]
+            if step.cancels in self.pending:
+                self.pending.remove(step.cancels)
         step.after, self.answered = self.answered, []
         if self.last_mono is not None:
             step.gap = max(0.0, frame.mono - self.last_mono)

@@ -22,6 +22,7 @@ __all__ = [
     "LIST_KEYS",
     "Difference",
     "compare_answers",
+    "compare_asked",
     "compare_latency",
     "masked",
 ]
@@ -257,3 +258,11 @@ def compare_latency(
             Difference(step, method, "latency_ms", "slower", round(recorded_ms, 1), round(replayed_ms, 1))
         ]
     return []
+
+
+def compare_asked(step: int, method: str, recorded: list[str], replayed: list[str]) -> list[Difference]:
+    """``server requests changed`` when the server asked the client otherwise during the step (sampling,
+    elicitation: the methods, in order)."""
+    if recorded == replayed:
+        return []
+    return [Difference(step, method, "server requests", "server requests changed", recorded, replayed)]

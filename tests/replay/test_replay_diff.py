@@ -16,6 +16,7 @@ from sessions.replay import (
     Pattern,
     RecordingProblem,
     compare_answers,
+    compare_asked,
     compare_latency,
     frames_of,
 )
@@ -362,6 +363,28 @@ def test_tasks_listed_are_mapped_in_their_order() -> None:
         {"result": {"tasks": [{"taskId": "x"}, {"taskId": "y"}]}},
     )
     assert links.mapped == {"a": "x", "b": "y"}
+
+
+def test_the_servers_questions_belong_to_the_newest_request_in_flight() -> None:
+    lines = [
+        *recording()[1:4],
+        frame(5, "out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask"}}),
+        frame(6, "in", {"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {}}),
+        frame(7, "in", {"jsonrpc": "2.0", "id": 8, "method": "roots/list"}),  # whenever the server pleases
+        frame(8, "in", {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, pair_seq=5),
+        frame(
+            9, "in", {"jsonrpc": "2.0", "id": 9, "method": "elicitation/create", "params": {}}
+        ),  # none in flight
+    ]
+    [call] = Conversation.of(frames_of(lines)).steps
+    assert call.asked == ["sampling/createMessage"]
+
+
+def test_a_server_that_asks_otherwise_during_a_step_is_a_change() -> None:
+    assert compare_asked(4, "tools/call", ["sampling/createMessage"], ["sampling/createMessage"]) == []
+    [difference] = compare_asked(4, "tools/call", ["sampling/createMessage"], [])
+    assert (difference.path, difference.rule) == ("server requests", "server requests changed")
+    assert (difference.recorded, difference.replayed) == (["sampling/createMessage"], [])
 
 
 def test_a_recording_without_initialize_cannot_be_replayed() -> None:

@@ -13,8 +13,9 @@ template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
 
 ``SDK_SERVER_VARIANT=next`` in the environment makes it the next build of itself, for replays: ``add``
-takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``slow`` waits three times as long
-between its steps and ``needs_login`` is gone. ``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below).
+takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``ask_llm`` answers ``canned: 4``
+without sampling, ``slow`` waits three times as long between its steps and ``needs_login`` is gone.
+``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ async def ask_name(ctx: Context) -> str:
 
 @server.tool(description="Ask the client's LLM via sampling; returns the reply text.")
 async def ask_llm(prompt: str, ctx: Context) -> str:
+    if NEXT:
+        return "canned: 4"  # the next build answers without asking the client's LLM
     result = await ctx.session.create_message(
         [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
         max_tokens=100,
