@@ -245,6 +245,26 @@ def test_the_same_build_replays_unchanged(sdk_stdio: dict, sdk_recording: Path) 
 
 
 @pytest.mark.slow
+def test_a_conversation_recorded_over_stdio_replays_unchanged_over_streamable_http(
+    everything_stdio: dict, everything_http: str, tmp_path: Path
+) -> None:
+    collection, recorded = tmp_path / "c.json", tmp_path / "recorded.jsonl"
+    steps = [
+        {"method": "tools/list"},
+        {"method": "tools/call", "params": {"name": "echo", "arguments": {"message": "hi"}}},
+        {"method": "tools/call", "params": {"name": "get-tiny-image", "arguments": {}}},
+        {"method": "resources/list"},
+        {"method": "resources/templates/list"},
+        {"method": "prompts/get", "params": {"name": "args-prompt", "arguments": {"city": "Paris"}}},
+    ]
+    collection.write_text(json.dumps({"steps": steps}))
+    result_of(run_cli(*target(everything_stdio), "--collection", str(collection), "--record", str(recorded)))
+    proc = run_replay(str(recorded), everything_http, "--no-latency", timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[-1] == "7 steps, 0 changed"
+
+
+@pytest.mark.slow
 def test_a_cursor_from_a_recorded_page_is_sent_as_the_new_servers(sdk_stdio: dict, tmp_path: Path) -> None:
     recorded, replayed = tmp_path / "recorded.jsonl", tmp_path / "replayed.jsonl"
     paged = ("-e", "SDK_SERVER_PAGE_SIZE=2", *target(sdk_stdio))  # a cursor made afresh for each page
