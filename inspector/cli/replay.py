@@ -22,7 +22,7 @@ from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, p
 
 if TYPE_CHECKING:
     from sessions.engine import ClientCapabilities, ClientSession, Frame, PendingRequest, RequestHandle
-    from sessions.replay import Conversation, Pattern, Step, StepReport
+    from sessions.replay import Conversation, Links, Pattern, Step, StepReport
 
 __all__ = ["main"]
 
@@ -70,7 +70,10 @@ def parse_replay(argv: Sequence[str]) -> Replay:
     opts, rest = _parser().parse_known_args(args[:at])
     refused = [word for word in rest if word.split("=", 1)[0] in NOT_FOR_REPLAY]
     if refused:
-        raise UsageError(f"{refused[0].split('=', 1)[0]}: a replay sends the recording's own requests")
+        raise UsageError(
+            f"{refused[0].split('=', 1)[0]}: a replay sends the recording's own requests "
+            "(a target's own option goes after --)"
+        )
     try:
         ignore = [Pattern(text) for text in opts.ignore]
     except PathError as exc:
@@ -278,7 +281,7 @@ async def replay(
 
 
 async def _converse(
-    session: ClientSession, conversation: Conversation, links: Any, asking: _Asking
+    session: ClientSession, conversation: Conversation, links: Links, asking: _Asking
 ) -> dict[int, tuple[_Outcome, dict[str, str]]]:
     """Send every step in order; each request's outcome (by position) with the ids mapped by then."""
     from sessions.engine import EngineError

@@ -14,7 +14,7 @@ from support.cli import assert_one_error_line, result_of, run_cli, run_replay, t
 from support.processes import free_port
 
 from inspector.cli.arguments import UsageError
-from inspector.cli.replay import parse_replay
+from inspector.cli.replay import capabilities, parse_replay
 
 TIMEOUT = 60
 
@@ -77,6 +77,23 @@ def test_the_recording_comes_first_and_the_target_takes_the_clis_options() -> No
 def test_a_wrong_command_line_is_refused_saying_why(args: list[str], why: str) -> None:
     with pytest.raises(UsageError, match=why):
         parse_replay(args)
+
+
+@pytest.mark.parametrize(
+    ("version", "declared"),
+    [
+        ("2025-11-25", {"roots": {}}),
+        (
+            "2025-11-25",
+            {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {"form": {}, "url": {}}},
+        ),
+        ("2025-11-25", {"elicitation": {"url": {}}, "experimental": {"x": {"on": True}}}),
+        ("2025-06-18", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}),
+        ("2024-11-05", {}),
+    ],
+)
+def test_the_replay_declares_what_the_recorded_client_declared(version: str, declared: dict) -> None:
+    assert capabilities(declared, version).to_wire(version) == declared
 
 
 def test_a_bad_recording_exits_2_naming_its_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
