@@ -1,4 +1,5 @@
-"""The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli, a tap with ``tap``."""
+"""The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli, a tap with ``tap``,
+a replay of a recording with ``replay``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from inspector import tap
 
         return tap.main(args[1:])
+    if args[:1] == ["replay"]:
+        from inspector.cli import replay
+
+        return replay.main(args[1:])
     if "--cli" in args:
         from inspector import cli
 
@@ -45,7 +50,7 @@ def run() -> NoReturn:
         from inspector.tap._forward import end_process as end_tap
 
         end_tap(main())
-    cli = "--cli" in sys.argv[1:]
+    cli = "--cli" in sys.argv[1:] or sys.argv[1:2] == ["replay"]
     if cli:
         gc.set_threshold(100_000)
     code = main()

@@ -11,18 +11,25 @@ Tools: add, echo, slow (progress), ask_name (elicitation), ask_llm (sampling), l
 fail (isError result), needs_login (error -32042: a URL elicitation required). Resource ``info://server``,
 template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
+
+``SDK_SERVER_VARIANT=next`` in the environment makes it the next build of itself, for replays: ``add``
+takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``ask_llm`` answers ``canned: 4``
+without sampling, ``slow`` waits three times as long between its steps and ``needs_login`` is gone.
+``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import secrets
 import warnings
 
 import anyio
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.shared.exceptions import MCPDeprecationWarning, UrlElicitationRequiredError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError, UrlElicitationRequiredError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, Field
 
@@ -40,6 +47,7 @@ server = MCPServer(
 
 # logging/setLevel threshold; per process (stdio has one client; HTTP sessions share it).
 _state = {"level": "debug"}
+NEXT = os.environ.get("SDK_SERVER_VARIANT") == "next"
 
 
 async def _log(ctx: Context, level: str, data: object) -> None:
@@ -58,21 +66,29 @@ server._lowlevel_server.add_request_handler("logging/setLevel", types.SetLevelRe
 # --- tools -----------------------------------------------------------------------------------------------
 
 
-@server.tool(description="Add two integers (structured output).")
-def add(a: int, b: int) -> int:
-    return a + b
+if NEXT:
+
+    @server.tool(description="Add two integers (structured output).")
+    def add(a: int, b: int, c: int = 0) -> int:
+        return a + b + c
+
+else:
+
+    @server.tool(description="Add two integers (structured output).")
+    def add(a: int, b: int) -> int:
+        return a + b
 
 
 @server.tool(description="Echo the text back; also logs it at level info.")
 async def echo(text: str, ctx: Context) -> str:
     await _log(ctx, "info", f"echo: {text}")
-    return text
+    return f"{text}!" if NEXT else text
 
 
 @server.tool(description="Sleep `steps` times `delay` seconds, reporting progress after each step.")
 async def slow(ctx: Context, steps: int = 5, delay: float = 0.1) -> str:
     for i in range(1, steps + 1):
-        await anyio.sleep(delay)
+        await anyio.sleep(delay * 3 if NEXT else delay)
         await ctx.report_progress(i, steps, f"step {i}/{steps}")
         await _log(ctx, "debug", {"step": i})
     return f"done after {steps} steps"
@@ -92,6 +108,8 @@ async def ask_name(ctx: Context) -> str:
 
 @server.tool(description="Ask the client's LLM via sampling; returns the reply text.")
 async def ask_llm(prompt: str, ctx: Context) -> str:
+    if NEXT:
+        return "canned: 4"  # the next build answers without asking the client's LLM
     result = await ctx.session.create_message(
         [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
         max_tokens=100,
@@ -119,12 +137,17 @@ def fail() -> str:
     raise ToolError("this tool always fails")
 
 
-@server.tool(description="Refuse with -32042: the user must open a URL (URL elicitation required) first.")
 def needs_login(url: str = "https://auth.example.com/authorize?session=42") -> str:
     need = types.ElicitRequestURLParams(
         mode="url", message="Sign in to example.com to continue.", url=url, elicitation_id="login-1"
     )
     raise UrlElicitationRequiredError([need])
+
+
+if not NEXT:
+    server.tool(description="Refuse with -32042: the user must open a URL (URL elicitation required) first.")(
+        needs_login
+    )
 
 
 # --- resources and prompts -------------------------------------------------------------------------------
@@ -143,6 +166,34 @@ def greeting(name: str) -> str:
 @server.prompt(description="Greet someone by name.")
 def greet(name: str) -> str:
     return f"Please greet {name} warmly."
+
+
+# ``SDK_SERVER_PAGE_SIZE=N``: resources/list answers N resources a page (three more resources, page://1..3),
+# each next page under a cursor made afresh for it, as a server that signs its cursors would make them.
+PAGE_SIZE = int(os.environ.get("SDK_SERVER_PAGE_SIZE") or 0)
+_pages: dict[str, int] = {}
+
+
+async def _list_resources_a_page_at_a_time(
+    ctx: object, params: types.PaginatedRequestParams
+) -> types.ListResourcesResult:
+    resources = await server.list_resources()
+    if params.cursor is not None and params.cursor not in _pages:
+        raise MCPError(-32602, f"unknown cursor {params.cursor!r}")
+    start = _pages.pop(params.cursor, 0) if params.cursor is not None else 0
+    cursor = None
+    if start + PAGE_SIZE < len(resources):
+        cursor = secrets.token_hex(8)
+        _pages[cursor] = start + PAGE_SIZE
+    return types.ListResourcesResult(resources=resources[start : start + PAGE_SIZE], next_cursor=cursor)
+
+
+if PAGE_SIZE:
+    for number in (1, 2, 3):
+        server.resource(f"page://{number}", name=f"page-{number}", mime_type="text/plain")(lambda: "a page")
+    server._lowlevel_server.add_request_handler(
+        "resources/list", types.PaginatedRequestParams, _list_resources_a_page_at_a_time
+    )
 
 
 # --- entry point -----------------------------------------------------------------------------------------

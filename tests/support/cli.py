@@ -1,5 +1,5 @@
-"""Running the one-shot CLI from a test: as a real process (``run_cli``), or in this process
-(``run_cli_in_process``) for what needs no server, read back the same way."""
+"""Running the one-shot CLI from a test: as a real process (``run_cli``, ``run_replay``), or in this
+process (``run_cli_in_process``) for what needs no server, read back the same way."""
 
 from __future__ import annotations
 
@@ -19,6 +19,17 @@ def run_cli(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess
     """Run ``python -m inspector --cli ARGS`` and return the finished process."""
     return subprocess.run(
         [sys.executable, "-m", "inspector", "--cli", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def run_replay(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m inspector replay ARGS`` and return the finished process."""
+    return subprocess.run(
+        [sys.executable, "-m", "inspector", "replay", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
