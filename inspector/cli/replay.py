@@ -129,6 +129,7 @@ def capabilities(declared: Any, version: str) -> ClientCapabilities:
         elicitation_form=elicitation is not None and ("form" in modes or "url" not in modes),
         elicitation_url="url" in modes,
         experimental=experimental if isinstance(experimental, dict) and experimental else None,
+        tasks="tasks" in caps,
     )
 
 

@@ -88,6 +88,13 @@ def test_a_wrong_command_line_is_refused_saying_why(args: list[str], why: str) -
             {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {"form": {}, "url": {}}},
         ),
         ("2025-11-25", {"elicitation": {"url": {}}, "experimental": {"x": {"on": True}}}),
+        (
+            "2025-11-25",
+            {
+                "sampling": {},
+                "tasks": {"list": {}, "cancel": {}, "requests": {"sampling": {"createMessage": {}}}},
+            },
+        ),
         ("2025-06-18", {"roots": {"listChanged": True}, "sampling": {}, "elicitation": {}}),
         ("2024-11-05", {}),
     ],
