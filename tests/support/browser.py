@@ -307,7 +307,9 @@ def open_tab(page: Any, name: str) -> None:
     tab.click()
     expect(tab).to_have_attribute("aria-selected", "true")
     # htmx processes a swapped panel as it settles: a form pressed before then submits as plain HTML.
-    expect(page.locator(".htmx-swapping, .htmx-settling")).to_have_count(0)
+    # And no panel load or first list still on its way (the page's own move to Tools on readiness, a
+    # list sent as the tab opened), whose answer would replace what the test opens next.
+    expect(page.locator(".htmx-swapping, .htmx-settling, .htmx-request")).to_have_count(0)
 
 
 def list_tools(page: Any, *, until: tuple[str, ...] = (), timeout: float = LONG) -> None:
