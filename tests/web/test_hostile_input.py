@@ -112,6 +112,15 @@ GROUPS: dict[str, set[str]] = {
                  "sso-callback"},
     "teams": {"team", "switch_team", "team_settings", "member_role", "member_remove", "invitation_create",
               "invitation_revoke", "catalog_new", "catalog_edit", "catalog_delete", "connect_catalog"},
+    "requests": {"request", "call", "cancel", "ping", "tasks_list", "task_action", "set_level", "check_skill",
+                 "add_note", "frame_raw"},
+    "shares": {"shares_panel", "share_preview", "share_create", "share_revoke", "shared", "shared_panel",
+               "shared_timeline", "shared_frame", "shared_export", "shared_export_html", "shared_collection"},
+    "oauth and taps": {"forget_session_tokens", "open_authorization", "cancel_authorization",
+                       "oauth_debugger", "oauth_debug_step", "forget_server_tokens", "oauth_callback",
+                       "oauth_debug",
+                       "tap_rule_add", "tap_rule_remove", "tap_release", "tap_faults", "tap_fault_once",
+                       "tap_endpoint_create", "tap_endpoint_revoke"},
     "the rest": set(),
 }  # fmt: skip
 
