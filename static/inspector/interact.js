@@ -193,6 +193,9 @@
   // its own note: a socket message may come between a request's swap and its settling.
   function remember(note, full) {
     var active = document.activeElement;
+    if ((!active || active === document.body) && note.elt) {
+      return; // another swap dropped focus and has not settled yet: it is that control to put back
+    }
     note.elt = active && active !== document.body ? active : null;
     note.was = note.elt && full ? describe(note.elt) : null;
   }

@@ -66,15 +66,18 @@
     asked[url] = true;
   });
 
-  // The panel was redrawn while the list was on the way: the list goes in only if the same panel,
-  // still unlisted, is shown; another tab, or a listing already there, stays.
+  // A list replaces its own panel only. The panel was redrawn while the list was on the way: the list
+  // goes in only if the same panel, still unlisted, is shown; another tab, or a listing already there,
+  // stays.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var form = event.detail.elt;
     if (!form.matches || !form.matches("form[data-list-on-open]") || document.body.contains(form)) {
       return;
     }
     var shown = document.querySelector("#panel form[data-list-on-open]");
-    if (!shown || shown.getAttribute("hx-post") !== form.getAttribute("hx-post")) {
+    if (shown && shown.getAttribute("hx-post") === form.getAttribute("hx-post")) {
+      event.detail.target = shown.closest("#panel > *");
+    } else {
       event.detail.shouldSwap = false;
     }
   });
