@@ -9,6 +9,7 @@ either way, so the limit tells nobody which usernames exist.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import ipaddress
 import logging
@@ -39,13 +40,16 @@ INVITATION_REFUSAL = (
 )
 
 
-try:  # The hosted set-up keeps the counters in Redis (the local one in memory, which cannot fail).
-    from redis.exceptions import ConnectionError as _RedisDown
-    from redis.exceptions import TimeoutError as _RedisSlow
+@functools.cache
+def unreachable() -> tuple[type[Exception], ...]:
+    """What a cache that cannot be reached raises: the hosted set-up keeps the counters in Redis; the
+    local one in memory, which cannot fail, and it does not import Redis's client to say so."""
+    if "redis" not in settings.CACHES["default"]["BACKEND"].lower():
+        return (OSError,)
+    from redis.exceptions import ConnectionError as RedisDown
+    from redis.exceptions import TimeoutError as RedisSlow
 
-    UNREACHABLE: tuple[type[Exception], ...] = (_RedisDown, _RedisSlow, OSError)
-except ImportError:  # pragma: no cover - the local install has no redis
-    UNREACHABLE = (OSError,)
+    return (RedisDown, RedisSlow, OSError)
 
 
 def _key(kind: str, value: str) -> str:
@@ -123,7 +127,7 @@ class Throttle:
                     for held in taken:
                         _decr(held)
                     return counter
-        except UNREACHABLE as exc:
+        except unreachable() as exc:
             # Refused rather than unlimited: while the counters cannot be kept, no guess is checked.
             log.warning("the login limits cannot be counted, refusing: %s", exc)
             return UNCOUNTED
@@ -159,7 +163,7 @@ def _decr(counter: Counter) -> None:
         count = int(cache.decr(counter.key))
     except ValueError:
         return  # expired (or cleared by a success) meanwhile: nothing left to give back
-    except UNREACHABLE as exc:
+    except unreachable() as exc:
         log.warning("a login limit's place could not be given back: %s", exc)  # it counts one more
         return
     if count <= 0:
@@ -195,7 +199,7 @@ class LoginThrottle(Throttle):
         self.reserved = False
         try:
             cache.delete(self.user.key)
-        except UNREACHABLE as exc:
+        except unreachable() as exc:
             log.warning("a login limit could not be cleared: %s", exc)  # it runs out by itself
 
 
