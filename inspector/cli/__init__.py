@@ -229,6 +229,14 @@ def _write_record(path: str, frames: list[Frame]) -> None:
             fh.write(json.dumps(frame.to_dict(), ensure_ascii=False) + "\n")
 
 
+def _save_record(path: str, frames: list[Frame], code: int) -> None:
+    """``--record``: write the frames, or say why they could not be (the run's own outcome stands)."""
+    try:
+        _write_record(path, frames)
+    except OSError as exc:
+        _fail(f"cannot write --record file {path}: {exc.strerror or exc}", code)
+
+
 def _print_result(result: dict[str, Any]) -> None:
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     sys.stdout.buffer.write(text.encode("utf-8"))
@@ -273,10 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fail(message, 1)
         finally:
             if inv.record is not None:
-                try:
-                    _write_record(inv.record, frames)
-                except OSError as exc:
-                    _fail(f"cannot write --record file {inv.record}: {exc.strerror or exc}", 1)
+                _save_record(inv.record, frames, 1)
         if inv.junit is not None:
             from inspector.cli.collection import junit
 

@@ -411,17 +411,9 @@ def _read(path: str) -> Conversation:
         raise CannotReplay(f"recording {path}: {exc}") from None
 
 
-def _fail(message: str, code: int) -> int:
-    from inspector.cli import _one_line
-
-    with contextlib.suppress(OSError, ValueError):
-        print(f"error: {_one_line(message)}", file=sys.stderr, flush=True)
-    return code
-
-
 def main(argv: Sequence[str]) -> int:
     """Run a replay; return 0 (nothing changed), 1 (something did) or 2 (it could not run)."""
-    from inspector.cli import _write_record
+    from inspector.cli import _fail, _save_record
     from inspector.cli.replay_report import junit, text
 
     try:
@@ -441,10 +433,7 @@ def main(argv: Sequence[str]) -> int:
             return _fail(f"cannot replay: {exc}{why}", 2)
         finally:
             if run.record is not None:
-                try:
-                    _write_record(run.record, frames)
-                except OSError as exc:
-                    _fail(f"cannot write --record file {run.record}: {exc.strerror or exc}", 2)
+                _save_record(run.record, frames, 2)
         from sessions.replay import summary
 
         data = {"recording": run.recording, "target": _target(run.inv), "notes": notes, **summary(reports)}
