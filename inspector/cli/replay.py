@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 USAGE = (
-    "mcp-inspector replay RECORDING TARGET [ARGS...] [--json FILE] [--junit FILE] [--ignore JSONPATH]... "
-    "[--no-latency] [--record FILE]"
+    "mcp-inspector replay RECORDING TARGET [ARGS...] [--report FILE.html] [--json FILE] [--junit FILE] "
+    "[--ignore JSONPATH]... [--no-latency] [--record FILE]"
 )
 # The recorded client's pauses are kept (a task polled at its pollInterval), up to this many seconds:
 # a recording made by a person clicking should not replay at a person's pace.
@@ -50,6 +50,7 @@ class Replay:
     ignore: list[Pattern] = field(default_factory=list)
     json_file: str | None = None
     junit_file: str | None = None
+    report_file: str | None = None
     record: str | None = None
     latency: bool = True
     """Whether a step that became slower is a change (``--no-latency``: not, where timing is noise)."""
@@ -79,7 +80,9 @@ def parse_replay(argv: Sequence[str]) -> Replay:
     except PathError as exc:
         raise UsageError(f"--ignore {exc}") from None
     inv = parse_args([*rest, "--method", "ping", *args[at:]])
-    return Replay(recording, inv, ignore, opts.json, opts.junit, opts.record, not opts.no_latency)
+    return Replay(
+        recording, inv, ignore, opts.json, opts.junit, opts.report, opts.record, not opts.no_latency
+    )
 
 
 def _parser() -> _Parser:
@@ -91,6 +94,9 @@ def _parser() -> _Parser:
         "--config, ...).",
         allow_abbrev=False,
         add_help=False,
+    )
+    parser.add_argument(
+        "--report", metavar="FILE", help="also write the report as one self-contained HTML page to FILE"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (a testcase a step)")
@@ -439,6 +445,7 @@ def main(argv: Sequence[str]) -> int:
         data = {"recording": run.recording, "target": _target(run.inv), "notes": notes, **summary(reports)}
         outputs = [(run.json_file, lambda: json.dumps(data, indent=2, ensure_ascii=False) + "\n")]
         outputs.append((run.junit_file, lambda: junit(data, os.path.basename(run.recording))))
+        outputs.append((run.report_file, lambda: _html(data)))
         for path, make in outputs:
             if path is not None:
                 try:
@@ -454,6 +461,12 @@ def main(argv: Sequence[str]) -> int:
         return _fail("interrupted", 130)
     except Exception as exc:  # a bug, or something nobody foresaw: still one line
         return _fail(f"unexpected {type(exc).__name__}: {exc}", 2)
+
+
+def _html(data: dict[str, Any]) -> str:
+    from inspector.cli.replay_html import html_report
+
+    return html_report(data)
 
 
 def _target(inv: Invocation) -> str:

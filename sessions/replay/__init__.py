@@ -26,7 +26,7 @@ from sessions.replay._diff import (
     masked,
 )
 from sessions.replay._paths import PathError, Pattern
-from sessions.replay._report import StepReport, summary
+from sessions.replay._report import StepReport, for_page, shown, summary
 
 __all__ = [
     "ABSENT",
@@ -43,7 +43,9 @@ __all__ = [
     "compare_answers",
     "compare_asked",
     "compare_latency",
+    "for_page",
     "frames_of",
     "masked",
+    "shown",
     "summary",
 ]

@@ -219,10 +219,10 @@ def sdk_recording(sdk_stdio: dict, tmp_path: Path) -> Path:
 def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
     sdk_stdio: dict, sdk_recording: Path, tmp_path: Path
 ) -> None:
-    report, junit = tmp_path / "report.json", tmp_path / "report.xml"
+    report, junit, page = tmp_path / "report.json", tmp_path / "report.xml", tmp_path / "report.html"
     proc = run_replay(
         str(sdk_recording), "-e", "SDK_SERVER_VARIANT=next", *target(sdk_stdio),
-        "--json", str(report), "--junit", str(junit), timeout=TIMEOUT,
+        "--json", str(report), "--junit", str(junit), "--report", str(page), timeout=TIMEOUT,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr == ""
@@ -256,6 +256,11 @@ def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
     failed = [case.get("name") for case in suite.findall("testcase") if case.find("failure") is not None]
     assert {"step 1 tools/list", "step 3 tools/call echo", "step 4 tools/call ask_llm"} <= set(failed)
     assert "step 7 tools/call slow" in failed
+    # The page, written by a process with no Django settings: the same steps, the changed ones open.
+    html = page.read_text()
+    assert f"8 steps, {changed} changed" in html and "<script" not in html
+    assert html.count("<details open>") == changed and html.count("<details>") == 8 - changed
+    assert '<code class="replay-path">$.result.tools[?(@.name==&quot;needs_login&quot;)]</code>' in html
 
 
 @pytest.mark.slow
