@@ -357,3 +357,59 @@ def test_a_server_that_does_not_start_exits_2_with_its_last_words(tmp_path: Path
     dying = [sys.executable, "-c", "import sys; print('no config', file=sys.stderr); sys.exit(3)"]
     line = assert_one_error_line(run_replay(str(recording), "--", *dying, timeout=TIMEOUT), 2)
     assert line.startswith("error: cannot replay: cannot connect: ") and "no config" in line
+
+
+@pytest.mark.slow
+def test_a_baseline_replayed_twice_tells_a_random_value_from_a_change(
+    sdk_stdio: dict, tmp_path: Path
+) -> None:
+    collection, recorded, report = tmp_path / "c.json", tmp_path / "recorded.jsonl", tmp_path / "report.json"
+    steps = [
+        {"method": "tools/call", "params": {"name": "lucky", "arguments": {}}},
+        {"method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
+    ]
+    collection.write_text(json.dumps({"steps": steps}))
+    lucky = ("-e", "SDK_SERVER_RANDOM=1")
+    result_of(run_cli(*lucky, *target(sdk_stdio), "--collection", str(collection), "--record", str(recorded)))
+    old = " ".join(target(sdk_stdio))
+    proc = run_replay(
+        str(recorded), *lucky, *target(sdk_stdio), "--next", "--baseline", old, "--no-latency",
+        "--json", str(report), timeout=TIMEOUT,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    found = [(d["step"], d["path"], d["rule"]) for s in data["report"] for d in s["differences"]]
+    # The next build's one change is reported; the lucky number, new in every run, is not.
+    assert found == [
+        (1, '$.result.tools[?(@.name=="add")].inputSchema.properties.c', "added"),
+        (1, '$.result.tools[?(@.name=="needs_login")]', "removed"),
+        (3, "$.result.content[0].text", "value changed"),
+        (3, "$.result.structuredContent.result", "value changed"),
+    ]
+    varying = {(d["step"], d["path"], d["rule"]) for d in data["baseline"]}
+    assert varying == {
+        (2, "$.result.content[0].text", "value changed"),
+        (2, "$.result.structuredContent.result", "value changed"),
+    }
+    dropped = [(d["step"], d["path"], d["because"], d["varies"]["rule"]) for d in data["not_counted"]]
+    assert dropped == [
+        (2, "$.result.content[0].text", "baseline", "value changed"),
+        (2, "$.result.structuredContent.result", "baseline", "value changed"),
+    ]
+    assert data["baseline_target"] == old and data["target"].endswith("stdio --next")
+    lines = proc.stdout.splitlines()
+    assert f"baseline {old}: 2 values differed between two runs" in lines
+    assert lines[-1] == "4 steps, 2 changed"
+
+
+def test_the_baseline_takes_the_targets_options_with_its_own_command_or_url() -> None:
+    run = parse_replay(["rec.jsonl", "-e", "A=1", "node", "new.js", "--baseline", "node old.js --flag"])
+    assert (run.baseline.command, list(run.baseline.args), dict(run.baseline.env)) == (  # type: ignore[union-attr]
+        "node", ["old.js", "--flag"], {"A": "1"},
+    )  # fmt: skip
+    http = parse_replay(
+        ["rec.jsonl", "http://new/mcp", "--header", "X-Key: k", "--baseline", "http://old/mcp"]
+    )
+    assert (http.baseline.url, http.baseline.headers) == ("http://old/mcp", {"X-Key": "k"})  # type: ignore[union-attr]
+    with pytest.raises(UsageError, match="--baseline: a target is required"):
+        parse_replay(["rec.jsonl", "srv", "--baseline", " "])

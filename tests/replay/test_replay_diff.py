@@ -399,3 +399,25 @@ def test_a_recording_without_initialize_cannot_be_replayed() -> None:
 def test_a_line_that_is_not_a_frame_is_named(line: bytes, why: str) -> None:
     with pytest.raises(RecordingProblem, match=why):
         list(frames_of([line]))
+
+
+# --- a baseline ---------------------------------------------------------------------------------------------
+
+
+def test_a_baseline_explains_a_difference_at_or_below_its_path_in_its_step_only() -> None:
+    from sessions.replay import Baseline, Difference, StepReport
+
+    varying = Difference(2, "tools/call", "$.result.content[0]", "value changed", "a", "b")
+    baseline = Baseline([varying])
+    below = Difference(2, "tools/call", "$.result.content[0].text", "value changed", "x", "y")
+    sibling = Difference(2, "tools/call", "$.result.content[0]extra", "added", ABSENT, 1)
+    elsewhere = Difference(3, "tools/call", "$.result.content[0].text", "value changed", "x", "y")
+    above = Difference(2, "tools/call", "$.result", "type changed", {}, [])
+    assert baseline.explains(below) is varying
+    assert [baseline.explains(d) for d in (sibling, elsewhere, above)] == [None, None, None]
+    steps = [StepReport(2, "tools/call", [below, above]), StepReport(3, "tools/call", [elsewhere])]
+    dropped = baseline.sift(steps)
+    assert [s.differences for s in steps] == [[above], [elsewhere]]
+    assert [(d["path"], d["because"], d["varies"]) for d in dropped] == [
+        ("$.result.content[0].text", "baseline", {"path": "$.result.content[0]", "rule": "value changed"})
+    ]
