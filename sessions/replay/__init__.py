@@ -13,6 +13,7 @@ from __future__ import annotations
 from sessions.replay._baseline import Baseline
 from sessions.replay._conversation import (
     ASKING_METHODS,
+    COUNTED_NOTIFICATIONS,
     Conversation,
     Links,
     RecordingProblem,
@@ -26,6 +27,7 @@ from sessions.replay._diff import (
     compare_answers,
     compare_asked,
     compare_latency,
+    compare_notified,
     masked,
 )
 from sessions.replay._drive import (
@@ -47,6 +49,7 @@ from sessions.replay._report import StepReport, for_page, shown, summary
 __all__ = [
     "ABSENT",
     "ASKING_METHODS",
+    "COUNTED_NOTIFICATIONS",
     "LIST_KEYS",
     "Asking",
     "Baseline",
@@ -68,6 +71,7 @@ __all__ = [
     "compare_answers",
     "compare_asked",
     "compare_latency",
+    "compare_notified",
     "converse",
     "declared_note",
     "for_page",

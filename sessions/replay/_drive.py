@@ -15,12 +15,28 @@ from sessions.engine import (
     ClientCapabilities,
     ClientSession,
     EngineError,
+    Frame,
     McpError,
     PendingRequest,
     RequestHandle,
 )
-from sessions.replay._conversation import ASKING_METHODS, Conversation, Links, Step
-from sessions.replay._diff import ABSENT, Difference, compare_answers, compare_asked, compare_latency
+from sessions.frames import message_of
+from sessions.replay._conversation import (
+    ASKING_METHODS,
+    COUNTED_NOTIFICATIONS,
+    Conversation,
+    Links,
+    Step,
+    progress_token,
+)
+from sessions.replay._diff import (
+    ABSENT,
+    Difference,
+    compare_answers,
+    compare_asked,
+    compare_latency,
+    compare_notified,
+)
 from sessions.replay._paths import Pattern
 from sessions.replay._report import StepReport
 
@@ -81,15 +97,38 @@ def client_info(conversation: Conversation) -> dict[str, Any]:
 
 
 class Asking:
-    """Which of the replay's requests is the newest in flight, and what the server asked during each."""
+    """Which of the replay's requests is the newest in flight, and what the server asked and notified
+    during each (counted as the recording's steps are: ``Step.asked``, ``Step.notified``)."""
 
     def __init__(self) -> None:
         self.in_flight: list[int] = []
         self.asked: dict[int, list[str]] = {}
+        self.notified: dict[int, dict[str, int]] = {}
+        self.tokens: dict[str | int, int] = {}
 
     def note(self, method: str) -> None:
         if method in ASKING_METHODS and self.in_flight:
             self.asked.setdefault(self.in_flight[-1], []).append(method)
+
+    def watch(self, event: object) -> None:
+        """A frame of the replaying session: a request's progress token, a notification to count."""
+        if not isinstance(event, Frame) or event.kind != "message" or not self.in_flight:
+            return
+        if event.direction == "out" and event.rpc_kind == "request":
+            token = progress_token(message_of(event.raw))
+            if token is not None:  # sent while its step is the newest in flight: it is that step's
+                self.tokens[token] = self.in_flight[-1]
+        elif event.direction == "in" and event.rpc_kind == "notification":
+            method = event.method
+            if method not in COUNTED_NOTIFICATIONS:
+                return
+            if method == "notifications/progress":
+                at = self.tokens.get(progress_token(message_of(event.raw)))  # type: ignore[arg-type]
+            else:
+                at = self.in_flight[-1]
+            if at is not None and at in self.in_flight:
+                counts = self.notified.setdefault(at, {})
+                counts[method] = counts.get(method, 0) + 1
 
 
 def answering(
@@ -137,6 +176,7 @@ class Outcome:
     latency_ms: float | None = None
     problem: str | None = None
     asked: list[str] = field(default_factory=list)
+    notified: dict[str, int] = field(default_factory=dict)
 
 
 Outcomes = dict[int, tuple[Outcome, dict[str, str]]]
@@ -171,28 +211,33 @@ async def converse(session: ClientSession, conversation: Conversation, asking: A
         outcome = await _settle(handle)
         asking.in_flight.remove(at)
         outcome.asked = asking.asked.pop(at, [])
+        outcome.notified = asking.notified.pop(at, {})
         links.learn(steps[at].answer, outcome.answer)
         outcomes[at] = (outcome, dict(links.mapped))
         return outcome
 
-    for at, step in enumerate(steps):
-        before = [waiting[p] for p in step.after if p in waiting]
-        if before:
-            await asyncio.wait(before)
-        if step.gap > 0.001:
-            await asyncio.sleep(min(step.gap, MAX_GAP))
-        params = links.params(step.params)
-        if step.request:
-            asking.in_flight.append(at)
-            handle = await session.start_request(step.method, params, progress=step.progress)
-            handles[at] = handle
-            waiting[at] = asyncio.ensure_future(follow(at, handle))
-        else:
-            # A notification that cannot be sent (the server gone) shows in the answers that follow.
-            with contextlib.suppress(EngineError):
-                await _notify(session, step, params, handles)
-    if waiting:
-        await asyncio.wait(list(waiting.values()))
+    unsubscribe = session.subscribe(asking.watch)
+    try:
+        for at, step in enumerate(steps):
+            before = [waiting[p] for p in step.after if p in waiting]
+            if before:
+                await asyncio.wait(before)
+            if step.gap > 0.001:
+                await asyncio.sleep(min(step.gap, MAX_GAP))
+            params = links.params(step.params)
+            if step.request:
+                asking.in_flight.append(at)
+                handle = await session.start_request(step.method, params, progress=step.progress)
+                handles[at] = handle
+                waiting[at] = asyncio.ensure_future(follow(at, handle))
+            else:
+                # A notification that cannot be sent (the server gone) shows in the answers that follow.
+                with contextlib.suppress(EngineError):
+                    await _notify(session, step, params, handles)
+        if waiting:
+            await asyncio.wait(list(waiting.values()))
+    finally:
+        unsubscribe()
     return outcomes
 
 
@@ -254,6 +299,7 @@ def _report(
             step.number, step.method, step.answer, outcome.answer, ignore=ignore, mapped=mapped
         )
         report.differences += compare_asked(step.number, step.method, step.asked, outcome.asked)
+        report.differences += compare_notified(step.number, step.method, step.notified, outcome.notified)
         if latency:
             report.differences += compare_latency(
                 step.number, step.method, step.latency_ms, outcome.latency_ms

@@ -236,11 +236,16 @@ def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
         (1, "tools/list", '$.result.tools[?(@.name=="needs_login")]', "removed"),
         (3, "tools/call", "$.result.content[0].text", "value changed"),
         (3, "tools/call", "$.result.structuredContent.result", "value changed"),
+        # Its log line, sent while the call was in flight, is gone.
+        (3, "tools/call", 'notifications["notifications/message"]', "notifications changed"),
         # The same answer, but the server no longer asked the client's LLM for it.
         (4, "tools/call", "server requests", "server requests changed"),
     ]
-    echo = data["report"][3]["differences"][0]
-    assert (echo["recorded"], echo["replayed"]) == ("hi", "hi!")
+    echo = data["report"][3]["differences"]
+    assert (echo[0]["recorded"], echo[0]["replayed"]) == ("hi", "hi!")
+    assert (echo[2]["recorded"], echo[2]["replayed"]) == (1, 0)
+    # The slow tool's progress (by its token) and log lines came as often as recorded.
+    assert not [d for d in data["report"][7]["differences"] if d["rule"] == "notifications changed"]
     added = data["report"][1]["differences"][0]
     assert added["replayed"]["type"] == "integer" and added["absent"] == "recorded"
     asked = data["report"][4]["differences"][-1]
@@ -385,6 +390,7 @@ def test_a_baseline_replayed_twice_tells_a_random_value_from_a_change(
         (1, '$.result.tools[?(@.name=="needs_login")]', "removed"),
         (3, "$.result.content[0].text", "value changed"),
         (3, "$.result.structuredContent.result", "value changed"),
+        (3, 'notifications["notifications/message"]', "notifications changed"),
     ]
     varying = {(d["step"], d["path"], d["rule"]) for d in data["baseline"]}
     assert varying == {

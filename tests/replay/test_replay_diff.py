@@ -421,3 +421,38 @@ def test_a_baseline_explains_a_difference_at_or_below_its_path_in_its_step_only(
     assert [(d["path"], d["because"], d["varies"]) for d in dropped] == [
         ("$.result.content[0].text", "baseline", {"path": "$.result.content[0]", "rule": "value changed"})
     ]
+
+
+def test_progress_by_its_token_and_log_lines_in_flight_are_counted_by_method() -> None:
+    def note(seq: int, method: str, params: dict[str, Any]) -> bytes:
+        return frame(seq, "in", {"jsonrpc": "2.0", "method": method, "params": params})
+
+    progress, log = "notifications/progress", "notifications/message"
+    lines = [
+        *recording()[1:4],
+        frame(5, "out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "slow", "_meta": {"progressToken": "t1"}}}),
+        frame(6, "out", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}}),
+        note(7, progress, {"progressToken": "t1", "progress": 1}),  # the slow call's, by its token
+        note(8, log, {"level": "info", "data": "echo"}),  # the newest request in flight's: echo
+        note(9, "notifications/tools/list_changed", {}),  # whenever the server pleases: not counted
+        frame(10, "in", {"jsonrpc": "2.0", "id": 2, "result": {"content": []}}, pair_seq=6),
+        note(11, progress, {"progressToken": "t1", "progress": 2}),
+        note(12, log, {"level": "debug", "data": "slow"}),  # echo answered: the slow call's now
+        frame(13, "in", {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, pair_seq=5),
+        note(14, progress, {"progressToken": "t1", "progress": 3}),  # after its answer: not counted
+    ]  # fmt: skip
+    slow, echo = Conversation.of(frames_of(lines)).steps
+    assert slow.notified == {progress: 2, log: 1} and echo.notified == {log: 1}
+
+
+def test_notifications_counted_otherwise_are_a_change_per_method() -> None:
+    from sessions.replay import compare_notified
+
+    progress, log = "notifications/progress", "notifications/message"
+    assert compare_notified(3, "tools/call", {progress: 2}, {progress: 2}) == []
+    found = compare_notified(3, "tools/call", {progress: 2, log: 1}, {progress: 5})
+    assert [(d.path, d.rule, d.recorded, d.replayed) for d in found] == [
+        ('notifications["notifications/message"]', "notifications changed", 1, 0),
+        ('notifications["notifications/progress"]', "notifications changed", 2, 5),
+    ]

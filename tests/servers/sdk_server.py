@@ -13,8 +13,8 @@ template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
 
 ``SDK_SERVER_VARIANT=next`` in the environment (or ``--next`` after the transport, where the environment is
-shared with another build) makes it the next build of itself, for replays: ``add``
-takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``ask_llm`` answers ``canned: 4``
+shared with another build) makes it the next build of itself, for replays: ``add`` takes an optional
+third integer ``c``, ``echo`` answers ``TEXT!`` and logs nothing, ``ask_llm`` answers ``canned: 4``
 without sampling, ``slow`` waits three times as long between its steps and ``needs_login`` is gone.
 ``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below). ``SDK_SERVER_RANDOM=1`` adds ``lucky``, whose
 answer is a random number each time (neither a time nor a UUID): what only a baseline tells from a change.
@@ -84,7 +84,8 @@ else:
 
 @server.tool(description="Echo the text back; also logs it at level info.")
 async def echo(text: str, ctx: Context) -> str:
-    await _log(ctx, "info", f"echo: {text}")
+    if not NEXT:  # the next build logs no more
+        await _log(ctx, "info", f"echo: {text}")
     return f"{text}!" if NEXT else text
 
 
