@@ -43,6 +43,7 @@ from sessions.replay._drive import (
     declared_note,
     reports,
 )
+from sessions.replay._pair import Side, paired
 from sessions.replay._paths import PathError, Pattern
 from sessions.replay._report import StepReport, for_page, shown, summary
 
@@ -62,6 +63,7 @@ __all__ = [
     "PathError",
     "Pattern",
     "RecordingProblem",
+    "Side",
     "Step",
     "StepReport",
     "answering",
@@ -77,6 +79,7 @@ __all__ = [
     "for_page",
     "frames_of",
     "masked",
+    "paired",
     "reports",
     "shown",
     "summary",

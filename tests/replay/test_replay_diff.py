@@ -456,3 +456,32 @@ def test_notifications_counted_otherwise_are_a_change_per_method() -> None:
         ('notifications["notifications/message"]', "notifications changed", 1, 0),
         ('notifications["notifications/progress"]', "notifications changed", 2, 5),
     ]
+
+
+def test_a_stored_replay_is_paired_with_its_recording_request_by_request() -> None:
+    from sessions.replay import paired
+
+    def conversation(answers: list[dict[str, Any]]) -> Conversation:
+        lines = recording()[1:4]
+        for n, answer in enumerate(answers, start=1):
+            call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": f"t{n}"}}
+            reply = {"jsonrpc": "2.0", "id": n, **answer}
+            lines += [
+                frame(10 * n, "out", call),
+                frame(10 * n + 1, "in", reply, pair_seq=10 * n, latency_ms=1.0),
+            ]
+        return Conversation.of(frames_of(lines))
+
+    recorded = conversation([text("a"), text("b"), text("c")])
+    live = conversation([text("a"), text("B")])
+    steps, sides, waiting = paired(recorded, live, complete=False)
+    assert [(s.number, s.method, [d.path for d in s.differences]) for s in steps] == [
+        (0, "initialize", []),
+        (1, "tools/call", []),
+        (2, "tools/call", ["$.result.content[0].text"]),
+        (3, "tools/call", []),  # not sent yet: not a change while the replay is live
+    ]
+    assert waiting == {3} and sides[2].replayed.startswith("{") and '"B"' in sides[2].replayed
+    assert (sides[3].replayed, sides[3].replayed_seq, sides[3].recorded_seq) == ("(not sent yet)", None, 30)
+    steps, _, waiting = paired(recorded, live, complete=True)
+    assert waiting == set() and [d.rule for d in steps[3].differences] == ["not answered"]
