@@ -25,7 +25,7 @@ from sessions.timeline.replays import conversation_of, side_by_side
 from sessions.web import together
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import with_callback
-from sessions.web.shortcuts import error_response, owned_session
+from sessions.web.shortcuts import owned_session
 
 __all__ = ["replay_form", "replay_view", "start_replay"]
 
@@ -52,7 +52,15 @@ def _why_not(session: McpSession) -> str | None:
 
 def _choices(session: McpSession) -> dict[str, Any]:
     servers = list(ServerConfig.objects.filter(team_id=session.team_id).order_by("name"))
-    return {"session": session, "servers": servers, "own": _own_target(session), "problem": _why_not(session)}
+    # The role in the session's team, as owned_session found it: a viewer is not offered what it may not do.
+    can_start = Role.allows(getattr(session, "person_role", None) or Role.VIEWER, Role.OPERATOR)
+    return {
+        "session": session,
+        "servers": servers,
+        "own": _own_target(session),
+        "problem": _why_not(session),
+        "can_start": can_start,
+    }
 
 
 @require_GET
@@ -109,10 +117,11 @@ async def start_replay(request: AuthedRequest, public_id: Any) -> HttpResponse:
     user = await signed_in_user(request)
     try:
         replay = await sync_to_async(_create)(request, session, user.pk)
-    except ValueError as exc:
-        return error_response(str(exc), 400)
-    except PermissionError as exc:
-        return error_response(str(exc), 403)
+    except (ValueError, PermissionError) as exc:
+        # The form is a plain one: the page again, saying why, rather than a bare fragment.
+        context = {**await sync_to_async(_choices)(session), "refused": str(exc)}
+        status = 403 if isinstance(exc, PermissionError) else 400
+        return await sync_to_async(render)(request, "replay/start.html", context, status=status)
     await together.record(replay, user.pk, "connected")
     await client.start_session(replay)
     return redirect(reverse("replay_view", args=[replay.public_id]))

@@ -169,3 +169,19 @@ async def test_a_recording_replays_only_against_a_saved_server_of_its_team() -> 
         response = await client.post(f"/s/{recording.public_id}/replay/start", {"target": hostile})
         assert response.status_code == 400, hostile
     assert not await McpSession.objects.filter(replay_of=recording).aexists()
+
+
+async def test_a_viewer_sees_the_choice_but_is_not_offered_to_start_nor_may_start() -> None:
+    from sessions.teams.models import Membership, Role
+
+    alice, carol = await make_user(), await make_user("carol")
+    team = await ateam_of(alice)
+    await Membership.objects.acreate(team=team, user=carol, role=Role.VIEWER)
+    session = await McpSession.objects.acreate(
+        team=team, owner=alice, name="s", config={"command": "x"}, status="closed"
+    )
+    viewer = await logged_in_client(carol)
+    page = (await viewer.get(f"/s/{session.public_id}/replay")).content.decode()
+    assert "your role here is viewer" in page
+    assert 'name="target"' not in page
+    assert (await viewer.post(f"/s/{session.public_id}/replay/start", {"target": "own"})).status_code == 403
