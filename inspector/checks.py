@@ -104,7 +104,9 @@ def check_egress_allow(
 
 
 @checks.register()
-def check_llm_models(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+def check_llm_models(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
     """Tell whether INSPECTOR_LLM_MODELS lists models the Playground can use (never echoing a key)."""
     from sessions.providers import parse_models
 

@@ -211,17 +211,17 @@ async def step(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResp
 
 @require_POST
 async def decide(
-    request: AuthedRequest, public_id: Any, chat_id: int, entry_id: int, decision: str
+    request: AuthedRequest, public_id: Any, chat_id: int, call_id: int, decision: str
 ) -> HttpResponse:
     """Approve or deny a tool call that waits for the person."""
-    if decision not in DECISIONS or entry_id > MAX_INT:
+    if decision not in DECISIONS or call_id > MAX_INT:
         raise Http404("No such decision")
     user = await signed_in_user(request)
 
     @transaction.atomic
     def decide_call() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
-        calls = ChatEntry.objects.filter(chat=chat, pk=entry_id, kind=ChatEntry.Kind.TOOL)
+        calls = ChatEntry.objects.filter(chat=chat, pk=call_id, kind=ChatEntry.Kind.TOOL)
         if not calls.exists():
             raise Http404("No such tool call in this chat")
         fields: dict[str, Any] = {"status": DECISIONS[decision], "decided_by": user}

@@ -96,7 +96,7 @@ session_urls = [
     path("playground/<int:chat_id>/send", playground.send, name="playground_send"),
     path("playground/<int:chat_id>/step", playground.step, name="playground_step"),
     path(
-        "playground/<int:chat_id>/calls/<int:entry_id>/<str:decision>",
+        "playground/<int:chat_id>/calls/<int:call_id>/<str:decision>",
         playground.decide,
         name="playground_decide",
     ),
