@@ -46,6 +46,8 @@ def conversation(entries: list[ChatEntry]) -> list[Message]:
         elif entry.kind == ChatEntry.Kind.TOOL and messages and messages[-1].role in ("assistant", "tool"):
             owner = next(m for m in reversed(messages) if m.role == "assistant")
             arguments = entry.arguments if isinstance(entry.arguments, dict) else {}
-            owner.tool_calls.append(ToolCall(entry.call_id, entry.tool_name, arguments, entry.raw_arguments))
+            # Arguments that were not a JSON object go back as an empty one: an API may refuse them.
+            raw = "" if entry.status == ChatEntry.Status.INVALID else entry.raw_arguments
+            owner.tool_calls.append(ToolCall(entry.call_id, entry.tool_name, arguments, raw))
             messages.append(Message("tool", entry.text, tool_call_id=entry.call_id, is_error=entry.is_error))
     return messages
