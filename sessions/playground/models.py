@@ -29,6 +29,8 @@ class Chat(models.Model):
     approval = models.CharField(max_length=8, choices=Approval.choices, default=Approval.WRITES)
     # Set while a step runs (a model's answer, tool calls): a second tab's step waits for it.
     busy_until = models.DateTimeField(null=True, blank=True)
+    # The text of the answer being streamed now, for the page to show as it comes; empty after it.
+    streaming = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["-pk"]

@@ -36,6 +36,7 @@ __all__ = ["TOOL_WAIT", "configured", "model_named", "needs_approval", "next_wor
 
 MAX_ANSWERS = 10  # the model's answers to one message of the person before the chat stops and says so
 TOOL_WAIT = 60.0  # seconds a tool call may run within a step; a longer one is left to the timeline
+STREAM_EVERY = 0.25  # seconds between two writes of a streamed answer's text so far
 Status = ChatEntry.Status
 Kind = ChatEntry.Kind
 
@@ -145,11 +146,21 @@ async def _model_turn(
         tools = await sync_to_async(offered)(session)
     request = ChatRequest(chat.system_prompt, conversation(entries), tool_specs(tools), chat.temperature)
     started = time.perf_counter()
+    shown = [0.0]
+
+    async def streamed(text: str) -> None:
+        # A write per chunk would be one per token: the page asks twice a second.
+        if time.perf_counter() - shown[0] >= STREAM_EVERY:
+            shown[0] = time.perf_counter()
+            await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
+
     try:
-        reply = await complete(config, request)
+        reply = await complete(config, request, on_text=streamed)
     except ProviderError as exc:
         await sync_to_async(_error)(chat, f"{config.label} could not answer: {exc}")
         return
+    finally:
+        await Chat.objects.filter(pk=chat.pk).aupdate(streaming="")
     ms = (time.perf_counter() - started) * 1000
     await sync_to_async(_record_reply)(chat, reply, request, tools, ms)
 

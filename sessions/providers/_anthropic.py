@@ -160,6 +160,11 @@ class StreamAssembler:
         elif kind == "message_stop":
             self.done = True
 
+    def text(self) -> str:
+        """The answer's text so far: its text blocks, in order."""
+        blocks = (self._blocks[index] for index in sorted(self._blocks))
+        return "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+
     def result(self) -> Reply:
         self.reply.text, self.reply.tool_calls = "", []
         for index in sorted(self._blocks):

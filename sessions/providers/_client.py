@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sessions.providers import _anthropic, _openai
-from sessions.providers._sse import SseParser
+from sessions.providers._sse import Event, SseParser
 from sessions.providers._types import ChatRequest, ModelConfig, ProviderError, Reply
 
 if TYPE_CHECKING:
@@ -33,9 +33,11 @@ async def complete(
     stream: bool = True,
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.monotonic,
+    on_text: Callable[[str], Awaitable[None]] | None = None,
 ) -> Reply:
     """The model's answer to ``request``; ``ProviderError`` says why there is none (unreachable, too
-    slow, an HTTP error, an answer that is not the API's)."""
+    slow, an HTTP error, an answer that is not the API's). ``on_text`` hears a streamed answer's text
+    so far each time it grows."""
     import httpx  # here: a start of the app that chats with no model does not load it
 
     api = _api(config)
@@ -54,7 +56,7 @@ async def complete(
                 raise ProviderError(_http_error(config, api, answer.status_code, text))
             kind = answer.headers.get("content-type", "")
             if "text/event-stream" in kind:
-                return await _streamed(config, api, answer, deadline, clock)
+                return await _streamed(config, api, answer, deadline, clock, on_text)
             data = b""
             async for piece in answer.aiter_bytes():
                 data += piece
@@ -73,11 +75,25 @@ async def complete(
 
 
 async def _streamed(
-    config: ModelConfig, api: Any, answer: httpx.Response, deadline: float, clock: Callable[[], float]
+    config: ModelConfig,
+    api: Any,
+    answer: httpx.Response,
+    deadline: float,
+    clock: Callable[[], float],
+    on_text: Callable[[str], Awaitable[None]] | None,
 ) -> Reply:
     parser = SseParser()
     assembler = api.StreamAssembler()
     size = 0
+    text = ""
+
+    async def take(event: Event) -> None:
+        nonlocal text
+        _feed(api, assembler, event.event, _redact(event.data, config))
+        if on_text is not None and assembler.text() != text:
+            text = assembler.text()
+            await on_text(text)
+
     async for line in answer.aiter_lines():
         size += len(line)
         # httpx's read timeout is per read: a server that trickles bytes for ever is cut here.
@@ -87,10 +103,10 @@ async def _streamed(
             raise ProviderError(f"{config.label} streamed more than {MAX_BODY // 1024 // 1024} MiB")
         event = parser.feed(line)
         if event is not None:
-            _feed(api, assembler, event.event, _redact(event.data, config))
+            await take(event)
     last = parser.flush()
     if last is not None:
-        _feed(api, assembler, last.event, _redact(last.data, config))
+        await take(last)
     return assembler.result()  # type: ignore[no-any-return]
 
 

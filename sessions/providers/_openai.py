@@ -150,6 +150,10 @@ class StreamAssembler:
                 call["name"] += str(function.get("name") or "")
                 call["arguments"] += str(function.get("arguments") or "")
 
+    def text(self) -> str:
+        """The answer's text so far."""
+        return self.reply.text
+
     def result(self) -> Reply:
         """The answer so far, with its tool calls read (a call with no name is what a stream cut off left)."""
         self.reply.tool_calls = []

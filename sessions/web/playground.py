@@ -21,7 +21,7 @@ from sessions.teams.models import Role
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
 
-__all__ = ["chat_page", "decide", "new_chat", "panel_context", "send", "chat_settings", "step"]
+__all__ = ["chat_page", "chat_settings", "decide", "new_chat", "panel_context", "send", "step", "streaming"]
 
 MAX_PROMPT = 20_000  # characters of a system prompt
 MAX_MESSAGE = 50_000  # characters of one message of the person
@@ -152,6 +152,18 @@ async def chat_page(request: AuthedRequest, public_id: Any, chat_id: int) -> Htt
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
         context = _chat_context(session, chat, user.pk) | {"session": session}
         return _render("sessions/panels/playground.html", context, request)
+
+    return await sync_to_async(read)()
+
+
+@require_GET
+async def streaming(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """The text of the answer being streamed now (the log asks while it waits for the model)."""
+    user = await signed_in_user(request)
+
+    def read() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
+        return _render("sessions/playground/_streaming.html", {"session": session, "chat": chat}, request)
 
     return await sync_to_async(read)()
 

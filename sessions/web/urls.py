@@ -95,6 +95,7 @@ session_urls = [
     path("playground/<int:chat_id>/settings", playground.chat_settings, name="playground_settings"),
     path("playground/<int:chat_id>/send", playground.send, name="playground_send"),
     path("playground/<int:chat_id>/step", playground.step, name="playground_step"),
+    path("playground/<int:chat_id>/stream", playground.streaming, name="playground_stream"),
     path(
         "playground/<int:chat_id>/calls/<int:call_id>/<str:decision>",
         playground.decide,

@@ -8,6 +8,7 @@ both calls run through the session, so they are on its timeline and in its Reque
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,13 @@ SCRIPT = {
                 {"id": "call_toggle", "name": "toggle-simulated-logging", "arguments": {}},
             ],
         },
-        {"text": "Echoed, and simulated logging is on.", "chunk": 3},
+        {"match": "Started simulated", "text": "Echoed, and simulated logging is on.", "chunk": 3},
+        {
+            "match": "Tell a story",
+            "text": "Once upon a time a server answered every call.",
+            "chunk": 4,
+            "chunk_delay": 0.25,
+        },
     ],
 }
 
@@ -125,4 +132,15 @@ def test_a_chat_calls_a_read_only_tool_at_once_and_another_after_approval_both_o
     assert results[1]["tool_call_id"] == "call_toggle"
     home.screenshot(path="/tmp/pg-done.png", full_page=True)
     assert KEY not in home.content()
+
+    # A slow stream shows its text as it comes, then the whole answer.
+    composer.get_by_label("Message").fill("Tell a story")
+    composer.get_by_role("button", name="Send").click()
+    streaming = home.locator("#chat-log .chat-working .chat-streaming")
+    expect(streaming).to_contain_text("Once upon", timeout=SHORT)
+    assert "every call." not in streaming.inner_text()
+    expect(home.locator("#chat-log .chat-assistant").last).to_have_text(
+        re.compile("Once upon a time a server answered every call.")
+    )
+    expect(home.locator("#chat-log .chat-working")).to_have_count(0)
     assert_clean(home)

@@ -316,3 +316,39 @@ async def test_a_model_that_does_not_answer_in_time_says_so() -> None:
 
     with pytest.raises(ProviderError, match="did not answer within 5 s"):
         await complete(OPENAI, ChatRequest("", [], []), transport=httpx.MockTransport(handler))
+
+
+async def test_a_streamed_answer_s_text_is_heard_as_it_grows_in_both_apis() -> None:
+    heard: list[str] = []
+
+    async def on_text(text: str) -> None:
+        heard.append(text)
+
+    stream = "\n\n".join([_chunk({"content": "Hel"}), _chunk({"tool_calls": []}), _chunk({"content": "lo"})])
+    transport = _transport(200, stream.encode(), "text/event-stream", [])
+    await complete(OPENAI, ChatRequest("", [], []), transport=transport, on_text=on_text)
+    assert heard == ["Hel", "Hello"]
+
+    heard.clear()
+    events = [
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Hi"}}),
+        (
+            "content_block_start",
+            {"index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "echo"}},
+        ),
+        ("content_block_delta", {"index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": " there"}}),
+    ]
+    stream = "\n\n".join(f"event: {k}\ndata: {json.dumps({'type': k, **b})}" for k, b in events)
+    transport = _transport(200, stream.encode(), "text/event-stream", [])
+    reply = await complete(ANTHROPIC, ChatRequest("", [], []), transport=transport, on_text=on_text)
+    assert heard == ["Hi", "Hi there"] and reply.tool_calls[0].name == "echo"
+
+
+async def test_a_stream_that_trickles_past_the_timeout_is_cut() -> None:
+    ticks = iter([0.0, 1.0, 6.0, 7.0])
+    stream = "\n\n".join([_chunk({"content": "a"}), _chunk({"content": "b"}), _chunk({"content": "c"})])
+    transport = _transport(200, stream.encode(), "text/event-stream", [])
+    with pytest.raises(ProviderError, match="GPT did not finish its answer within 5 s"):
+        await complete(OPENAI, ChatRequest("", [], []), transport=transport, clock=lambda: next(ticks))

@@ -11,7 +11,7 @@ keeps a step for every request it matches. A step answers with:
 
 - ``text`` and ``tool_calls`` (``[{"id", "name", "arguments"}]``: an object, or a string sent as it
   is, which is how a malformed tool call is made), streamed when the request asks (``stream``: false
-  answers whole anyway), in pieces of ``chunk`` characters;
+  answers whole anyway), in pieces of ``chunk`` characters, ``chunk_delay`` seconds apart;
 - ``status`` with ``error`` (an HTTP error in the API's shape), or ``raw`` (a body sent as it is:
   garbage), with ``content_type``;
 - ``delay``: seconds to wait before answering (a slow model).
@@ -103,7 +103,7 @@ class Handler(BaseHTTPRequestHandler):
             self._json(step["status"], error if anthropic else {"error": {"message": message}})
         elif request.get("stream") and step.get("stream", True):
             events = _anthropic_events(step) if anthropic else _openai_chunks(step)
-            self._stream(events)
+            self._stream(events, float(step.get("chunk_delay", 0)))
         else:
             self._json(200, _anthropic_message(step) if anthropic else _openai_completion(step))
 
@@ -117,7 +117,7 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, body: Any) -> None:
         self._send(status, json.dumps(body).encode(), "application/json")
 
-    def _stream(self, events: list[str]) -> None:
+    def _stream(self, events: list[str], pause: float) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Connection", "close")
@@ -125,6 +125,7 @@ class Handler(BaseHTTPRequestHandler):
         for event in events:
             self.wfile.write(event.encode())
             self.wfile.flush()
+            time.sleep(pause)
         self.close_connection = True
 
     def log_message(self, *args: object) -> None:

@@ -124,7 +124,7 @@ GROUPS: dict[str, set[str]] = {
                        "tap_rule_add", "tap_rule_remove", "tap_release", "tap_faults", "tap_fault_once",
                        "tap_endpoint_create", "tap_endpoint_revoke"},
     "playground": {"playground_new", "playground_chat", "playground_settings", "playground_send",
-                   "playground_step", "playground_decide"},
+                   "playground_step", "playground_stream", "playground_decide"},
     "the rest": set(),
 }  # fmt: skip
 

@@ -204,6 +204,7 @@ URLS: dict[str, tuple[str, str]] = {
     "playground_settings": ("POST", "act"),
     "playground_send": ("POST", "act"),
     "playground_step": ("POST", "act"),
+    "playground_stream": ("GET", "read"),
     "playground_decide": ("POST", "act"),
 }
 # Requests that log the person out: they are logged in again before the next.
