@@ -3,13 +3,18 @@ calls wait for the person, a tool result in words."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from support.teams import team_of
 
+from inspector.checks import check_llm_models
+from sessions.models import McpSession
 from sessions.playground.models import Chat, ChatEntry
 from sessions.playground.transcript import conversation, result_text
-from sessions.playground.turns import needs_approval, next_work
+from sessions.playground.turns import _claim, _release, needs_approval, next_work
 
 Kind, Status = ChatEntry.Kind, ChatEntry.Status
 
@@ -85,3 +90,24 @@ def test_a_tool_result_in_words() -> None:
     assert result_text({"content": [], "structuredContent": {"sum": 5}}) == '{"sum": 5}'
     assert result_text(None, {"code": -32602, "message": "bad params"}) == "error: bad params"
     assert len(result_text({"content": [{"type": "text", "text": "x" * 50_000}]})) == 20_000
+
+
+@pytest.mark.django_db
+def test_one_step_at_a_time_per_chat_and_a_claim_that_outlived_its_step_lapses() -> None:
+    alice = User.objects.create(username="alice")
+    session = McpSession.objects.create(owner=alice, team=team_of(alice), name="s", config={})
+    chat = Chat.objects.create(session=session, team=session.team, model_key="m")
+    assert _claim(chat.pk, 60) and not _claim(chat.pk, 60)
+    _release(chat.pk)
+    assert _claim(chat.pk, -1)
+    assert _claim(chat.pk, 60)  # the claim before has lapsed (its step's process died, say)
+
+
+def test_a_wrong_model_list_stops_the_start_with_its_reason(settings: Any) -> None:
+    wrong = {"url": "http://x/v1", "model": "m", "api": "gemini", "api_key": "sk-7"}
+    settings.INSPECTOR_LLM_MODELS = json.dumps([wrong])
+    [error] = check_llm_models()
+    assert error.id == "inspector.E006" and "model 1: api must be one of" in error.msg
+    assert "sk-7" not in error.msg
+    settings.INSPECTOR_LLM_MODELS = '[{"url": "http://x/v1", "model": "m"}]'
+    assert check_llm_models() == []
