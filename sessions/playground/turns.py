@@ -146,16 +146,13 @@ async def _model_turn(
         tools = await sync_to_async(offered)(session)
     request = ChatRequest(chat.system_prompt, conversation(entries), tool_specs(tools), chat.temperature)
     started = time.perf_counter()
-    shown = [0.0]
 
     async def streamed(text: str) -> None:
-        # A write per chunk would be one per token: the page asks twice a second.
-        if time.perf_counter() - shown[0] >= STREAM_EVERY:
-            shown[0] = time.perf_counter()
-            await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
+        await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
 
     try:
-        reply = await complete(config, request, on_text=streamed)
+        # A write per chunk would be one per token: the page asks twice a second.
+        reply = await complete(config, request, on_text=streamed, text_every=STREAM_EVERY)
     except ProviderError as exc:
         await sync_to_async(_error)(chat, f"{config.label} could not answer: {exc}")
         return

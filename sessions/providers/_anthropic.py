@@ -112,11 +112,13 @@ def parse_response(answer: Any) -> Reply:
 
 class StreamAssembler:
     """A streamed answer put together from its events: each content block opened, filled by its deltas
-    (text, or a tool_use's input as pieces of JSON text) and closed; the stop reason and usage come last."""
+    (text, or a tool_use's input as pieces of JSON text) and closed; the stop reason and usage come last.
+    Pieces are joined once, at the end: adding each to a string would cost the square of the answer."""
 
     def __init__(self) -> None:
         self.reply = Reply()
         self._blocks: dict[int, dict[str, Any]] = {}
+        self.pieces = 0  # pieces of text so far: it grows with the text
         self.done = False
 
     def feed(self, event: str, data: str) -> None:
@@ -141,15 +143,17 @@ class StreamAssembler:
             _usage(self.reply, message.get("usage"))
         elif kind == "content_block_start":
             block = dict(payload["content_block"])
-            block["json"] = ""
+            block["parts"] = [str(block.get("text") or "")]
+            block["json"] = []
             self._blocks[int(payload["index"])] = block
         elif kind == "content_block_delta":
             block = self._blocks[int(payload["index"])]
             delta = payload["delta"]
             if delta["type"] == "text_delta":
-                block["text"] = block.get("text", "") + str(delta["text"])
+                block["parts"].append(str(delta["text"]))
+                self.pieces += 1
             elif delta["type"] == "input_json_delta":
-                block["json"] += str(delta["partial_json"])
+                block["json"].append(str(delta["partial_json"]))
         elif kind == "message_delta":
             stop = payload.get("delta", {}).get("stop_reason")
             if stop:
@@ -163,17 +167,15 @@ class StreamAssembler:
     def text(self) -> str:
         """The answer's text so far: its text blocks, in order."""
         blocks = (self._blocks[index] for index in sorted(self._blocks))
-        return "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
+        return "".join("".join(b["parts"]) for b in blocks if b.get("type") == "text")
 
     def result(self) -> Reply:
-        self.reply.text, self.reply.tool_calls = "", []
+        self.reply.text, self.reply.tool_calls = self.text(), []
         for index in sorted(self._blocks):
             block = self._blocks[index]
-            if block.get("type") == "text":
-                self.reply.text += str(block.get("text") or "")
-            elif block.get("type") == "tool_use":
+            if block.get("type") == "tool_use":
                 # The input comes whole in the start event or in pieces of JSON text: never both.
-                raw = block["json"] if block["json"] else block.get("input") or {}
+                raw = "".join(block["json"]) if block["json"] else block.get("input") or {}
                 self.reply.tool_calls.append(
                     read_arguments(str(block.get("id")), str(block.get("name")), raw)
                 )

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from sessions.providers import _anthropic, _openai
-from sessions.providers._sse import Event, SseParser
+from sessions.providers._sse import SseParser
 from sessions.providers._types import ChatRequest, ModelConfig, ProviderError, Reply
 
 if TYPE_CHECKING:
     import httpx
 
 MAX_BODY = 4 * 1024 * 1024  # a chat answer bigger than this is not one
+# A stream repeats its envelope (ids, model, a choice) around every token: a long answer is many MiB.
+MAX_STREAM = 64 * 1024 * 1024
 
 
 def _redact(text: str, config: ModelConfig) -> str:
@@ -34,10 +37,11 @@ async def complete(
     transport: httpx.AsyncBaseTransport | None = None,
     clock: Callable[[], float] = time.monotonic,
     on_text: Callable[[str], Awaitable[None]] | None = None,
+    text_every: float = 0.25,
 ) -> Reply:
     """The model's answer to ``request``; ``ProviderError`` says why there is none (unreachable, too
     slow, an HTTP error, an answer that is not the API's). ``on_text`` hears a streamed answer's text
-    so far each time it grows."""
+    so far when it has grown, at most every ``text_every`` seconds, and once it is whole."""
     import httpx  # here: a start of the app that chats with no model does not load it
 
     api = _api(config)
@@ -56,7 +60,8 @@ async def complete(
                 raise ProviderError(_http_error(config, api, answer.status_code, text))
             kind = answer.headers.get("content-type", "")
             if "text/event-stream" in kind:
-                return await _streamed(config, api, answer, deadline, clock, on_text)
+                heard = _Heard(on_text, text_every, clock)
+                return await _streamed(config, api, answer, deadline, clock, heard)
             data = b""
             async for piece in answer.aiter_bytes():
                 data += piece
@@ -74,39 +79,49 @@ async def complete(
     return api.parse_response(parsed)  # type: ignore[no-any-return]
 
 
+class _Heard:
+    """Who hears a streamed answer's text, and when they last did: joining the text costs its length."""
+
+    def __init__(
+        self, on_text: Callable[[str], Awaitable[None]] | None, every: float, clock: Callable[[], float]
+    ) -> None:
+        self.on_text, self.every, self.clock = on_text, every, clock
+        self.pieces, self.at = 0, -math.inf
+
+    async def tell(self, assembler: Any, whole: bool = False) -> None:
+        if self.on_text is None or assembler.pieces == self.pieces:
+            return
+        if whole or self.clock() - self.at >= self.every:
+            self.pieces, self.at = assembler.pieces, self.clock()
+            await self.on_text(assembler.text())
+
+
 async def _streamed(
     config: ModelConfig,
     api: Any,
     answer: httpx.Response,
     deadline: float,
     clock: Callable[[], float],
-    on_text: Callable[[str], Awaitable[None]] | None,
+    heard: _Heard,
 ) -> Reply:
     parser = SseParser()
     assembler = api.StreamAssembler()
     size = 0
-    text = ""
-
-    async def take(event: Event) -> None:
-        nonlocal text
-        _feed(api, assembler, event.event, _redact(event.data, config))
-        if on_text is not None and assembler.text() != text:
-            text = assembler.text()
-            await on_text(text)
-
     async for line in answer.aiter_lines():
         size += len(line)
         # httpx's read timeout is per read: a server that trickles bytes for ever is cut here.
         if clock() > deadline:
             raise ProviderError(f"{config.label} did not finish its answer within {config.timeout:g} s")
-        if size > MAX_BODY:
-            raise ProviderError(f"{config.label} streamed more than {MAX_BODY // 1024 // 1024} MiB")
+        if size > MAX_STREAM:
+            raise ProviderError(f"{config.label} streamed more than {MAX_STREAM // 1024 // 1024} MiB")
         event = parser.feed(line)
         if event is not None:
-            await take(event)
+            _feed(api, assembler, event.event, _redact(event.data, config))
+            await heard.tell(assembler)
     last = parser.flush()
     if last is not None:
-        await take(last)
+        _feed(api, assembler, last.event, _redact(last.data, config))
+    await heard.tell(assembler, whole=True)
     return assembler.result()  # type: ignore[no-any-return]
 
 

@@ -100,12 +100,19 @@ def parse_response(answer: Any) -> Reply:
 
 class StreamAssembler:
     """A streamed answer put together from its chunks (``data:`` events): the content's pieces, and
-    each tool call's id, name and arguments, which arrive in pieces keyed by the call's index."""
+    each tool call's id, name and arguments, which arrive in pieces keyed by the call's index. Pieces
+    are joined once, at the end: adding each to a string would cost the square of the answer."""
 
     def __init__(self) -> None:
         self.reply = Reply()
-        self._calls: dict[int, dict[str, str]] = {}
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
         self.done = False
+
+    @property
+    def pieces(self) -> int:
+        """How many pieces of text have come: it grows with the text."""
+        return len(self._text)
 
     def feed(self, data: str) -> None:
         if data.strip() == "[DONE]":
@@ -134,36 +141,37 @@ class StreamAssembler:
     def _delta(self, delta: Any) -> None:
         if not isinstance(delta, dict):
             raise ProviderError("a streamed delta is not a JSON object")
-        if isinstance(delta.get("content"), str):
-            self.reply.text += delta["content"]
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            self._text.append(delta["content"])
         for piece in delta.get("tool_calls") or []:
             if not isinstance(piece, dict):
                 raise ProviderError("a streamed tool call is not a JSON object")
             index = piece.get("index", len(self._calls))
             if not isinstance(index, int):
                 raise ProviderError("a streamed tool call's index is not a number")
-            call = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+            call = self._calls.setdefault(index, {"id": "", "name": [], "arguments": []})
             if piece.get("id"):
                 call["id"] = str(piece["id"])
             function = piece.get("function") or {}
             if isinstance(function, dict):
-                call["name"] += str(function.get("name") or "")
-                call["arguments"] += str(function.get("arguments") or "")
+                call["name"].append(str(function.get("name") or ""))
+                call["arguments"].append(str(function.get("arguments") or ""))
 
     def text(self) -> str:
         """The answer's text so far."""
-        return self.reply.text
+        return "".join(self._text)
 
     def result(self) -> Reply:
         """The answer so far, with its tool calls read (a call with no name is what a stream cut off left)."""
+        self.reply.text = self.text()
         self.reply.tool_calls = []
         for index in sorted(self._calls):
             call = self._calls[index]
-            if not call["name"]:
+            name = "".join(call["name"])
+            if not name:
                 raise ProviderError(f"the stream gave tool call {index} no name")
-            self.reply.tool_calls.append(
-                read_arguments(call["id"] or f"call_{index}", call["name"], call["arguments"])
-            )
+            arguments = "".join(call["arguments"])
+            self.reply.tool_calls.append(read_arguments(call["id"] or f"call_{index}", name, arguments))
         if not self.reply.stop:
             self.reply.stop = "tool_use" if self.reply.tool_calls else "end"
         return self.reply
