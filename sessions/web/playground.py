@@ -9,6 +9,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
+from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
@@ -21,7 +22,17 @@ from sessions.teams.models import Role
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
 
-__all__ = ["chat_page", "chat_settings", "decide", "new_chat", "panel_context", "send", "step", "streaming"]
+__all__ = [
+    "call_of_frame",
+    "chat_page",
+    "chat_settings",
+    "decide",
+    "new_chat",
+    "panel_context",
+    "send",
+    "step",
+    "streaming",
+]
 
 MAX_PROMPT = 20_000  # characters of a system prompt
 MAX_MESSAGE = 50_000  # characters of one message of the person
@@ -83,6 +94,14 @@ def _chat_of(session: McpSession, chat_id: int | None) -> Chat | None:
     if chat_id is None or chat_id > MAX_INT:
         return None
     return Chat.objects.filter(pk=chat_id, session=session, team_id=session.team_id).first()
+
+
+def call_of_frame(session: McpSession, seq: int) -> ChatEntry | None:
+    """The chat's tool call a frame of the session is the request or answer of, if a chat made it."""
+    calls = ChatEntry.objects.filter(
+        chat__session=session, chat__team_id=session.team_id, kind=ChatEntry.Kind.TOOL
+    )
+    return calls.filter(Q(request_seq=seq) | Q(response_seq=seq)).only("chat_id", "tool_name").first()
 
 
 def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:

@@ -118,6 +118,14 @@ def test_a_chat_calls_a_read_only_tool_at_once_and_another_after_approval_both_o
     frame_link = echo.get_by_role("link", name="frame #")
     frame_link.click()
     expect(home.locator("#frame-detail")).to_contain_text("hello from the model")
+    # And the timeline's frame links back to the chat, from another tab.
+    open_tab(home, "Tools")
+    timeline_rows(home, "tools/call").last.click()
+    back = home.locator("#frame-detail .from-chat")
+    expect(back).to_contain_text("toggle-simulated-logging")
+    back.get_by_role("link", name="Playground chat").click()
+    expect(home.get_by_role("tab", name="Playground")).to_have_attribute("aria-selected", "true")
+    expect(_tool_card(home, "toggle-simulated-logging").get_by_text("done", exact=True)).to_be_visible()
 
     first, second = (json.loads(line) for line in log.read_text().splitlines())
     assert first["messages"][0] == {"role": "system", "content": "You test MCP servers."}
