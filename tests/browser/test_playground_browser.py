@@ -147,6 +147,9 @@ def test_a_chat_calls_a_read_only_tool_at_once_and_another_after_approval_both_o
     streaming = home.locator("#chat-log .chat-working .chat-streaming")
     expect(streaming).to_contain_text("Once upon", timeout=SHORT)
     assert "every call." not in streaming.inner_text()
+    # Away and back while it streams: the chat goes on without the page, and the page catches up.
+    open_tab(home, "Tools")
+    open_tab(home, "Playground")
     expect(home.locator("#chat-log .chat-assistant").last).to_have_text(
         re.compile("Once upon a time a server answered every call.")
     )
