@@ -81,7 +81,7 @@ async def complete(
                     raise ProviderError(f"{config.label} answered more than {MAX_BODY // 1024 // 1024} MiB")
     except httpx.TimeoutException:
         raise ProviderError(f"{config.label} did not answer within {config.timeout:g} s") from None
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise ProviderError(f"cannot reach {config.label} at {url}: {type(exc).__name__}") from None
     try:
         parsed = json.loads(data)

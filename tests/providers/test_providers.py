@@ -352,3 +352,11 @@ async def test_a_stream_that_trickles_past_the_timeout_is_cut() -> None:
     transport = _transport(200, stream.encode(), "text/event-stream", [])
     with pytest.raises(ProviderError, match="GPT did not finish its answer within 5 s"):
         await complete(OPENAI, ChatRequest("", [], []), transport=transport, clock=lambda: next(ticks))
+
+
+async def test_a_model_at_an_address_that_is_not_one_says_so() -> None:
+    broken = ModelConfig("b", "Broken", "openai", "http://[::1/v1", "m")
+    with pytest.raises(
+        ProviderError, match="cannot reach Broken at http://\\[::1/v1/chat/completions: InvalidURL"
+    ):
+        await complete(broken, ChatRequest("", [], []))
