@@ -225,7 +225,9 @@ class Proxy:
         if gate is not None:
             verdict = await gate.decide(body)
             if verdict.change is not None:
-                self._put("http-tap", xid, verdict.change)
+                # With the request's session id and body: the spool files it in its host's session.
+                sid = next((v for n, v in headers if n.lower() == b"mcp-session-id"), b"")
+                self._put("http-tap", xid, verdict.change, sid.decode("latin-1"), body)
             if verdict.action != "forward":
                 return await _answered(conn, reader, writer, headers, verdict)
             body = verdict.body

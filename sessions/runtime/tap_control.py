@@ -42,9 +42,9 @@ class TapRefused(Exception):
 
 
 def run_of(session: McpSession) -> str:
-    """The tap run a tap session records; "" when it has none."""
+    """The tap run whose socket commands a tap session (its own, or its tap's); "" when it has none."""
     tap = session.config.get("tap") if isinstance(session.config, dict) else None
-    run = tap.get("run") if isinstance(tap, dict) else None
+    run = (tap.get("control") or tap.get("run")) if isinstance(tap, dict) else None
     return run if isinstance(run, str) and RUN.fullmatch(run) else ""
 
 

@@ -178,7 +178,7 @@ def test_a_latency_fault_shows_in_latency_and_two_hosts_on_the_tap_are_judged_ap
         assert answer["latency_ms"] >= 500
         assert any((f["note"] or "").startswith("fault: added") and f["seq"] < answer["seq"] for f in frames)
 
-        def sent_by(host: HttpHost) -> list[dict[str, Any]]:
+        def sent_by(host: HttpHost, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
             sid = host.headers["Mcp-Session-Id"]
             out = [f for f in frames if f["direction"] == "out" and f["kind"] == "message"]
             return [
@@ -187,5 +187,12 @@ def test_a_latency_fault_shows_in_latency_and_two_hosts_on_the_tap_are_judged_ap
                 if (f["transport"].get("http") or {}).get("headers", {}).get("Mcp-Session-Id") == sid
             ]
 
-        assert [v for f in sent_by(clean) for v in f["verdicts"]] == []
-        assert "client-before-initialized" in [v["code"] for f in sent_by(rude) for v in f["verdicts"]]
+        # The second host's upstream session is a session of its own, which the tap's rules reach too.
+        second = wait_for(lambda: app.session_id("http-bp-delay #2"), what="the second host's session")
+        rude_frames = frames_with(app, second, "tools/list")
+        assert sent_by(rude, frames) == [] and sent_by(clean, rude_frames) == []
+        assert [v for f in sent_by(clean, frames) for v in f["verdicts"]] == []
+        assert "client-before-initialized" in [
+            v["code"] for f in sent_by(rude, rude_frames) for v in f["verdicts"]
+        ]
+        assert "Pause on" in app.browser.get(f"/s/{second}/").text
