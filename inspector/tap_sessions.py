@@ -10,6 +10,11 @@ A host connection is an MCP session id (``Mcp-Session-Id``), or a run of request
 ``initialize`` to the next). ``TapHub`` knows the connections this web process serves: it is this
 process's own, like the runtime's owners; with several web processes, a connection whose requests
 land in two of them is recorded as two sessions (route ``/tap/`` by its token to keep one).
+
+A web process that records tap sessions beats as an engine worker does (an ``EngineWorker`` row of role
+``web``, named in each session's ``worker``), and owns them as one does (``worker_channel``: a name of its
+own, which its recorder's writes must still find): when it dies, the reaper of another process marks
+them lost, saying so, and if it was only paused it finds them taken from it and records nothing more.
 """
 
 from __future__ import annotations
@@ -33,9 +38,9 @@ from inspector.tap._http_spool import HttpSpool
 from inspector.tap._options import TapOptions
 from sessions.engine import Frame, TapObserver
 from sessions.frames import frame_row, storable
-from sessions.models import McpSession
+from sessions.models import EngineWorker, McpSession
 from sessions.runtime import messages as m
-from sessions.runtime import store
+from sessions.runtime import store, workers
 from sessions.runtime.recorder import Recorder
 from sessions.runtime.taps import STATUS_OF, TAP_TRANSPORT, _Facts
 
@@ -111,10 +116,13 @@ class HostedTap:
         try:
             first = self.observer.watch_http(self.listen_url, self.endpoint.url)
             first.transport["tap"] = {"endpoint": self.endpoint.pk, "name": self.endpoint.name}
-            pk, group, self.public_id = await _new_session(self.endpoint, self.sid)
-            recorder = Recorder(pk, group, self.hub.layer)
+            owner = self.hub.name
+            pk, group, self.public_id = await _new_session(self.endpoint, self.sid, owner)
+            recorder = Recorder(
+                pk, group, self.hub.layer, owner_channel=owner, disowned=lambda: self.end("disowned")
+            )
             recorder.start()
-            facts, written = _Facts(), _Written()
+            facts, written = _Facts(), _Written(owner)
             made: list[Frame] = [first]
             while True:
                 for frame in made:
@@ -132,8 +140,10 @@ class HostedTap:
                 if self.pending.ending is not None and not self.pending.items:
                     made.append(self.observer.stopped(self.pending.ending))
             await recorder.close()
+            if recorder.disowned:
+                return  # declared lost while this process was away: it is no longer ours to end
             note = str(facts.fields.get("status_note") or self.pending.ending or "")
-            await _finish(pk, note)
+            await _finish(pk, note, owner)
             with contextlib.suppress(Exception):
                 await self.hub.layer.group_send(group, m.encode_event(m.StateChanged("closed", note)))
         except Exception:
@@ -150,6 +160,7 @@ class HostedTap:
 class _Written:
     """The session row's fields and phases as last written, so only what changed is written."""
 
+    owner: str
     fields: dict[str, Any] = field(default_factory=dict)
     phases: int = 0
 
@@ -160,7 +171,8 @@ class _Written:
         phases = facts.phases[self.phases :]
         if not fields and not phases:
             return
-        await store.append_phases(pk, storable(phases), **storable(fields))
+        if not await store.append_phases(pk, storable(phases), owner_channel=self.owner, **storable(fields)):
+            return  # no longer this process's (declared lost): nothing of it is written
         self.fields.update(fields)
         self.phases = len(facts.phases)
         event = m.StateChanged(str(fields.get("status", "")), str(fields.get("status_note", "")))
@@ -169,8 +181,9 @@ class _Written:
 
 
 @store.in_db_thread
-def _new_session(endpoint: Endpoint, sid: str | None) -> tuple[int, str, str]:
+def _new_session(endpoint: Endpoint, sid: str | None, owner: str) -> tuple[int, str, str]:
     tap = {"endpoint": endpoint.pk, "name": endpoint.name, "url": endpoint.url, "mcp_session_id": sid or ""}
+    workers.beat(owner, EngineWorker.Role.WEB)  # the row the reaper reads, before a session names it
     with transaction.atomic():
         session = McpSession.objects.create(
             team_id=endpoint.team_id,
@@ -180,14 +193,16 @@ def _new_session(endpoint: Endpoint, sid: str | None) -> tuple[int, str, str]:
             transport_name=TAP_TRANSPORT,
             status=McpSession.Status.CONNECTING,
             status_note="a host connected through the tap endpoint",
+            worker=owner,
+            worker_channel=owner,
         )
     return session.pk, session.group_name, str(session.public_id)
 
 
 @store.in_db_thread
-def _finish(pk: int, note: str) -> None:
-    """The session ends, unless it already did (its endpoint revoked meanwhile)."""
-    McpSession.objects.filter(pk=pk, status__in=McpSession.LIVE).update(
+def _finish(pk: int, note: str, owner: str) -> None:
+    """The session ends, unless it already did (its endpoint revoked, or declared lost, meanwhile)."""
+    McpSession.objects.filter(pk=pk, status__in=McpSession.LIVE, worker_channel=owner).update(
         status=STATUS_OF["closed"], status_note=note or "the host connection ended", ended=timezone.now()
     )
 
@@ -197,6 +212,9 @@ class TapHub:
 
     def __init__(self, layer: BaseChannelLayer) -> None:
         self.layer = layer
+        self.name = f"{workers.new_name()}:web"
+        """This process's name among the heartbeats, and its tap sessions' owner."""
+        self._beater: asyncio.Task[None] | None = None
         self.by_sid: dict[tuple[int, str], HostedTap] = {}
         self.runs: dict[int, HostedTap] = {}  # an endpoint's connection that has no session id (yet)
         self.clients: dict[int, tuple[tuple[str, ...], httpx.AsyncClient]] = {}
@@ -206,6 +224,7 @@ class TapHub:
         """The connection a request belongs to: its session id's, or the run without one (a new one
         from an ``initialize``)."""
         self._sweep_soon()
+        self._beat_soon()
         if sid:
             tap = self.by_sid.get((endpoint.pk, sid))
             if tap is None or tap.pending.ending is not None:
@@ -266,6 +285,21 @@ class TapHub:
         client.headers.clear()  # no Accept, User-Agent, Accept-Encoding of httpx's own
         self.clients[endpoint.pk] = (endpoint.egress_allow, client)
         return client
+
+    def _beat_soon(self) -> None:
+        if self._beater is None or self._beater.done():
+            self._beater = asyncio.create_task(self._beat(), name="hosted-tap-heartbeat")
+
+    async def _beat(self) -> None:
+        """Beat for as long as this process lives, once it has recorded a tap session: a row kept fresh
+        costs one write a beat, and one retired while a session starts would leave it unwatched."""
+        beat = store.in_db_thread(workers.beat)
+        while True:
+            try:
+                await beat(self.name, EngineWorker.Role.WEB)
+            except Exception as exc:  # a database hiccup: the next beat tries again
+                log.warning("the tap sessions' heartbeat failed: %s", exc)
+            await asyncio.sleep(settings.INSPECTOR_WORKER_HEARTBEAT)
 
     def _sweep_soon(self) -> None:
         if self._sweeper is None or self._sweeper.done():

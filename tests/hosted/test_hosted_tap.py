@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import html
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +31,7 @@ from support.processes import free_port, stop_process
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
 REDIS_DB = 5  # test_hosted.py uses 12 to 14, test_oauth_hosted.py 11, test_together.py 10, 8, 9, 15
+DYING_REDIS_DB = 6  # this module's second test, which may run beside its first
 ACCEPT = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -238,3 +241,56 @@ def test_a_teams_tap_endpoint_is_watched_by_its_team_hidden_from_others_and_refu
     logged = log.read_text(errors="replace")
     assert "/tap/[redacted]/mcp" in logged, logged[-3000:]
     assert token not in logged
+
+
+def test_the_tap_sessions_of_a_web_process_that_dies_end_as_lost_saying_why(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """Two web processes on one database: a host's connection recorded by the first, which is killed
+    (SIGKILL: no clean end); the second's reaper marks its session lost, and its page says why."""
+    env = hosted_env(
+        hosted_database,
+        DYING_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+        # Not shorter: on a loaded machine beats come seconds apart, and three late is taken for dead.
+        INSPECTOR_WORKER_HEARTBEAT="3",
+    )
+    prepare(env, DYING_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "dying.log") as dying,
+        web_with_log(env, tmp_path / "staying.log") as staying,
+        httpx.Client(base_url=staying, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1")
+        made = alice.post("/team/taps", data={"name": "dies", "url": everything_http}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1]).replace(staying, dying)  # the host reaches the first process
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the host's session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        beating = psql(hosted_database, "SELECT name FROM mcp_sessions_engineworker WHERE role = 'web'")
+        assert len(beating) == 1 and beating[0][0].endswith(":web")
+        web_pid = int(beating[0][0].split(":")[1])
+        os.kill(web_pid, signal.SIGKILL)
+        assert alice.get("/").status_code == 200  # the staying process runs (and reaps) as before
+        wait_until("the session lost", lambda: tap_sessions(hosted_database)[0][2] == "lost", timeout=60)
+        page = html.unescape(alice.get(f"/s/{live_id}/").text)
+        assert f"the web process that recorded this tap session {beating[0][0]} stopped answering" in page
+        assert psql(hosted_database, "SELECT count(*) FROM mcp_sessions_engineworker") == [["0"]]
