@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from inspector.tap._proxy import HOP_BY_HOP, _EndpointRewriter, _origin_key
 from inspector.tap_sessions import Endpoint, HostedTap, TapHub
+from inspector.tap_shared import RemoteTap
 from sessions.runtime import store
 from sessions.teams.models import TapEndpoint, token_digest
 
@@ -224,7 +225,11 @@ class _Exchange:
         forward = [(n, v) for n, v in headers if n not in _NOT_FORWARDED and n not in named]
         sid = next((v.decode("latin-1") for n, v in headers if n == b"mcp-session-id"), None)
         listen = f"{self.base}{PREFIX}[redacted]{urlsplit(self.endpoint.url).path}"
-        tap = hub().tap_for(self.endpoint, listen, sid, sid is None and _is_initialize(method, body))
+        try:
+            tap = await hub().find(self.endpoint, listen, sid, sid is None and _is_initialize(method, body))
+        except Exception as exc:  # the channel layer or the database is down: nothing can be recorded
+            await _plain(self.send, 503, f"The inspector cannot take tap traffic now ({type(exc).__name__}).")
+            return
         xid = next(tap.ids)
         tap.in_flight += 1
         try:
@@ -234,8 +239,8 @@ class _Exchange:
 
     async def _forward(
         self,
-        tap: HostedTap,
-        xid: int,
+        tap: HostedTap | RemoteTap,
+        xid: int | str,
         method: str,
         target: str,
         headers: list[tuple[bytes, bytes]],
@@ -270,7 +275,9 @@ class _Exchange:
         if event.endswith("send_request_body.complete") and not self.turn.done():
             self.turn.set_result(None)
 
-    async def _respond(self, tap: HostedTap, xid: int, method: str, response: httpx.Response) -> None:
+    async def _respond(
+        self, tap: HostedTap | RemoteTap, xid: int | str, method: str, response: httpx.Response
+    ) -> None:
         raw = response.headers.raw
         named = {v.strip().lower() for n, v in raw if n.lower() == b"connection" for v in v.split(b",")}
         back = [(n.lower(), self._location(v) if n.lower() == b"location" else v) for n, v in raw]
@@ -307,7 +314,11 @@ class _Exchange:
             hub().revoked(self.endpoint.pk)
 
     async def _pump(
-        self, tap: HostedTap, xid: int, response: httpx.Response, rewriter: _HostedRewriter | None
+        self,
+        tap: HostedTap | RemoteTap,
+        xid: int | str,
+        response: httpx.Response,
+        rewriter: _HostedRewriter | None,
     ) -> None:
         """Pass the body on a chunk at a time, each handed to the connection once it is written."""
         try:

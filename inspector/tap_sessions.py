@@ -9,7 +9,8 @@ stored batch to the session's group: the team's tabs follow it as any live sessi
 A host connection is an MCP session id (``Mcp-Session-Id``), or a run of requests without one (from an
 ``initialize`` to the next). ``TapHub`` knows the connections this web process serves: it is this
 process's own, like the runtime's owners; with several web processes, a connection whose requests
-land in two of them is recorded as two sessions (route ``/tap/`` by its token to keep one).
+land in another one is still one session: that process hands their items to this one
+(``inspector/tap_shared.py``).
 
 A web process that records tap sessions beats as an engine worker does (an ``EngineWorker`` row of role
 ``web``, named in each session's ``worker``), and owns them as one does (``worker_channel``: a name of its
@@ -25,6 +26,7 @@ import itertools
 import logging
 import queue
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +36,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from inspector import tap_shared
 from inspector.tap._http_spool import HttpSpool
 from inspector.tap._options import TapOptions
 from sessions.engine import Frame, TapObserver
@@ -87,12 +90,14 @@ class HostedTap:
         self.endpoint = endpoint
         self.listen_url = listen_url
         self.sid = sid
-        self.ids = itertools.count(1)
+        self.ids: Iterator[int | str] = itertools.count(1)
         self.in_flight = 0
         self.last = time.monotonic()
         self.pending = _Pending()
         self.wake = asyncio.Event()
         self.public_id = ""
+        self.pk: int | None = None
+        self.shared = False  # its session id and session are in a ``TapConnection`` row
         self.ended = asyncio.Event()
         options = TapOptions(command="", args=[], name=endpoint.name, url=endpoint.url)
         self.frames = _Frames(options, queue.SimpleQueue())
@@ -101,9 +106,30 @@ class HostedTap:
 
     def put(self, what: str, *payload: Any) -> None:
         """An item of an exchange, as ``inspector.tap._proxy.Proxy`` queues them (after it was forwarded)."""
+        self.put_at(what, payload, time.time(), time.monotonic())
+
+    def put_at(self, what: str, payload: tuple[Any, ...], wall: float, mono: float) -> None:
+        """An item, timed when it passed (in another web process, for a connection shared with one)."""
         self.last = time.monotonic()
-        self.pending.items.append((what, payload, time.time(), time.monotonic()))
+        self.pending.items.append((what, payload, wall, mono))
         self.wake.set()
+
+    def share(self) -> None:
+        """Once the connection has both its session and its id, the other web processes can find it."""
+        if self.pk is None or self.sid is None or self.shared:
+            return
+        self.shared = True
+        task = asyncio.ensure_future(tap_shared.save(self.endpoint.pk, self.sid, self.pk))
+        task.add_done_callback(lambda t: t.exception())
+
+    def take(self, items: list[Any]) -> None:
+        """Another web process's items of this connection, timed on this process's clock."""
+        now_wall, now_mono = time.time(), time.monotonic()
+        for what, payload, wall in items:
+            if what == "end":
+                self.end(str(payload[0]))
+                continue
+            self.put_at(str(what), tuple(payload), float(wall), now_mono - max(0.0, now_wall - float(wall)))
 
     def end(self, note: str) -> None:
         """The connection is over: what is queued is recorded, then the session ends with ``note``."""
@@ -116,8 +142,11 @@ class HostedTap:
         try:
             first = self.observer.watch_http(self.listen_url, self.endpoint.url)
             first.transport["tap"] = {"endpoint": self.endpoint.pk, "name": self.endpoint.name}
-            owner = self.hub.name
-            pk, group, self.public_id = await _new_session(self.endpoint, self.sid, owner)
+            owner = await self.hub.listening()
+            pk, group, self.public_id = await _new_session(self.endpoint, self.sid, self.hub.name, owner)
+            self.pk = pk
+            self.hub.by_pk[pk] = self
+            self.share()
             recorder = Recorder(
                 pk, group, self.hub.layer, owner_channel=owner, disowned=lambda: self.end("disowned")
             )
@@ -181,9 +210,9 @@ class _Written:
 
 
 @store.in_db_thread
-def _new_session(endpoint: Endpoint, sid: str | None, owner: str) -> tuple[int, str, str]:
+def _new_session(endpoint: Endpoint, sid: str | None, worker: str, owner: str) -> tuple[int, str, str]:
     tap = {"endpoint": endpoint.pk, "name": endpoint.name, "url": endpoint.url, "mcp_session_id": sid or ""}
-    workers.beat(owner, EngineWorker.Role.WEB)  # the row the reaper reads, before a session names it
+    workers.beat(worker, EngineWorker.Role.WEB)  # the row the reaper reads, before a session names it
     with transaction.atomic():
         session = McpSession.objects.create(
             team_id=endpoint.team_id,
@@ -193,7 +222,7 @@ def _new_session(endpoint: Endpoint, sid: str | None, owner: str) -> tuple[int, 
             transport_name=TAP_TRANSPORT,
             status=McpSession.Status.CONNECTING,
             status_note="a host connected through the tap endpoint",
-            worker=owner,
+            worker=worker,
             worker_channel=owner,
         )
     return session.pk, session.group_name, str(session.public_id)
@@ -215,10 +244,66 @@ class TapHub:
         self.name = f"{workers.new_name()}:web"
         """This process's name among the heartbeats, and its tap sessions' owner."""
         self._beater: asyncio.Task[None] | None = None
+        self.channel: asyncio.Future[str] | None = None
+        """This process's channel, its tap sessions' ``worker_channel``: where the others send their items."""
+        self.by_pk: dict[int, HostedTap] = {}
+        self.remotes: dict[tuple[int, str], tap_shared.RemoteTap] = {}
         self.by_sid: dict[tuple[int, str], HostedTap] = {}
         self.runs: dict[int, HostedTap] = {}  # an endpoint's connection that has no session id (yet)
         self.clients: dict[int, tuple[tuple[str, ...], httpx.AsyncClient]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+
+    async def find(
+        self, endpoint: Endpoint, listen_url: str, sid: str | None, initialize: bool
+    ) -> HostedTap | tap_shared.RemoteTap:
+        """``tap_for``, or the connection another web process records (looked up again each beat)."""
+        if sid and (endpoint.pk, sid) not in self.by_sid:
+            key = (endpoint.pk, sid)
+            remote = self.remotes.get(key)
+            if remote is not None and time.monotonic() - remote.found < settings.INSPECTOR_WORKER_HEARTBEAT:
+                return remote
+            self.remotes.pop(key, None)
+            mine = await self.listening()
+            owner = await tap_shared.owner_of(endpoint.pk, sid)
+            if remote is not None and (owner is None or (remote.pk, remote.channel) != owner):
+                remote.close()
+                remote = None
+            if owner is not None and owner[1] != mine:
+                if remote is None:
+                    remote = tap_shared.RemoteTap(self.layer, owner[1], owner[0], sid, self.name)
+                remote.found = time.monotonic()
+                self.remotes[key] = remote
+                return remote
+        return self.tap_for(endpoint, listen_url, sid, initialize)
+
+    async def listening(self) -> str:
+        """This process's channel, made (and listened on) at its first tap session."""
+        if self.channel is None:
+            self.channel = asyncio.get_running_loop().create_future()
+            try:
+                name = await self.layer.new_channel()
+            except BaseException as exc:
+                self.channel.set_exception(exc)
+                self.channel.exception()  # retrieved: the next caller sees it
+                self.channel = None
+                raise
+            self.channel.set_result(name)
+            task = asyncio.create_task(self._listen(name), name="hosted-tap-channel")
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(self.channel)
+
+    async def _listen(self, channel: str) -> None:
+        """Take the items other web processes send of this process's connections."""
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except Exception as exc:  # the channel layer heals; until then the others' items wait
+                log.warning("receiving tap items failed: %s", exc)
+                await asyncio.sleep(1.0)
+                continue
+            tap = self.by_pk.get(message.get("session")) if message.get("type") == tap_shared.ITEMS else None
+            if tap is not None and isinstance(message.get("items"), list):
+                tap.take(message["items"])
 
     def tap_for(self, endpoint: Endpoint, listen_url: str, sid: str | None, initialize: bool) -> HostedTap:
         """The connection a request belongs to: its session id's, or the run without one (a new one
@@ -244,8 +329,11 @@ class TapHub:
             self.by_sid[(tap.endpoint.pk, sid)] = tap
             if self.runs.get(tap.endpoint.pk) is tap:
                 del self.runs[tap.endpoint.pk]
+            tap.share()
 
     def forget(self, tap: HostedTap) -> None:
+        if tap.pk is not None and self.by_pk.get(tap.pk) is tap:
+            del self.by_pk[tap.pk]
         if tap.sid is not None and self.by_sid.get((tap.endpoint.pk, tap.sid)) is tap:
             del self.by_sid[(tap.endpoint.pk, tap.sid)]
         if self.runs.get(tap.endpoint.pk) is tap:

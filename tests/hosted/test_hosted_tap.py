@@ -31,7 +31,8 @@ from support.processes import free_port, stop_process
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
 REDIS_DB = 5  # test_hosted.py uses 12 to 14, test_oauth_hosted.py 11, test_together.py 10, 8, 9, 15
-DYING_REDIS_DB = 6  # this module's second test, which may run beside its first
+DYING_REDIS_DB = 6  # this module's other tests, which may run beside its first
+SHARED_REDIS_DB = 4
 ACCEPT = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -294,3 +295,76 @@ def test_the_tap_sessions_of_a_web_process_that_dies_end_as_lost_saying_why(
         page = html.unescape(alice.get(f"/s/{live_id}/").text)
         assert f"the web process that recorded this tap session {beating[0][0]} stopped answering" in page
         assert psql(hosted_database, "SELECT count(*) FROM mcp_sessions_engineworker") == [["0"]]
+
+
+def test_one_host_connection_whose_requests_land_in_two_web_processes_is_one_session(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """No balancer routing by token: the host's initialize reaches one web process, its next requests
+    the other; the second hands what passes to the first, which records the one session."""
+    env = hosted_env(
+        hosted_database,
+        SHARED_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, SHARED_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "first.log") as first,
+        web_with_log(env, tmp_path / "second.log") as second,
+        httpx.Client(base_url=first, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1")
+        made = alice.post("/team/taps", data={"name": "two", "url": everything_http}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        to_first = html.unescape(found[1])
+        to_second = to_first.replace(first, second)
+        opened = host.post(to_first, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        wait_until(
+            "the connection shared",
+            lambda: psql(hosted_database, "SELECT count(*) FROM teams_tapconnection") == [["1"]],
+        )
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(to_second, json=initialized, headers=session_headers).status_code == 202
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "via-the-second"}},
+        }
+        answer = host.post(to_second, json=call, headers=session_headers)
+        assert answer.status_code == 200 and "via-the-second" in answer.text
+        assert host.delete(to_second, headers=session_headers).status_code < 300
+        sessions = wait_until("one closed tap session", lambda: closed_sessions(hosted_database, 1))
+        frames = wait_until(
+            "every frame of the connection",
+            lambda: (
+                (f := frames_of(hosted_database, sessions[0][0]))
+                and ("out", "http", "") in f
+                and ("in", "message", "tools/call") in f
+                and f
+            ),
+        )
+    sent = [method for direction, kind, method in frames if direction == "out" and kind == "message"]
+    assert sent == ["initialize", "notifications/initialized", "tools/call"]
+    assert ("in", "message", "initialize") in frames
+    assert len(tap_sessions(hosted_database)) == 1
+    verdicts = psql(
+        hosted_database,
+        "SELECT f.method, f.pair_seq IS NOT NULL, f.verdicts::text FROM mcp_sessions_timelineframe f JOIN "
+        f"mcp_sessions_mcpsession s ON s.id = f.session_id WHERE s.public_id = '{sessions[0][0]}' "
+        "AND f.direction = 'in' AND f.method = 'tools/call'",
+    )
+    assert verdicts == [["tools/call", "t", "[]"]]  # paired with its request, judged with the session
