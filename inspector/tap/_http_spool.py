@@ -39,6 +39,8 @@ _SSE = "text/event-stream"
 _JSON = "application/json"
 _STREAMS_KEPT = 10_000
 _HELD_KEPT = 1_000
+_LEGACY = "legacy "
+"""Books by a legacy SSE endpoint's path and query, beside those by ``Mcp-Session-Id``."""
 
 
 def joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -116,6 +118,10 @@ class HttpSpool(Spool):
         self.begun: set[int] = set()  # books that saw an initialize
         self.listen_url = ""
         self.newest: TapObserver | None = None
+        self.legacy = False  # the server spoke legacy SSE: each stream of its URL is a session
+        self.sse_path = urlsplit(self.upstream).path or "/"
+        self.now = (0.0, 0.0)
+        """When the item being turned into frames passed the proxy."""
         self.parts: dict[int, _Part] = {}  # by its book's id; the first book is the tap's own spool's
         self.part_of: dict[int, int] = {}  # a frame's id → its book's, until the frame is written
         self.opened: list[Frame] = []  # the first frames of parts opened while making an item's frames
@@ -139,6 +145,7 @@ class HttpSpool(Spool):
         if what == "http-stop":
             return self._stopped(observer, str(payload), wall, mono)
         xid, rest = payload[0], payload[1:]
+        self.now = (wall, mono)
         if what == "http-tap":
             book = self._held_book(observer, xid, rest)
             frames = self._tagged(book, self._tapped(book, xid, rest[0], wall, mono))
@@ -164,7 +171,8 @@ class HttpSpool(Spool):
         if exchange is not None:
             return exchange.book  # type: ignore[no-any-return]
         sid, body = (str(rest[1]), bytes(rest[2])) if len(rest) > 2 else ("", b"")
-        book = self.held_books[xid] = self._book(observer, sid, "POST", body)
+        target = str(rest[3]) if len(rest) > 3 else ""
+        book = self.held_books[xid] = self._book(observer, sid, "POST", body, target)
         if len(self.held_books) > _HELD_KEPT:  # dropped or answered by the tap: no request follows
             del self.held_books[next(iter(self.held_books))]
         return book
@@ -202,11 +210,27 @@ class HttpSpool(Spool):
             return [observer.http_failed(str(rest[0]), wall, mono)]
         return []
 
-    def _book(self, observer: TapObserver, sid: str, method: str, body: bytes) -> TapObserver:
+    def _book(
+        self,
+        observer: TapObserver,
+        sid: str,
+        method: str,
+        body: bytes,
+        target: str = "",
+        resumed: bool = False,
+    ) -> TapObserver:
         """Whose books an exchange is in: its ``Mcp-Session-Id``'s, or the run of requests without
         one (a new run from an ``initialize`` once the current run has had one). A request without
         one between runs (OAuth's metadata, say) is the newest host session's: only an ``initialize``
-        starts another."""
+        starts another. Under legacy SSE a session is its stream's endpoint (its POSTs go there), and
+        each new stream (a GET of the server's URL) starts one."""
+        legacy = self.books.get(_LEGACY + target) if target else None
+        if legacy is not None:
+            return legacy
+        stream = method == "GET" and not sid and not resumed and target.split("?")[0] == self.sse_path
+        if self.legacy and stream:
+            self.run_book = self._fresh(observer)
+            return self.run_book
         if sid:
             book = self.books.get(sid)
             if book is None:
@@ -221,6 +245,14 @@ class HttpSpool(Spool):
             self.begun.add(id(self.run_book))
         return self.run_book
 
+    def _legacy_session(self, book: TapObserver, endpoint: str) -> None:
+        """A legacy stream named its endpoint: the POSTs there are its host session's."""
+        parts = urlsplit(endpoint)
+        self.books[_LEGACY + (parts.path or "/") + (f"?{parts.query}" if parts.query else "")] = book
+        self.legacy = True
+        if self.run_book is book:
+            self.run_book = None  # the next stream starts a session of its own
+
     def _fresh(self, observer: TapObserver) -> TapObserver:
         """Books for a new host session: the tap's own observer for the first, then a part's."""
         if id(observer) not in self.used:
@@ -234,6 +266,7 @@ class HttpSpool(Spool):
         part = self.parts[id(book)] = _Part(len(self.parts) + 2, book)
         self._open_part(part)
         first = book.watch_http(self.listen_url, self.upstream)
+        first.wall, first.mono = self.now  # its session starts with the request that opened it
         first.transport["tap"] = self._tap_details(part.number)
         self.opened.extend(self._tagged(book, [first]))
         self.newest = book
@@ -369,7 +402,8 @@ class HttpSpool(Spool):
         sent = joined(headers)
         book = self.held_books.pop(xid, None)
         if book is None:
-            book = self._book(observer, _header(sent, "mcp-session-id"), method, body)
+            resumed = bool(_header(sent, "last-event-id"))
+            book = self._book(observer, _header(sent, "mcp-session-id"), method, body, target, resumed)
         observer = exchange.book = book
         details = observer.http_details(method, url, sent)
         if exchange.mcp and method == "POST":
@@ -480,6 +514,7 @@ class HttpSpool(Spool):
                 )
                 if endpoint is not None:
                     self.mcp_paths.add(urlsplit(endpoint).path or "/")
+                    self._legacy_session(observer, endpoint)
                 frames.append(frame)
             else:
                 frames.extend(observer.server_event(event, details, wall, mono))

@@ -236,7 +236,7 @@ class Proxy:
             if verdict.change is not None:
                 # With the request's session id and body: the spool files it in its host's session.
                 sid = next((v for n, v in headers if n.lower() == b"mcp-session-id"), b"")
-                self._put("http-tap", xid, verdict.change, sid.decode("latin-1"), body)
+                self._put("http-tap", xid, verdict.change, sid.decode("latin-1"), body, target)
             if verdict.action != "forward":
                 legacy = self.legacy.get(target)
                 return await _answered(conn, reader, writer, headers, verdict, legacy)

@@ -274,3 +274,62 @@ def test_an_initialize_refused_for_authorization_and_tried_again_is_one_session(
         "initialize",
         "initialize",
     ]
+
+
+def test_a_host_session_starts_when_its_first_request_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items: list[Any] = [
+        *exchange(1, None, init(1), result(1), given="a"),
+        *exchange(2, None, init(1), result(1), given="b"),
+        ("http-stop", "the tap stopped"),
+    ]
+    first, second = spool_sessions(tmp_path, monkeypatch, items)
+    assert first[-1]["note"] == second[-1]["note"] == "the tap stopped"
+    assert second[0]["wall"] == second[1]["wall"] == 1005.0  # the initialize that opened it, not later
+
+
+def test_two_hosts_of_a_legacy_sse_server_are_two_sessions_by_their_streams_endpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sse = [(b"Content-Type", b"text/event-stream")]
+
+    def stream(xid: int, n: int) -> list[Any]:
+        return [
+            ("http-request", (xid, "GET", "/mcp", [(b"Accept", b"text/event-stream")], b"")),
+            ("http-response", (xid, 200, "OK", sse)),
+            ("http-chunk", (xid, f"event: endpoint\ndata: /messages?s={n}\n\n".encode())),
+        ]
+
+    def posted(xid: int, n: int, sent: bytes) -> list[Any]:
+        headers = [(b"Content-Type", b"application/json")]
+        return [
+            ("http-request", (xid, "POST", f"/messages?s={n}", headers, sent)),
+            ("http-response", (xid, 202, "Accepted", [])),
+            ("http-end", (xid, None, False)),
+        ]
+
+    items = [
+        *stream(1, 1),
+        *stream(2, 2),  # a second host opens its stream before the first initializes
+        *posted(3, 1, init(1)),
+        *posted(4, 2, init(1)),
+        ("http-chunk", (2, b"event: message\ndata: " + result(1) + b"\n\n")),
+        ("http-chunk", (1, b"event: message\ndata: " + result(1) + b"\n\n")),
+        *posted(5, 2, body({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})),
+    ]
+    first, second = spool_sessions(tmp_path, monkeypatch, items)
+
+    def posts(frames: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            (f["method"], f["transport"]["http"]["url"].rsplit("=", 1)[1])
+            for f in frames
+            if f["direction"] == "out" and f["kind"] == "message"
+        ]
+
+    assert posts(first) == [("initialize", "1")]
+    assert posts(second) == [("initialize", "2"), ("tools/list", "2")]
+    for frames in (first, second):  # each session's answer came on its own stream, paired
+        answer = next(f for f in frames if f["direction"] == "in" and f["method"] == "initialize")
+        assert answer["pair_seq"] is not None
+    assert "client-before-initialized" in [v["code"] for f in second for v in f["verdicts"]]
