@@ -102,6 +102,8 @@ class HostedTap:
         options = TapOptions(command="", args=[], name=endpoint.name, url=endpoint.url)
         self.frames = _Frames(options, queue.SimpleQueue())
         self.observer = TapObserver(max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES)
+        # Made now, not when the task runs: the session starts before the request that opened it.
+        self.first = self.observer.watch_http(self.listen_url, self.endpoint.url)
         self.task = asyncio.create_task(self._run(), name=f"hosted-tap-{endpoint.pk}")
 
     def put(self, what: str, *payload: Any) -> None:
@@ -140,7 +142,7 @@ class HostedTap:
     async def _run(self) -> None:
         recorder: Recorder | None = None
         try:
-            first = self.observer.watch_http(self.listen_url, self.endpoint.url)
+            first = self.first
             first.transport["tap"] = {"endpoint": self.endpoint.pk, "name": self.endpoint.name}
             owner = await self.hub.listening()
             pk, group, self.public_id = await _new_session(self.endpoint, self.sid, self.hub.name, owner)

@@ -368,3 +368,9 @@ def test_one_host_connection_whose_requests_land_in_two_web_processes_is_one_ses
         "AND f.direction = 'in' AND f.method = 'tools/call'",
     )
     assert verdicts == [["tools/call", "t", "[]"]]  # paired with its request, judged with the session
+    walls = psql(
+        hosted_database,
+        "SELECT f.wall FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s "
+        f"ON s.id = f.session_id WHERE s.public_id = '{sessions[0][0]}' ORDER BY f.seq LIMIT 2",
+    )
+    assert float(walls[0][0]) <= float(walls[1][0])  # the session starts before the request that opened it
