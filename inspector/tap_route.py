@@ -233,9 +233,64 @@ class _Exchange:
         xid = next(tap.ids)
         tap.in_flight += 1
         try:
+            if isinstance(tap, HostedTap) and method == "POST":
+                gated = await self._gated(tap, xid, sid or "", target, headers, body)
+                if gated is None:
+                    return
+                body = gated
             await self._forward(tap, xid, method, target, forward, body)
         finally:
             tap.in_flight -= 1
+
+    async def _gated(
+        self,
+        tap: HostedTap,
+        xid: int | str,
+        sid: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> bytes | None:
+        """The POST body through the connection's breakpoints and faults (``inspector/tap_gates.py``):
+        what to forward, or None once the tap has answered the host itself (or dropped the message)."""
+        gate = tap.controls.traffic.http["out"]
+        if not gate.on() or urlsplit(target).path not in tap.frames.mcp_paths:
+            return body
+        verdict = await gate.decide(body)
+        if verdict.change is not None:
+            tap.put("http-tap", xid, verdict.change, sid, body, target)
+        if verdict.action == "forward":
+            return verdict.body
+        accept = b", ".join(v for n, v in headers if n == b"accept").lower()
+        stream = b"text/event-stream" in accept
+        if verdict.action == "answer":
+            # As the local tap answers: JSON, which every Streamable HTTP client reads, unless the host
+            # takes only a stream.
+            if stream and b"application/json" not in accept:
+                answer, ctype = b"event: message\ndata: " + verdict.body + b"\n\n", b"text/event-stream"
+            else:
+                answer, ctype = verdict.body, b"application/json"
+            await self.send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", ctype), *_OWN_HEADERS],
+                }
+            )
+            await self.send({"type": "http.response.body", "body": answer})
+        elif verdict.kind != "request":
+            await self.send({"type": "http.response.start", "status": 202, "headers": list(_OWN_HEADERS)})
+            await self.send({"type": "http.response.body", "body": b""})
+        else:  # a dropped request: the host waits for an answer that never comes, until its own deadline
+            if stream:
+                head = [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                    *_OWN_HEADERS,
+                ]
+                await self.send({"type": "http.response.start", "status": 200, "headers": head})
+            await self._host_left()
+        return None
 
     async def _forward(
         self,

@@ -39,11 +39,12 @@ from django.utils import timezone
 from inspector import tap_shared
 from inspector.tap._http_spool import HttpSpool
 from inspector.tap._options import TapOptions
+from inspector.tap_gates import Controls
 from sessions.engine import Frame, TapObserver
 from sessions.frames import frame_row, storable
 from sessions.models import EngineWorker, McpSession
 from sessions.runtime import messages as m
-from sessions.runtime import store, workers
+from sessions.runtime import store, tap_control, workers
 from sessions.runtime.recorder import Recorder
 from sessions.runtime.taps import STATUS_OF, TAP_TRANSPORT, _Facts
 
@@ -104,6 +105,7 @@ class HostedTap:
         self.observer = TapObserver(max_message_bytes=settings.INSPECTOR_MAX_MESSAGE_BYTES)
         # Made now, not when the task runs: the session starts before the request that opened it.
         self.first = self.observer.watch_http(self.listen_url, self.endpoint.url)
+        self.controls = Controls(self.put_at, f"{endpoint.name} {endpoint.url}")
         self.task = asyncio.create_task(self._run(), name=f"hosted-tap-{endpoint.pk}")
 
     def put(self, what: str, *payload: Any) -> None:
@@ -153,12 +155,18 @@ class HostedTap:
                 pk, group, self.hub.layer, owner_channel=owner, disowned=lambda: self.end("disowned")
             )
             recorder.start()
+            self.controls.watch(self.hub.layer, group)
             facts, written = _Facts(), _Written(owner)
             made: list[Frame] = [first]
+            waiting: list[Frame] = []
             while True:
-                for frame in made:
-                    facts.see(frame)
-                    recorder.add(frame_row(frame, 0))
+                waiting.extend(made)
+                # A message the tap changed waits for its frame as sent, so both name each other.
+                if not self.frames.tapped or self.pending.ending is not None:
+                    for frame in waiting:
+                        facts.see(frame)
+                        recorder.add(frame_row(frame, 0))
+                    waiting = []
                 await written.write(pk, facts, group, self.hub.layer)
                 if facts.ended:
                     break
@@ -171,6 +179,7 @@ class HostedTap:
                 if self.pending.ending is not None and not self.pending.items:
                     made.append(self.observer.stopped(self.pending.ending))
             await recorder.close()
+            await self.controls.close(self.hub.layer, group)
             if recorder.disowned:
                 return  # declared lost while this process was away: it is no longer ours to end
             note = str(facts.fields.get("status_note") or self.pending.ending or "")
@@ -303,9 +312,23 @@ class TapHub:
                 log.warning("receiving tap items failed: %s", exc)
                 await asyncio.sleep(1.0)
                 continue
-            tap = self.by_pk.get(message.get("session")) if message.get("type") == tap_shared.ITEMS else None
-            if tap is not None and isinstance(message.get("items"), list):
-                tap.take(message["items"])
+            tap = self.by_pk.get(message.get("session"))
+            if message.get("type") == tap_control.HOSTED_COMMAND and isinstance(message.get("reply"), str):
+                task = asyncio.create_task(self._command(tap, message))
+                task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            elif tap is not None and message.get("type") == tap_shared.ITEMS and message.get("items"):
+                tap.take(list(message["items"]))
+
+    async def _command(self, tap: HostedTap | None, message: dict[str, Any]) -> None:
+        """A breakpoint or fault command from the session's page; answered on its reply channel."""
+        command = message.get("command")
+        if tap is None or tap.pending.ending is not None:
+            answer = {"ok": False, "error": "the host connection has ended"}
+        elif not isinstance(command, dict):
+            answer = {"ok": False, "error": "a command is a JSON object"}
+        else:
+            answer = await tap.controls.command(command)
+        await self.layer.send(message["reply"], {"type": "tap.answer", **answer})
 
     def tap_for(self, endpoint: Endpoint, listen_url: str, sid: str | None, initialize: bool) -> HostedTap:
         """The connection a request belongs to: its session id's, or the run without one (a new one

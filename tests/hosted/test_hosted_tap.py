@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
 import os
 import re
 import signal
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 REDIS_DB = 5  # test_hosted.py uses 12 to 14, test_oauth_hosted.py 11, test_together.py 10, 8, 9, 15
 DYING_REDIS_DB = 6  # this module's other tests, which may run beside its first
 SHARED_REDIS_DB = 4
+GATES_REDIS_DB = 3
 ACCEPT = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -374,3 +376,112 @@ def test_one_host_connection_whose_requests_land_in_two_web_processes_is_one_ses
         f"ON s.id = f.session_id WHERE s.public_id = '{sessions[0][0]}' ORDER BY f.seq LIMIT 2",
     )
     assert float(walls[0][0]) <= float(walls[1][0])  # the session starts before the request that opened it
+
+
+def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_page(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """Breakpoints on a tap endpoint's session: bob (operator) pauses on tools/call on its page, the
+    host's call is a card, he edits its argument and forwards it; the server got the edit, the host
+    its answer, and the session both versions, linked. carol (viewer) sees the card but may not act."""
+    env = hosted_env(
+        hosted_database,
+        GATES_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, GATES_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    seed = (
+        "from django.contrib.auth.models import User\n"
+        "from sessions.teams.models import Membership, Team\n"
+        "team = Team.objects.get(name='Team A')\n"
+        "for name, role in (('bob', 'operator'), ('carol', 'viewer')):\n"
+        "    user = User.objects.create_user(name, password=name + '-long-password-1')\n"
+        "    Membership.objects.create(team=team, user=user, role=role)\n"
+    )
+    manage(env, "shell", "-c", seed)
+    with (
+        web_with_log(env, tmp_path / "web.log") as web,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as bob,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as carol,
+        httpx.Client(timeout=30) as host,
+    ):
+        bob_headers = password_login(bob, "bob", "bob-long-password-1")
+        carol_headers = password_login(carol, "carol", "carol-long-password-1")
+        made = bob.post("/team/taps", data={"name": "gated", "url": everything_http}, headers=bob_headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1])
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        assert "Pause on" in bob.get(f"/s/{live_id}/").text
+        htmx = {"HX-Request": "true"}
+        rule = {"direction": "out", "method": "tools/call"}
+        assert (
+            carol.post(f"/s/{live_id}/tap/rules", data=rule, headers=carol_headers | htmx).status_code == 403
+        )
+        assert bob.post(f"/s/{live_id}/tap/rules", data=rule, headers=bob_headers | htmx).status_code == 204
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "as-typed"}},
+        }
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=call, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held card", lambda: re.findall(r'id="held-(\d+)"', carol.get(f"/s/{live_id}/").text)
+        )
+        assert answers == []
+        edited = json.dumps(
+            {**call, "params": {"name": "echo", "arguments": {"message": "edited-in-flight"}}}
+        )
+        decided = bob.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": edited},
+            headers=bob_headers | htmx,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and "Echo: edited-in-flight" in answers[0].text
+        rows = wait_until(
+            "both versions stored",
+            lambda: (
+                (
+                    r := psql(
+                        hosted_database,
+                        "SELECT f.seq, f.direction, f.note, f.transport::text "
+                        "FROM mcp_sessions_timelineframe f "
+                        "JOIN mcp_sessions_mcpsession s ON s.id = f.session_id "
+                        f"WHERE s.public_id = '{live_id}' AND f.method = 'tools/call' ORDER BY f.seq",
+                    )
+                )
+                and len(r) >= 3
+                and r
+            ),
+        )
+        original = next(r for r in rows if "as-typed" in r[3] or "held, edited by" in r[2])
+        assert (
+            "held, edited by bob" in original[2] and f'"forwarded_as": {int(original[0]) + 1}' in original[3]
+        )
+        assert not re.findall(r'id="held-(\d+)"', bob.get(f"/s/{live_id}/").text)  # no card left
+        refused = bob.post(f"/s/{live_id}/tap/rules", data={"direction": "in"}, headers=bob_headers | htmx)
+        assert refused.status_code == 422 and "host → server" in html.unescape(refused.text)
