@@ -442,6 +442,7 @@ def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_pag
             "method": "tools/call",
             "params": {"name": "echo", "arguments": {"message": "as-typed"}},
         }
+        watcher = Watcher(web, carol, f"/ws/sessions/{live_id}/")  # carol's open tab hears of the card
         answers: list[httpx.Response] = []
         caller = threading.Thread(
             target=lambda: answers.append(host.post(tap_url, json=call, headers=session_headers))
@@ -451,6 +452,10 @@ def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_pag
             "the held card", lambda: re.findall(r'id="held-(\d+)"', carol.get(f"/s/{live_id}/").text)
         )
         assert answers == []
+        try:
+            watcher.wait_for(f'id="held-{held[0]}"', timeout=10)
+        finally:
+            watcher.close()
         edited = json.dumps(
             {**call, "params": {"name": "echo", "arguments": {"message": "edited-in-flight"}}}
         )
