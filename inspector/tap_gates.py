@@ -2,7 +2,8 @@
 
 Each host connection a web process records (``HostedTap``) has its own ``HttpTraffic``: the rules,
 faults and held messages of the local HTTP tap (``inspector/tap/_http_gate.py``), asked by the tap
-route for each POST body the host sends to the MCP endpoint before it goes upstream. The session's
+route for each POST body the host sends to the MCP endpoint before it goes upstream, and for each
+JSON answer and SSE event of the server's before the host gets it. The session's
 page commands it over the channel layer (``sessions.runtime.tap_control``: a ``tap.command`` to the
 session's ``worker_channel``, this process's own), as it commands a local tap over its socket, and
 each change is published to the session's group (``TapChanged``), as the local ingester does.
@@ -26,9 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Controls"]
 
-ONLY_OUT = (
-    "a tap endpoint's session holds and spoils the host's messages only (host → server): the server's "
-    "pass as they come, and its connections stay open"
+NO_CLOSE = (
+    "a tap endpoint's connections are the web server's: close them from the host, or revoke the endpoint"
 )
 WATCH_EVERY = 0.05
 """Seconds between looks at whether the traffic changed (a person's click is shown well within 0.25 s)."""
@@ -81,23 +81,13 @@ class Controls:
             if op == "state":
                 return {"ok": True, "state": traffic.snapshot()}
             if op == "rules":
-                rules = command.get("rules")
-                if isinstance(rules, list) and any(
-                    isinstance(r, dict) and r.get("direction") == "in" for r in rules
-                ):
-                    raise TrafficError(ONLY_OUT)
-                traffic.set_rules(rules)
+                traffic.set_rules(command.get("rules"))
             elif op == "faults":
-                faults = command.get("faults")
-                if isinstance(faults, dict) and any(
-                    (faults.get(k) or {}).get("in") for k in ("latency", "drop")
-                ):
-                    raise TrafficError(ONLY_OUT)
-                traffic.set_faults(faults)
+                traffic.set_faults(command.get("faults"))
             elif op == "fault":
-                if command.get("action") == "close" or command.get("direction") != "out":
-                    raise TrafficError(ONLY_OUT)
-                traffic.once(str(command.get("action")), "out")
+                if command.get("action") == "close":
+                    raise TrafficError(NO_CLOSE)
+                traffic.once(str(command.get("action")), str(command.get("direction") or ""))
             elif op == "release":
                 how = {k: command.get(k) for k in ("raw", "ms", "code", "message")}
                 action, by = str(command.get("action")), command.get("by")

@@ -34,6 +34,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
+from inspector.tap._http_gate import EventCutter, HttpGate, event_data, with_data
 from inspector.tap._proxy import HOP_BY_HOP, _EndpointRewriter, _origin_key
 from inspector.tap_sessions import Endpoint, HostedTap, TapHub
 from inspector.tap_shared import RemoteTap
@@ -337,6 +338,12 @@ class _Exchange:
         named = {v.strip().lower() for n, v in raw if n.lower() == b"connection" for v in v.split(b",")}
         back = [(n.lower(), self._location(v) if n.lower() == b"location" else v) for n, v in raw]
         back = [(n, v) for n, v in back if n not in _NOT_RETURNED and n not in named]
+        gate = _in_gate(tap, response)
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        json_answer = method == "POST" and ctype == "application/json" and response.status_code == 200
+        if isinstance(tap, HostedTap) and gate is not None and gate.on() and json_answer:
+            await self._gated_json(tap, xid, response, back, gate)
+            return
         await self.send(
             {"type": "http.response.start", "status": response.status_code, "headers": back + _OWN_HEADERS}
         )
@@ -348,7 +355,8 @@ class _Exchange:
             rewriter = _HostedRewriter(
                 self.endpoint.url, f"{self.base}{PREFIX}{self.token}", PREFIX + self.token
             )
-        pumping = asyncio.ensure_future(self._pump(tap, xid, response, rewriter))
+        cutter = EventCutter() if streamed and gate is not None else None
+        pumping = asyncio.ensure_future(self._pump(tap, xid, response, rewriter, cutter))
         leaving = asyncio.ensure_future(self._host_left())
         revoked = asyncio.ensure_future(self._revoked())
         try:
@@ -374,8 +382,11 @@ class _Exchange:
         xid: int | str,
         response: httpx.Response,
         rewriter: _HostedRewriter | None,
+        cutter: EventCutter | None = None,
     ) -> None:
-        """Pass the body on a chunk at a time, each handed to the connection once it is written."""
+        """Pass the body on a chunk at a time, each handed to the connection once it is written; with a
+        ``cutter``, an SSE stream's events go one at a time through the connection's gate while it is
+        asked (``inspector/tap_gates.py``)."""
         try:
             async for chunk in response.aiter_raw():
                 out = chunk
@@ -384,6 +395,12 @@ class _Exchange:
                     if rewriter.given is not None:  # recorded without the token
                         tap.put("http-rewrote", xid, rewriter.given.replace(self.token, "[redacted]"))
                         rewriter.given = None
+                if cutter is not None and isinstance(tap, HostedTap):
+                    gate = tap.controls.traffic.http["in"]
+                    if cutter.buffer or gate.on():
+                        await self._events(tap, xid, cutter, out)
+                        continue
+                    cutter.passed(out)
                 if out:
                     await self.send({"type": "http.response.body", "body": out, "more_body": True})
                 tap.put("http-chunk", xid, chunk)
@@ -397,6 +414,63 @@ class _Exchange:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        tap.put("http-end", xid, None, False)
+
+    async def _events(self, tap: HostedTap, xid: int | str, cutter: EventCutter, data: bytes) -> None:
+        """Each whole event of the stream through the gate, in order; what the host got is recorded."""
+        gate = tap.controls.traffic.http["in"]
+        for piece, whole in cutter.cut(data):
+            out = piece
+            message = event_data(piece) if whole and gate.on() else None
+            if message is not None:
+                verdict = await gate.decide(message)
+                if verdict.change is not None:
+                    tap.put("http-tap", xid, verdict.change)
+                if verdict.action != "forward":
+                    continue  # dropped: the host never gets it
+                if verdict.body != message:
+                    out = with_data(piece, verdict.body)
+            await self.send({"type": "http.response.body", "body": out, "more_body": True})
+            tap.put("http-chunk", xid, out)
+
+    async def _gated_json(
+        self,
+        tap: HostedTap,
+        xid: int | str,
+        response: httpx.Response,
+        back: list[tuple[bytes, bytes]],
+        gate: HttpGate,
+    ) -> None:
+        """A JSON answer read whole and put to the gate before the host gets its head (its length may
+        change)."""
+        parts: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                parts.append(chunk)
+        except httpx.HTTPError as exc:
+            why = str(exc) or type(exc).__name__
+            tap.put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+            tap.put("http-end", xid, f"the server's response broke off: {why}", False)
+            await _plain(self.send, 502, f"The tap endpoint's server broke off its answer: {why}")
+            return
+        verdict = await gate.decide(b"".join(parts))
+        if verdict.change is not None:
+            tap.put("http-tap", xid, verdict.change)
+        if verdict.action != "forward":
+            # The answer was dropped: the host waits for it until its own deadline, and leaves.
+            await self._host_left()
+            tap.put("http-end", xid, None, True)
+            return
+        body = verdict.body
+        back = [(n, v) for n, v in back if n != b"content-length"]
+        back.append((b"content-length", str(len(body)).encode()))
+        await self.send(
+            {"type": "http.response.start", "status": response.status_code, "headers": back + _OWN_HEADERS}
+        )
+        self.started = True
+        tap.put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        await self.send({"type": "http.response.body", "body": body})
+        tap.put("http-chunk", xid, body)
         tap.put("http-end", xid, None, False)
 
     async def _host_left(self) -> None:
@@ -426,6 +500,16 @@ class _Exchange:
         parts = urlsplit(url)
         query = f"?{parts.query}" if parts.query else ""
         return f"{self.base}{PREFIX}{self.token}{parts.path}{query}".encode("latin-1")
+
+
+def _in_gate(tap: HostedTap | RemoteTap, response: httpx.Response) -> HttpGate | None:
+    """The connection's server → host gate, for a plain response from the MCP endpoint (asked about
+    its messages only while it has rules or faults: ``HttpGate.on``)."""
+    if not isinstance(tap, HostedTap):
+        return None
+    plain = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+    path = response.request.url.raw_path.decode("ascii", "replace").split("?")[0]
+    return tap.controls.traffic.http["in"] if plain and path in tap.frames.mcp_paths else None
 
 
 def _is_initialize(method: str, body: bytes) -> bool:

@@ -488,5 +488,35 @@ def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_pag
             "held, edited by bob" in original[2] and f'"forwarded_as": {int(original[0]) + 1}' in original[3]
         )
         assert not re.findall(r'id="held-(\d+)"', bob.get(f"/s/{live_id}/").text)  # no card left
-        refused = bob.post(f"/s/{live_id}/tap/rules", data={"direction": "in"}, headers=bob_headers | htmx)
-        assert refused.status_code == 422 and "host → server" in html.unescape(refused.text)
+        close = bob.post(f"/s/{live_id}/tap/fault", data={"action": "close"}, headers=bob_headers | htmx)
+        assert close.status_code == 422 and "revoke the endpoint" in html.unescape(close.text)
+
+        # The server's answer is held too (its SSE event), edited, and the host gets the edit.
+        assert bob.post(f"/s/{live_id}/tap/rules/0/remove", headers=bob_headers | htmx).status_code == 204
+        answer_rule = {"direction": "in", "method": "tools/call"}
+        assert (
+            bob.post(f"/s/{live_id}/tap/rules", data=answer_rule, headers=bob_headers | htmx).status_code
+            == 204
+        )
+        second = {**call, "id": 3, "params": {"name": "echo", "arguments": {"message": "answer-me"}}}
+        answers.clear()
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=second, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held answer", lambda: re.findall(r'id="held-(\d+)"', bob.get(f"/s/{live_id}/").text)
+        )
+        reply = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"content": [{"type": "text", "text": "edited-answer"}]},
+        }
+        decided = bob.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": json.dumps(reply)},
+            headers=bob_headers | htmx,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and "edited-answer" in answers[0].text and "Echo: answer-me" not in answers[0].text
