@@ -35,6 +35,7 @@ REDIS_DB = 5  # test_hosted.py uses 12 to 14, test_oauth_hosted.py 11, test_toge
 DYING_REDIS_DB = 6  # this module's other tests, which may run beside its first
 SHARED_REDIS_DB = 4
 GATES_REDIS_DB = 3
+JSON_REDIS_DB = 2
 ACCEPT = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -520,3 +521,74 @@ def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_pag
         assert decided.status_code == 204, decided.text
         caller.join(15)
         assert answers and "edited-answer" in answers[0].text and "Echo: answer-me" not in answers[0].text
+
+
+def test_a_hosted_tap_sessions_json_answer_is_held_and_edited_with_its_length(
+    hosted_database: str, tmp_path: Path, sdk_http_json: str
+) -> None:
+    """A server that answers in JSON (the SDK's, json_response): the held answer goes to the host as
+    edited, its Content-Length the edit's."""
+    env = hosted_env(
+        hosted_database,
+        JSON_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, JSON_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "web.log") as web,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1") | {"HX-Request": "true"}
+        made = alice.post("/team/taps", data={"name": "json", "url": sdk_http_json}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1])
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200 and opened.headers["content-type"].startswith("application/json")
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        rule = {"direction": "in", "method": "tools/call"}
+        assert alice.post(f"/s/{live_id}/tap/rules", data=rule, headers=headers).status_code == 204
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "x"}},
+        }
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=call, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held answer", lambda: re.findall(r'id="held-(\d+)"', alice.get(f"/s/{live_id}/").text)
+        )
+        reply = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {"content": [{"type": "text", "text": "a much longer edit"}]},
+        }
+        decided = alice.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": json.dumps(reply)},
+            headers=headers,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and answers[0].json() == reply
+        assert int(answers[0].headers["content-length"]) == len(answers[0].content)
