@@ -199,9 +199,7 @@ class _Run:
         self.pk, self.group, self.stored = await _session_for(details, first.wall)
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
-        self.watcher = asyncio.get_running_loop().create_task(
-            self._watch(control), name=f"mcp-tap-{run}"
-        )
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(control), name=f"mcp-tap-{run}")
         return True
 
     async def _watch(self, run: str) -> None:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_sessions", "0015_worker_role"),
+        ("mcp_sessions", "0016_worker_role"),
         ("teams", "0005_tap_endpoints"),
     ]
 

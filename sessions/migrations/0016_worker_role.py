@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_sessions", "0014_deployment_and_worker_problem"),
+        ("mcp_sessions", "0015_session_replay_of"),
     ]
 
     operations = [
