@@ -13,9 +13,10 @@ land in another one is still one session: that process hands their items to this
 (``inspector/tap_shared.py``).
 
 A web process that records tap sessions beats as an engine worker does (an ``EngineWorker`` row of role
-``web``, named in each session's ``worker``), and owns them as one does (``worker_channel``: a name of its
-own, which its recorder's writes must still find): when it dies, the reaper of another process marks
-them lost, saying so, and if it was only paused it finds them taken from it and records nothing more.
+``web``, named in each session's ``worker``), and owns them as one does (``worker_channel``: its own
+channel, where the other processes' items and the pages' breakpoint commands arrive, and which its
+recorder's writes must still find): when it dies, the reaper of another process marks them lost,
+saying so, and if it was only paused it finds them taken from it and records nothing more.
 """
 
 from __future__ import annotations
