@@ -34,8 +34,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
+from inspector.tap._http_gate import EventCutter, HttpGate, event_data, with_data
 from inspector.tap._proxy import HOP_BY_HOP, _EndpointRewriter, _origin_key
 from inspector.tap_sessions import Endpoint, HostedTap, TapHub
+from inspector.tap_shared import RemoteTap
 from sessions.runtime import store
 from sessions.teams.models import TapEndpoint, token_digest
 
@@ -224,18 +226,77 @@ class _Exchange:
         forward = [(n, v) for n, v in headers if n not in _NOT_FORWARDED and n not in named]
         sid = next((v.decode("latin-1") for n, v in headers if n == b"mcp-session-id"), None)
         listen = f"{self.base}{PREFIX}[redacted]{urlsplit(self.endpoint.url).path}"
-        tap = hub().tap_for(self.endpoint, listen, sid, sid is None and _is_initialize(method, body))
+        try:
+            tap = await hub().find(self.endpoint, listen, sid, sid is None and _is_initialize(method, body))
+        except Exception as exc:  # the channel layer or the database is down: nothing can be recorded
+            await _plain(self.send, 503, f"The inspector cannot take tap traffic now ({type(exc).__name__}).")
+            return
         xid = next(tap.ids)
         tap.in_flight += 1
         try:
+            if isinstance(tap, HostedTap) and method == "POST":
+                gated = await self._gated(tap, xid, sid or "", target, headers, body)
+                if gated is None:
+                    return
+                body = gated
             await self._forward(tap, xid, method, target, forward, body)
         finally:
             tap.in_flight -= 1
 
-    async def _forward(
+    async def _gated(
         self,
         tap: HostedTap,
-        xid: int,
+        xid: int | str,
+        sid: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+    ) -> bytes | None:
+        """The POST body through the connection's breakpoints and faults (``inspector/tap_gates.py``):
+        what to forward, or None once the tap has answered the host itself (or dropped the message)."""
+        gate = tap.controls.traffic.http["out"]
+        if not gate.on() or urlsplit(target).path not in tap.frames.mcp_paths:
+            return body
+        verdict = await gate.decide(body)
+        if verdict.change is not None:
+            tap.put("http-tap", xid, verdict.change, sid, body, target)
+        if verdict.action == "forward":
+            return verdict.body
+        accept = b", ".join(v for n, v in headers if n == b"accept").lower()
+        stream = b"text/event-stream" in accept
+        if verdict.action == "answer":
+            # As the local tap answers: JSON, which every Streamable HTTP client reads, unless the host
+            # takes only a stream.
+            if stream and b"application/json" not in accept:
+                answer, ctype = b"event: message\ndata: " + verdict.body + b"\n\n", b"text/event-stream"
+            else:
+                answer, ctype = verdict.body, b"application/json"
+            await self.send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", ctype), *_OWN_HEADERS],
+                }
+            )
+            await self.send({"type": "http.response.body", "body": answer})
+        elif verdict.kind != "request":
+            await self.send({"type": "http.response.start", "status": 202, "headers": list(_OWN_HEADERS)})
+            await self.send({"type": "http.response.body", "body": b""})
+        else:  # a dropped request: the host waits for an answer that never comes, until its own deadline
+            if stream:
+                head = [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-cache"),
+                    *_OWN_HEADERS,
+                ]
+                await self.send({"type": "http.response.start", "status": 200, "headers": head})
+            await self._host_left()
+        return None
+
+    async def _forward(
+        self,
+        tap: HostedTap | RemoteTap,
+        xid: int | str,
         method: str,
         target: str,
         headers: list[tuple[bytes, bytes]],
@@ -270,11 +331,19 @@ class _Exchange:
         if event.endswith("send_request_body.complete") and not self.turn.done():
             self.turn.set_result(None)
 
-    async def _respond(self, tap: HostedTap, xid: int, method: str, response: httpx.Response) -> None:
+    async def _respond(
+        self, tap: HostedTap | RemoteTap, xid: int | str, method: str, response: httpx.Response
+    ) -> None:
         raw = response.headers.raw
         named = {v.strip().lower() for n, v in raw if n.lower() == b"connection" for v in v.split(b",")}
         back = [(n.lower(), self._location(v) if n.lower() == b"location" else v) for n, v in raw]
         back = [(n, v) for n, v in back if n not in _NOT_RETURNED and n not in named]
+        gate = _in_gate(tap, response)
+        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        json_answer = method == "POST" and ctype == "application/json" and response.status_code == 200
+        if isinstance(tap, HostedTap) and gate is not None and gate.on() and json_answer:
+            await self._gated_json(tap, xid, response, back, gate)
+            return
         await self.send(
             {"type": "http.response.start", "status": response.status_code, "headers": back + _OWN_HEADERS}
         )
@@ -286,7 +355,8 @@ class _Exchange:
             rewriter = _HostedRewriter(
                 self.endpoint.url, f"{self.base}{PREFIX}{self.token}", PREFIX + self.token
             )
-        pumping = asyncio.ensure_future(self._pump(tap, xid, response, rewriter))
+        cutter = EventCutter() if streamed and gate is not None else None
+        pumping = asyncio.ensure_future(self._pump(tap, xid, response, rewriter, cutter))
         leaving = asyncio.ensure_future(self._host_left())
         revoked = asyncio.ensure_future(self._revoked())
         try:
@@ -307,9 +377,16 @@ class _Exchange:
             hub().revoked(self.endpoint.pk)
 
     async def _pump(
-        self, tap: HostedTap, xid: int, response: httpx.Response, rewriter: _HostedRewriter | None
+        self,
+        tap: HostedTap | RemoteTap,
+        xid: int | str,
+        response: httpx.Response,
+        rewriter: _HostedRewriter | None,
+        cutter: EventCutter | None = None,
     ) -> None:
-        """Pass the body on a chunk at a time, each handed to the connection once it is written."""
+        """Pass the body on a chunk at a time, each handed to the connection once it is written; with a
+        ``cutter``, an SSE stream's events go one at a time through the connection's gate while it is
+        asked (``inspector/tap_gates.py``)."""
         try:
             async for chunk in response.aiter_raw():
                 out = chunk
@@ -318,6 +395,12 @@ class _Exchange:
                     if rewriter.given is not None:  # recorded without the token
                         tap.put("http-rewrote", xid, rewriter.given.replace(self.token, "[redacted]"))
                         rewriter.given = None
+                if cutter is not None and isinstance(tap, HostedTap):
+                    gate = tap.controls.traffic.http["in"]
+                    if cutter.buffer or gate.on():
+                        await self._events(tap, xid, cutter, out)
+                        continue
+                    cutter.passed(out)
                 if out:
                     await self.send({"type": "http.response.body", "body": out, "more_body": True})
                 tap.put("http-chunk", xid, chunk)
@@ -331,6 +414,63 @@ class _Exchange:
             await self.send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        tap.put("http-end", xid, None, False)
+
+    async def _events(self, tap: HostedTap, xid: int | str, cutter: EventCutter, data: bytes) -> None:
+        """Each whole event of the stream through the gate, in order; what the host got is recorded."""
+        gate = tap.controls.traffic.http["in"]
+        for piece, whole in cutter.cut(data):
+            out = piece
+            message = event_data(piece) if whole and gate.on() else None
+            if message is not None:
+                verdict = await gate.decide(message)
+                if verdict.change is not None:
+                    tap.put("http-tap", xid, verdict.change)
+                if verdict.action != "forward":
+                    continue  # dropped: the host never gets it
+                if verdict.body != message:
+                    out = with_data(piece, verdict.body)
+            await self.send({"type": "http.response.body", "body": out, "more_body": True})
+            tap.put("http-chunk", xid, out)
+
+    async def _gated_json(
+        self,
+        tap: HostedTap,
+        xid: int | str,
+        response: httpx.Response,
+        back: list[tuple[bytes, bytes]],
+        gate: HttpGate,
+    ) -> None:
+        """A JSON answer read whole and put to the gate before the host gets its head (its length may
+        change)."""
+        parts: list[bytes] = []
+        try:
+            async for chunk in response.aiter_raw():
+                parts.append(chunk)
+        except httpx.HTTPError as exc:
+            why = str(exc) or type(exc).__name__
+            tap.put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+            tap.put("http-end", xid, f"the server's response broke off: {why}", False)
+            await _plain(self.send, 502, f"The tap endpoint's server broke off its answer: {why}")
+            return
+        verdict = await gate.decide(b"".join(parts))
+        if verdict.change is not None:
+            tap.put("http-tap", xid, verdict.change)
+        if verdict.action != "forward":
+            # The answer was dropped: the host waits for it until its own deadline, and leaves.
+            await self._host_left()
+            tap.put("http-end", xid, None, True)
+            return
+        body = verdict.body
+        back = [(n, v) for n, v in back if n != b"content-length"]
+        back.append((b"content-length", str(len(body)).encode()))
+        await self.send(
+            {"type": "http.response.start", "status": response.status_code, "headers": back + _OWN_HEADERS}
+        )
+        self.started = True
+        tap.put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        await self.send({"type": "http.response.body", "body": body})
+        tap.put("http-chunk", xid, body)
         tap.put("http-end", xid, None, False)
 
     async def _host_left(self) -> None:
@@ -360,6 +500,16 @@ class _Exchange:
         parts = urlsplit(url)
         query = f"?{parts.query}" if parts.query else ""
         return f"{self.base}{PREFIX}{self.token}{parts.path}{query}".encode("latin-1")
+
+
+def _in_gate(tap: HostedTap | RemoteTap, response: httpx.Response) -> HttpGate | None:
+    """The connection's server → host gate, for a plain response from the MCP endpoint (asked about
+    its messages only while it has rules or faults: ``HttpGate.on``)."""
+    if not isinstance(tap, HostedTap):
+        return None
+    plain = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
+    path = response.request.url.raw_path.decode("ascii", "replace").split("?")[0]
+    return tap.controls.traffic.http["in"] if plain and path in tap.frames.mcp_paths else None
 
 
 def _is_initialize(method: str, body: bytes) -> bool:

@@ -247,9 +247,16 @@ class McpSession(models.Model):
 
 
 class EngineWorker(models.Model):
-    """A hosted engine worker process: alive while its heartbeat is fresh (see sessions/workers.py)."""
+    """A hosted process that owns live sessions: an engine worker, or a web process recording tap
+    endpoints' traffic; alive while its heartbeat is fresh (see sessions/runtime/workers.py)."""
+
+    class Role(models.TextChoices):
+        ENGINE = "engine", "engine worker"
+        WEB = "web", "web process"
 
     name = models.CharField(max_length=200, unique=True)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.ENGINE)
+    """Only engine workers take sessions to start; a web process beats for its tap sessions alone."""
     started = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(db_index=True)
     problem = models.TextField(blank=True, default="")

@@ -8,18 +8,25 @@ headers, masked), a GET or DELETE an ``http`` frame; a response head an ``http``
 when the body is no message), a JSON body a ``message`` frame, each SSE event a frame of its own. Only
 requests to the MCP endpoint (the URL's path, or legacy SSE's endpoint) are judged as MCP; the rest
 (OAuth metadata, tokens) are recorded as they passed.
+
+Each host session (an ``Mcp-Session-Id`` as the server gave it, or a run of requests without one, from
+an ``initialize`` to the next) is a session of its own in the inspector: the first is the tap's own
+spool, each next one a ``_Part`` with its own observer (its own numbering and verdicts), its own spool
+``<run>-<n>.jsonl`` and ``--record`` file, named NAME #n, so two hosts' timelines never mix.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import queue
 import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from inspector.tap._spool import MAX_MESSAGE_BYTES, Spool
+from inspector.tap._spool import MAX_MESSAGE_BYTES, Spool, open_private
 
 if TYPE_CHECKING:
     from inspector.tap._gate import Change
@@ -31,6 +38,9 @@ __all__ = ["HttpSpool"]
 _SSE = "text/event-stream"
 _JSON = "application/json"
 _STREAMS_KEPT = 10_000
+_HELD_KEPT = 1_000
+_LEGACY = "legacy "
+"""Books by a legacy SSE endpoint's path and query, beside those by ``Mcp-Session-Id``."""
 
 
 def joined(headers: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -75,6 +85,17 @@ class _Exchange:
     """What the tap gave the host in place of what the server sent (``--rewrite-resource``)."""
     book: Any = None
     """The observer of the host session the exchange belongs to."""
+    initialize: bool = False
+
+
+@dataclass
+class _Part:
+    """A host session after the tap's first: a session of its own, with its own files."""
+
+    number: int
+    book: TapObserver
+    spool_fd: int | None = None
+    record_fd: int | None = None
 
 
 class HttpSpool(Spool):
@@ -95,6 +116,17 @@ class HttpSpool(Spool):
         """The books of requests without a session id, from an initialize to the next."""
         self.used: set[int] = set()
         self.begun: set[int] = set()  # books that saw an initialize
+        self.listen_url = ""
+        self.newest: TapObserver | None = None
+        self.legacy = False  # the server spoke legacy SSE: each stream of its URL is a session
+        self.sse_path = urlsplit(self.upstream).path or "/"
+        self.now = (0.0, 0.0)
+        """When the item being turned into frames passed the proxy."""
+        self.parts: dict[int, _Part] = {}  # by its book's id; the first book is the tap's own spool's
+        self.part_of: dict[int, int] = {}  # a frame's id → its book's, until the frame is written
+        self.opened: list[Frame] = []  # the first frames of parts opened while making an item's frames
+        self.held_books: dict[int, TapObserver] = {}
+        """The book of a request the tap changed before it went upstream, by exchange."""
 
     def _frames(
         self,
@@ -108,26 +140,57 @@ class HttpSpool(Spool):
         if not what.startswith("http-"):
             return super()._frames(observer, splitters, what, payload, wall, mono)
         if what == "http-start":
+            self.listen_url = str(payload)
             return [self._started(observer, payload, wall, mono)]
         if what == "http-stop":
-            return [observer.stopped(str(payload), wall, mono)]
+            return self._stopped(observer, str(payload), wall, mono)
         xid, rest = payload[0], payload[1:]
+        self.now = (wall, mono)
         if what == "http-tap":
-            return self._tapped(observer, xid, rest[0], wall, mono)
-        frames = self._exchanged(observer, what, xid, rest, wall, mono)
-        pending = self.tapped.get(xid)
-        if pending is not None:
-            self._link(xid, pending, frames, ended=what in ("http-end", "http-failed"))
+            book = self._held_book(observer, xid, rest)
+            frames = self._tagged(book, self._tapped(book, xid, rest[0], wall, mono))
+        else:
+            frames = self._exchanged(observer, what, xid, rest, wall, mono)
+            pending = self.tapped.get(xid)
+            if pending is not None:
+                self._link(xid, pending, frames, ended=what in ("http-end", "http-failed"))
+        opened, self.opened = self.opened, []
+        return opened + frames
+
+    def _tagged(self, book: TapObserver, frames: list[Frame]) -> list[Frame]:
+        """Note the host session ``frames`` go to (the tap's own spool's frames need no note)."""
+        if id(book) in self.parts:
+            for frame in frames:
+                self.part_of[id(frame)] = id(book)
         return frames
+
+    def _held_book(self, observer: TapObserver, xid: int, rest: tuple[Any, ...]) -> TapObserver:
+        """The book of a message the tap changed: its exchange's, or (a request held before it went
+        upstream) its session id's, kept for the request's own frames."""
+        exchange = self.exchanges.get(xid)
+        if exchange is not None:
+            return exchange.book  # type: ignore[no-any-return]
+        sid, body = (str(rest[1]), bytes(rest[2])) if len(rest) > 2 else ("", b"")
+        target = str(rest[3]) if len(rest) > 3 else ""
+        book = self.held_books[xid] = self._book(observer, sid, "POST", body, target)
+        if len(self.held_books) > _HELD_KEPT:  # dropped or answered by the tap: no request follows
+            del self.held_books[next(iter(self.held_books))]
+        return book
 
     def _exchanged(
         self, observer: TapObserver, what: str, xid: int, rest: tuple[Any, ...], wall: float, mono: float
     ) -> list[Frame]:
         if what == "http-request":
-            return self._request(observer, xid, *rest, wall=wall, mono=mono)
+            frames = self._request(observer, xid, *rest, wall=wall, mono=mono)
+            return self._tagged(self.exchanges[xid].book, frames)
         exchange = self.exchanges.get(xid)
         if exchange is None:
             return []
+        return self._tagged(exchange.book, self._of_exchange(exchange, what, xid, rest, wall, mono))
+
+    def _of_exchange(
+        self, exchange: _Exchange, what: str, xid: int, rest: tuple[Any, ...], wall: float, mono: float
+    ) -> list[Frame]:
         observer = exchange.book
         if what == "http-rewrote":
             exchange.given_endpoint = rest[0]
@@ -147,25 +210,111 @@ class HttpSpool(Spool):
             return [observer.http_failed(str(rest[0]), wall, mono)]
         return []
 
-    def _book(self, observer: TapObserver, sid: str, method: str, body: bytes) -> TapObserver:
+    def _book(
+        self,
+        observer: TapObserver,
+        sid: str,
+        method: str,
+        body: bytes,
+        target: str = "",
+        resumed: bool = False,
+    ) -> TapObserver:
         """Whose books an exchange is in: its ``Mcp-Session-Id``'s, or the run of requests without
-        one (a new run from an ``initialize`` once the current run has had one)."""
+        one (a new run from an ``initialize`` once the current run has had one). A request without
+        one between runs (OAuth's metadata, say) is the newest host session's: only an ``initialize``
+        starts another. Under legacy SSE a session is its stream's endpoint (its POSTs go there), and
+        each new stream (a GET of the server's URL) starts one."""
+        legacy = self.books.get(_LEGACY + target) if target else None
+        if legacy is not None:
+            return legacy
+        stream = method == "GET" and not sid and not resumed and target.split("?")[0] == self.sse_path
+        if self.legacy and stream:
+            self.run_book = self._fresh(observer)
+            return self.run_book
         if sid:
             book = self.books.get(sid)
             if book is None:
                 book = self.books[sid] = self._fresh(observer)
             return book
         initialize = method == "POST" and _is_initialize(body)
+        if self.run_book is None and not initialize and self.newest is not None:
+            return self.newest
         if self.run_book is None or (initialize and id(self.run_book) in self.begun):
             self.run_book = self._fresh(observer)
         if initialize:
             self.begun.add(id(self.run_book))
         return self.run_book
 
+    def _legacy_session(self, book: TapObserver, endpoint: str) -> None:
+        """A legacy stream named its endpoint: the POSTs there are its host session's."""
+        parts = urlsplit(endpoint)
+        self.books[_LEGACY + (parts.path or "/") + (f"?{parts.query}" if parts.query else "")] = book
+        self.legacy = True
+        if self.run_book is book:
+            self.run_book = None  # the next stream starts a session of its own
+
     def _fresh(self, observer: TapObserver) -> TapObserver:
-        book = observer if id(observer) not in self.used else observer.book()
+        """Books for a new host session: the tap's own observer for the first, then a part's."""
+        if id(observer) not in self.used:
+            self.used.add(id(observer))
+            self.newest = observer
+            return observer
+        from sessions.engine import TapObserver
+
+        book = TapObserver(validate=observer.validate, max_message_bytes=observer.max_message_bytes)
         self.used.add(id(book))
+        part = self.parts[id(book)] = _Part(len(self.parts) + 2, book)
+        self._open_part(part)
+        first = book.watch_http(self.listen_url, self.upstream)
+        first.wall, first.mono = self.now  # its session starts with the request that opened it
+        first.transport["tap"] = self._tap_details(part.number)
+        self.opened.extend(self._tagged(book, [first]))
+        self.newest = book
         return book
+
+    def _open_part(self, part: _Part) -> None:
+        """The part's spool next to the tap's (``<run>-<n>.jsonl``), and ``--record``'s ``FILE-<n>``."""
+        if self.spool_fd is not None:
+            path = f"{self.path.removesuffix('.jsonl')}-{part.number}.jsonl"
+            try:
+                part.spool_fd = open_private(path, os.O_EXCL | os.O_APPEND)
+            except OSError as exc:
+                self._warn(f"cannot keep frames for the inspector in {path}: {exc}")
+        if self.options.record is not None:
+            root, ext = os.path.splitext(self.options.record)
+            try:
+                part.record_fd = os.open(
+                    f"{root}-{part.number}{ext}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600
+                )
+            except OSError as exc:
+                self._warn(f"cannot write --record file {root}-{part.number}{ext}: {exc.strerror or exc}")
+
+    def _tap_details(self, number: int) -> dict[str, Any]:
+        """What a host session's first frame says of the tap: its name, its run, the tap's process."""
+        from sessions.engine import ServerProcess
+
+        run = os.path.basename(self.path).removesuffix(".jsonl")
+        tap = ServerProcess.of(os.getpid(), "")
+        details = {
+            "name": self.options.name,
+            "run": run,
+            "pid": tap.pid,
+            "started": tap.started,
+            "host": tap.host,
+        }
+        if number > 1:
+            # Its own run (the spool it is taken from), the tap's control socket (named after the tap's).
+            details.update(
+                name=f"{self.options.name} #{number}", run=f"{run}-{number}", control=run, part=number
+            )
+        return details
+
+    def _stopped(self, observer: TapObserver, note: str, wall: float, mono: float) -> list[Frame]:
+        """The tap stopped: every host session ends."""
+        frames = [observer.stopped(note, wall, mono)]
+        for part in self.parts.values():
+            frames.extend(self._tagged(part.book, [part.book.stopped(note, wall, mono)]))
+        return frames
 
     def _tapped(
         self, observer: TapObserver, xid: int, change: Change, wall: float, mono: float
@@ -207,26 +356,29 @@ class HttpSpool(Spool):
 
     def _write(self, frames: list[Frame]) -> None:
         self.waiting.extend(frames)
-        if not self.tapped:
-            frames, self.waiting = self.waiting, []
-            super()._write(frames)
+        if self.tapped:
+            return
+        frames, self.waiting = self.waiting, []
+        by_book: dict[int, list[Frame]] = {}
+        for frame in frames:
+            by_book.setdefault(self.part_of.pop(id(frame), 0), []).append(frame)
+        for book, some in by_book.items():
+            part = self.parts.get(book)
+            self._append(self if part is None else part, some)
+
+    def _close_files(self) -> None:
+        super()._close_files()
+        for part in self.parts.values():
+            for fd in (part.spool_fd, part.record_fd):
+                if fd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def _started(self, observer: TapObserver, listen_url: str, wall: float, mono: float) -> Frame:
         """The tap listens: its frame names the tap, as the stdio tap's ``spawned`` frame does."""
-        import os
-
-        from sessions.engine import ServerProcess
-
         frame = observer.watch_http(listen_url, self.upstream)
         frame.wall, frame.mono = wall, mono
-        tap = ServerProcess.of(os.getpid(), "")
-        frame.transport["tap"] = {
-            "name": self.options.name,
-            "run": os.path.basename(self.path).removesuffix(".jsonl"),
-            "pid": tap.pid,
-            "started": tap.started,
-            "host": tap.host,
-        }
+        frame.transport["tap"] = self._tap_details(1)
         return frame
 
     def _request(
@@ -243,10 +395,16 @@ class HttpSpool(Spool):
     ) -> list[Frame]:
         url = _origin(self.upstream) + target
         path = urlsplit(url).path or "/"
-        exchange = _Exchange(method, url, path in self.mcp_paths)
+        exchange = _Exchange(
+            method, url, path in self.mcp_paths, initialize=method == "POST" and _is_initialize(body)
+        )
         self.exchanges[xid] = exchange
         sent = joined(headers)
-        observer = exchange.book = self._book(observer, _header(sent, "mcp-session-id"), method, body)
+        book = self.held_books.pop(xid, None)
+        if book is None:
+            resumed = bool(_header(sent, "last-event-id"))
+            book = self._book(observer, _header(sent, "mcp-session-id"), method, body, target, resumed)
+        observer = exchange.book = book
         details = observer.http_details(method, url, sent)
         if exchange.mcp and method == "POST":
             frames = observer.client_line(body, wall, mono, http=details)
@@ -279,9 +437,12 @@ class HttpSpool(Spool):
         got = joined(headers)
         sid = _header(got, "mcp-session-id")
         book: TapObserver = exchange.book
-        if sid and sid not in self.books and book is self.run_book:
+        if sid and sid not in self.books:
             self.books[sid] = book  # the run's next requests carry it
-            self.run_book = None
+            if book is self.run_book:
+                self.run_book = None
+        elif exchange.initialize and status >= 400 and book is self.run_book:
+            self.begun.discard(id(book))  # refused (a 401 before OAuth, say): the next try is the same run
         ctype = _header(got, "content-type").split(";")[0].strip().lower()
         details: dict[str, Any] = {"status": status, "reason": reason, "headers": got}
         if exchange.request is not None:
@@ -353,6 +514,7 @@ class HttpSpool(Spool):
                 )
                 if endpoint is not None:
                     self.mcp_paths.add(urlsplit(endpoint).path or "/")
+                    self._legacy_session(observer, endpoint)
                 frames.append(frame)
             else:
                 frames.extend(observer.server_event(event, details, wall, mono))

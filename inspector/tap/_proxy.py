@@ -87,6 +87,8 @@ class _EndpointRewriter:
         self.held = b""
         self.done = False
         self.given: str | None = None
+        self.endpoint: str | None = None
+        """The ``endpoint`` event's URL as the host got it (legacy SSE), relative or absolute."""
 
     def feed(self, chunk: bytes) -> bytes:
         if self.done:
@@ -113,6 +115,10 @@ class _EndpointRewriter:
     def _rewrite(self, lines: list[bytes]) -> bytes | None:
         if b"event: endpoint" not in lines and b"event:endpoint" not in lines:
             return None
+        data = [
+            v.removeprefix(b" ") for n, sep, v in (line.partition(b":") for line in lines) if n == b"data"
+        ]
+        self.endpoint = b"\n".join(data).decode("utf-8", errors="replace").strip() if data else None
         out, changed = [], False
         for line in lines:
             name, sep, value = line.partition(b":")
@@ -121,6 +127,7 @@ class _EndpointRewriter:
                 parts = urlsplit(url)
                 self.given = self.tap_origin + parts.path + (f"?{parts.query}" if parts.query else "")
                 line, changed = b"data: " + self.given.encode(), True
+                self.endpoint = self.given
             out.append(line)
         return b"\n".join(out) if changed else None
 
@@ -148,6 +155,8 @@ class Proxy:
         self.rewrite_resource = rewrite_resource
         self.ids = itertools.count(1)
         self.writers: set[asyncio.StreamWriter] = set()
+        self.legacy: dict[str, _LegacyStream] = {}
+        """A legacy SSE session's stream to its host, by the endpoint's path and query its POSTs go to."""
         # No read timeout: SSE streams idle for minutes, and the host times its own requests.
         timeout = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
@@ -225,9 +234,12 @@ class Proxy:
         if gate is not None:
             verdict = await gate.decide(body)
             if verdict.change is not None:
-                self._put("http-tap", xid, verdict.change)
+                # With the request's session id and body: the spool files it in its host's session.
+                sid = next((v for n, v in headers if n.lower() == b"mcp-session-id"), b"")
+                self._put("http-tap", xid, verdict.change, sid.decode("latin-1"), body, target)
             if verdict.action != "forward":
-                return await _answered(conn, reader, writer, headers, verdict)
+                legacy = self.legacy.get(target)
+                return await _answered(conn, reader, writer, headers, verdict, legacy)
             body = verdict.body
         # Timed as the host sent it: latency a fault added shows in the answer's.
         self.items.put(("http-request", (xid, method, target, headers, body), *read))
@@ -310,23 +322,27 @@ class Proxy:
         """Pass the body on a chunk at a time, each handed to the spool once it is written; with a
         ``cutter``, an SSE stream's events go one at a time through the gate while it is asked."""
         gate = self.traffic.http["in"] if self.traffic is not None else None
+        legacy: _LegacyStream | None = None
         try:
             async for chunk in response.aiter_raw():
                 if rewriter is not None:
                     out = rewriter.feed(chunk)
                     if rewriter.given is not None:
                         self._put("http-rewrote", xid, rewriter.given)
-                        self.mcp_paths.add(urlsplit(rewriter.given).path or "/")
                         rewriter.given = None
+                    if rewriter.endpoint is not None and legacy is None:
+                        legacy = self._legacy_stream(conn, writer, rewriter.endpoint)
                 else:
                     out = chunk
                 if cutter is not None and gate is not None and (cutter.buffer or gate.on()):
-                    await self._events(conn, writer, xid, cutter, out)
+                    await self._events(conn, writer, xid, cutter, out, legacy)
                     continue
                 if cutter is not None:
                     cutter.passed(out)
                 if out:
                     writer.write(conn.send(h11.Data(data=out)))
+                    if legacy is not None:
+                        legacy.wrote(out)
                 self._put("http-chunk", xid, chunk)
                 await writer.drain()
             if rewriter is not None and rewriter.held and not rewriter.done:
@@ -340,13 +356,35 @@ class Proxy:
         except OSError:
             self._put("http-end", xid, None, True)
             return False
+        finally:
+            if legacy is not None:
+                legacy.closed = True
+                self.legacy = {k: v for k, v in self.legacy.items() if v is not legacy}
         writer.write(conn.send(h11.EndOfMessage()))
         self._put("http-end", xid, None, False)
         await writer.drain()
         return True
 
+    def _legacy_stream(
+        self, conn: h11.Connection, writer: asyncio.StreamWriter, endpoint: str
+    ) -> _LegacyStream:
+        """A legacy SSE stream gave its endpoint: its POSTs are the MCP endpoint's, and the tap's own
+        answers to them go on this stream."""
+        parts = urlsplit(endpoint)
+        self.mcp_paths.add(parts.path or "/")
+        stream = self.legacy[(parts.path or "/") + (f"?{parts.query}" if parts.query else "")] = (
+            _LegacyStream(conn, writer)
+        )
+        return stream
+
     async def _events(
-        self, conn: h11.Connection, writer: asyncio.StreamWriter, xid: int, cutter: EventCutter, data: bytes
+        self,
+        conn: h11.Connection,
+        writer: asyncio.StreamWriter,
+        xid: int,
+        cutter: EventCutter,
+        data: bytes,
+        legacy: _LegacyStream | None = None,
     ) -> None:
         """Each whole event of the stream through the gate, in order; what the host got is recorded."""
         assert self.traffic is not None
@@ -362,6 +400,8 @@ class Proxy:
                 if verdict.body != message:
                     piece = with_data(piece, verdict.body)
             writer.write(conn.send(h11.Data(data=piece)))
+            if legacy is not None:
+                legacy.wrote(piece)
             self._put("http-chunk", xid, piece)
             await writer.drain()
 
@@ -546,17 +586,29 @@ async def _answered(
     writer: asyncio.StreamWriter,
     headers: list[tuple[bytes, bytes]],
     verdict: Verdict,
+    legacy: _LegacyStream | None = None,
 ) -> bool:
     """A POST the tap kept from the server: answered by the tap itself, or dropped.
 
     The tap's JSON-RPC answer is a 200 ``application/json`` body, which every Streamable HTTP client
     reads (it must accept both forms), unless the host's ``Accept`` names only ``text/event-stream``.
+    Under legacy SSE (a POST to a stream's endpoint) the answer is an event on that stream, and the POST
+    gets the ``202`` a legacy server gives, dropped or not.
     A dropped notification gets the 202 the server would have given; a dropped request an SSE stream
     that never carries its answer (a plain wait, when the host takes no stream), until the host's own
     deadline makes it leave.
     """
     accept = b", ".join(v for n, v in headers if n.lower() == b"accept").lower()
     stream = b"text/event-stream" in accept
+    if legacy is not None and not legacy.closed:
+        if verdict.action == "answer":
+            legacy.send(b"event: message\ndata: " + verdict.body + b"\n\n")
+        # Taken, as a legacy server takes every message: a dropped request's answer never comes.
+        head = [(b"Content-Length", b"0")]
+        writer.write(conn.send(h11.Response(status_code=202, headers=head, reason=b"Accepted")))
+        writer.write(conn.send(h11.EndOfMessage()))
+        await writer.drain()
+        return True
     if verdict.action == "answer":
         if stream and b"application/json" not in accept:
             body, ctype = b"event: message\ndata: " + verdict.body + b"\n\n", b"text/event-stream"
@@ -580,6 +632,35 @@ async def _answered(
         await writer.drain()
     await _watch(conn, reader)
     return False
+
+
+class _LegacyStream:
+    """A legacy SSE stream to its host, into which the tap can put an event of its own, between the
+    server's events (never inside one that is still passing)."""
+
+    def __init__(self, conn: h11.Connection, writer: asyncio.StreamWriter) -> None:
+        self.conn, self.writer = conn, writer
+        self.tail = b"\n\n"
+        self.pending: list[bytes] = []
+        self.closed = False
+
+    def at_boundary(self) -> bool:
+        return self.tail.endswith((b"\n\n", b"\r\r", b"\r\n\r\n"))
+
+    def wrote(self, data: bytes) -> None:
+        """The server's bytes just written: the tap's events waiting for an event's end go after them."""
+        self.tail = (self.tail + data)[-4:]
+        if self.pending and self.at_boundary():
+            pending, self.pending = self.pending, []
+            for event in pending:
+                self.send(event)
+
+    def send(self, event: bytes) -> None:
+        if not self.at_boundary():
+            self.pending.append(event)
+            return
+        with contextlib.suppress(h11.LocalProtocolError, OSError, RuntimeError):
+            self.writer.write(self.conn.send(h11.Data(data=event)))
 
 
 async def _answer(conn: h11.Connection, writer: asyncio.StreamWriter, status: int, text: str) -> None:

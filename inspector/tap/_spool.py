@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from inspector.tap._gate import Change, Traffic
     from sessions.engine import Frame, LineSplitter, TapObserver
 
-__all__ = ["Spool", "spool_dir"]
+__all__ = ["Spool", "open_private", "spool_dir"]
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 """The longest line kept whole (the engine's default ``max_message_bytes``); longer ones keep their head."""
@@ -40,7 +40,7 @@ def spool_dir() -> str:
     return str(path)
 
 
-def _open_private(path: str, flags: int) -> int:
+def open_private(path: str, flags: int) -> int:
     return os.open(path, flags | os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
@@ -85,10 +85,13 @@ class Spool:
         finally:
             if self.control is not None:
                 self.control.close()
-            for fd in (self.spool_fd, self.record_fd):
-                if fd is not None:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
+            self._close_files()
+
+    def _close_files(self) -> None:
+        for fd in (self.spool_fd, self.record_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def _frames(
         self,
@@ -197,7 +200,7 @@ class Spool:
         name = f"{int(time.time() * 1000):013d}-{os.getpid()}-{secrets.token_hex(4)}.jsonl"
         try:
             self.path = os.path.join(spool_dir(), name)
-            self.spool_fd = _open_private(self.path, os.O_EXCL | os.O_APPEND)
+            self.spool_fd = open_private(self.path, os.O_EXCL | os.O_APPEND)
         except OSError as exc:
             self._warn(f"cannot keep frames for the inspector in {self.path or 'the data folder'}: {exc}")
         if self.options.record is not None:
@@ -209,11 +212,15 @@ class Spool:
                 self._warn(f"cannot write --record file {self.options.record}: {exc.strerror or exc}")
 
     def _write(self, frames: list[Frame]) -> None:
+        self._append(self, frames)
+
+    def _append(self, files: Any, frames: list[Frame]) -> None:
+        """Write ``frames`` to the spool and record files of ``files`` (this spool, or one of its parts)."""
         if not frames:
             return
         data = "".join(json.dumps(f.to_dict(), ensure_ascii=False) + "\n" for f in frames).encode()
         for which in ("spool_fd", "record_fd"):
-            fd = getattr(self, which)
+            fd = getattr(files, which)
             if fd is None:
                 continue
             try:
@@ -221,7 +228,7 @@ class Spool:
                 while view:
                     view = view[os.write(fd, view) :]
             except OSError as exc:
-                setattr(self, which, None)
+                setattr(files, which, None)
                 self._warn(f"stopped writing frames ({exc.strerror or exc})")
 
     @staticmethod

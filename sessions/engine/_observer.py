@@ -67,14 +67,6 @@ class TapObserver:
         self.conduct = ClientConduct(transport="stdio", validate=validate)
         """What the client rules remember of the host."""
 
-    def book(self) -> TapObserver:
-        """Books of their own for another host session on the same HTTP tap: its own client and
-        server state and verdicts, numbered in the same sequence as this observer's frames."""
-        other = TapObserver(validate=self.validate, max_message_bytes=self.max_message_bytes)
-        other._seq = self._seq
-        other.conduct = ClientConduct(transport=self.conduct.transport, validate=self.validate)
-        return other
-
     # --- what the tap saw -----------------------------------------------------------------------
 
     def spawned(self, pid: int, command: str, args: list[str], **details: Any) -> Frame:

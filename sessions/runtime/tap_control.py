@@ -24,13 +24,26 @@ from django.conf import settings
 
 from sessions.models import McpSession
 
-__all__ = ["MAX_LINE", "TapRefused", "TapUnreachable", "command", "run_of", "socket_path", "watch"]
+__all__ = [
+    "HOSTED_COMMAND",
+    "MAX_LINE",
+    "TapRefused",
+    "TapUnreachable",
+    "command",
+    "run_of",
+    "socket_path",
+    "target_of",
+    "watch",
+]
 
 MAX_LINE = 48 * 1024 * 1024
 """The longest answer read: a state with held messages (each shown up to 256 KiB)."""
 RUN = re.compile(r"\d{13}-\d{1,10}-[0-9a-f]{8}")
 """A run's name, as the tap makes it: its spool file's and its socket's."""
 _SUN_PATH = 100
+HOSTED_COMMAND = "tap.command"
+"""The channel-layer message that carries a command to the web process recording a hosted tap session."""
+_HOSTED = "hosted "
 
 
 class TapUnreachable(Exception):
@@ -42,10 +55,44 @@ class TapRefused(Exception):
 
 
 def run_of(session: McpSession) -> str:
-    """The tap run a tap session records; "" when it has none."""
+    """The tap run whose socket commands a tap session (its own, or its tap's); "" when it has none."""
     tap = session.config.get("tap") if isinstance(session.config, dict) else None
-    run = tap.get("run") if isinstance(tap, dict) else None
+    run = (tap.get("control") or tap.get("run")) if isinstance(tap, dict) else None
     return run if isinstance(run, str) and RUN.fullmatch(run) else ""
+
+
+def target_of(session: McpSession) -> str:
+    """Where a tap session's commands go: its tap's run (local), or, for a live hosted one, the channel
+    of the web process that records it (``inspector/tap_gates.py`` answers there); "" when nowhere."""
+    run = run_of(session)
+    if run:
+        return run
+    tap = session.config.get("tap") if isinstance(session.config, dict) else None
+    if isinstance(tap, dict) and tap.get("endpoint") and session.worker_channel and session.is_live:
+        return f"{_HOSTED}{session.pk} {session.worker_channel}"
+    return ""
+
+
+async def _hosted(target: str, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """A command to a hosted tap session, over the channel layer; the recording process's answer."""
+    from channels.layers import get_channel_layer
+
+    pk, _, channel = target.removeprefix(_HOSTED).partition(" ")
+    layer = get_channel_layer()
+    try:
+        reply = await layer.new_channel()
+        await layer.send(
+            channel, {"type": HOSTED_COMMAND, "session": int(pk), "command": message, "reply": reply}
+        )
+        answer = await asyncio.wait_for(layer.receive(reply), timeout)
+    except TimeoutError as exc:
+        raise TapUnreachable("the web process recording it did not answer in time") from exc
+    except Exception as exc:  # the channel layer is down
+        why = type(exc).__name__
+        raise TapUnreachable(f"the web process recording it cannot be reached ({why})") from exc
+    if not answer.get("ok"):
+        raise TapRefused(str(answer.get("error") or "the tap refused"))
+    return dict(answer)
 
 
 def socket_path(run: str) -> Path:
@@ -100,7 +147,10 @@ async def _exchange(
 
 
 async def command(run: str, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
-    """Send one command to the tap of ``run``; its answer (``TapRefused``: why it said no)."""
+    """Send one command to the tap of ``run`` (or ``target_of``'s hosted target); its answer
+    (``TapRefused``: why it said no)."""
+    if run.startswith(_HOSTED):
+        return await _hosted(run, message, timeout)
     reader, writer = await _connect(run)
     try:
         return await asyncio.wait_for(_exchange(reader, writer, message), timeout)

@@ -185,8 +185,12 @@ class _Run:
         stdio = first.transport.get("stdio")
         stdio = stdio if isinstance(stdio, dict) else {}
         run = self.path.name.removesuffix(".jsonl")
+        control = str(self.tap.get("control") or run)
+        control = control if tap_control.RUN.fullmatch(control) and run.startswith(control) else run
         details = {
             "run": run,
+            # A host session after an HTTP tap's first is a run of its own, commanded by the tap's socket.
+            "control": control,
             "name": str(self.tap.get("name") or stdio.get("command") or "tap"),
             "command": str(stdio.get("command") or ""),
             "args": [str(a) for a in stdio.get("args") or []][:200],
@@ -195,7 +199,7 @@ class _Run:
         self.pk, self.group, self.stored = await _session_for(details, first.wall)
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
-        self.watcher = asyncio.get_running_loop().create_task(self._watch(run), name=f"mcp-tap-{run}")
+        self.watcher = asyncio.get_running_loop().create_task(self._watch(control), name=f"mcp-tap-{run}")
         return True
 
     async def _watch(self, run: str) -> None:

@@ -1,5 +1,9 @@
 """Hosted engine workers: heartbeats, and marking lost the sessions of a worker that stopped beating.
 
+A hosted web process that records tap endpoints' traffic (``inspector/tap_sessions.py``) beats the same
+way (an ``EngineWorker`` row of role ``web``, never asked to start a session), so its tap sessions are
+marked lost as an engine worker's are when it dies.
+
 A worker (``manage.py run_engine_worker``) registers an ``EngineWorker`` row and refreshes its
 ``last_seen`` every ``INSPECTOR_WORKER_HEARTBEAT`` seconds; each session it owns records the worker's
 name. A worker whose heartbeat is three beats old is gone (killed, out of memory, its machine lost):
@@ -45,9 +49,12 @@ def new_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-def beat(name: str) -> None:
-    """Say this worker is alive and takes commands (registering it on the first beat)."""
-    EngineWorker.objects.update_or_create(name=name, defaults={"last_seen": timezone.now(), "problem": ""})
+def beat(name: str, role: str = EngineWorker.Role.ENGINE) -> None:
+    """Say this worker (or web process, ``role``) is alive and takes commands (registering it on the
+    first beat)."""
+    EngineWorker.objects.update_or_create(
+        name=name, defaults={"last_seen": timezone.now(), "problem": "", "role": role}
+    )
 
 
 def unwell(name: str, problem: str) -> None:
@@ -59,7 +66,9 @@ def unwell(name: str, problem: str) -> None:
 def health_here() -> str:
     """Why no worker on this machine (its container, say) is healthy; empty when one is: a fresh
     heartbeat and commands reaching it."""
-    here = EngineWorker.objects.filter(name__startswith=f"{socket.gethostname()}:").order_by("-last_seen")
+    here = EngineWorker.objects.filter(
+        role=EngineWorker.Role.ENGINE, name__startswith=f"{socket.gethostname()}:"
+    ).order_by("-last_seen")
     if here.filter(last_seen__gte=_cutoff(timezone.now()), problem="").exists():
         return ""
     unwell = here.exclude(problem="").first()
@@ -94,8 +103,11 @@ def reap() -> list[McpSession]:
             if not EngineWorker.objects.filter(pk=worker.pk, last_seen__lt=cutoff).delete()[0]:
                 continue
             why = f"cannot receive commands: {worker.problem}" if worker.problem else "stopped answering"
+            whose = "its engine worker"
+            if worker.role == EngineWorker.Role.WEB:
+                whose = "the web process that recorded this tap session"
             note = (
-                f"its engine worker {worker.name} {why} "
+                f"{whose} {worker.name} {why} "
                 f"(last heartbeat {worker.last_seen:%H:%M:%S} UTC); "
                 "frames up to its last write are kept"
             )
@@ -139,7 +151,7 @@ def ask_for_worker(session_pk: int) -> FailedStart | None:
     """Hosted, before sending StartSession: fail the session at once when no worker is alive;
     otherwise note when it asked (a ``starting`` phase: the reaper's clock for ``fail_untaken``)."""
     now = timezone.now()
-    if not EngineWorker.objects.filter(last_seen__gte=_cutoff(now)).exists():
+    if not EngineWorker.objects.filter(role=EngineWorker.Role.ENGINE, last_seen__gte=_cutoff(now)).exists():
         return fail_start(session_pk, NO_WORKER)
     with transaction.atomic():
         session = McpSession.objects.select_for_update().filter(pk=session_pk).first()

@@ -334,6 +334,25 @@ class TapEndpoint(models.Model):
         return self.revoked is None
 
 
+class TapConnection(models.Model):
+    """One upstream MCP session through a tap endpoint (its ``Mcp-Session-Id``) and the tap session
+    that records it: what the web processes share so that one host connection, whichever of them its
+    requests land in, stays one session (``inspector/tap_sessions.py``)."""
+
+    endpoint = models.ForeignKey(TapEndpoint, on_delete=models.CASCADE, related_name="connections")
+    mcp_session_id = models.CharField(max_length=200)
+    session = models.ForeignKey("mcp_sessions.McpSession", on_delete=models.CASCADE, related_name="+")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "mcp_session_id"], name="one_tap_connection_per_sid")
+        ]
+
+    def __str__(self) -> str:
+        return f"tap connection {self.mcp_session_id[:12]} of endpoint {self.endpoint_id}"
+
+
 class ShareOpening(models.Model):
     """Someone opened a share: who (when signed in) or from where."""
 

@@ -50,7 +50,7 @@ def tap_tree(node: Term | Group) -> dict[str, Any]:
 
 async def _tap_session(request: AuthedRequest, public_id: Any) -> tuple[McpSession, str]:
     session = await owned_session(request, public_id)
-    run = tap_control.run_of(session) if session.is_tap else ""
+    run = tap_control.target_of(session) if session.is_tap else ""
     if not run:
         raise Http404("Not a tap session")
     return session, run
@@ -260,7 +260,7 @@ def tap_context(state: dict[str, Any]) -> dict[str, Any]:
 
 async def live_state(session: McpSession) -> dict[str, Any]:
     """The tap's state for the session page (empty when the tap is not running)."""
-    run = tap_control.run_of(session)
+    run = tap_control.target_of(session)
     if not run or not session.is_live:
         return {}
     try:

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import html
+import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +32,10 @@ from support.processes import free_port, stop_process
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
 
 REDIS_DB = 5  # test_hosted.py uses 12 to 14, test_oauth_hosted.py 11, test_together.py 10, 8, 9, 15
+DYING_REDIS_DB = 6  # this module's other tests, which may run beside its first
+SHARED_REDIS_DB = 4
+GATES_REDIS_DB = 3
+JSON_REDIS_DB = 2
 ACCEPT = "application/json, text/event-stream"
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -238,3 +245,350 @@ def test_a_teams_tap_endpoint_is_watched_by_its_team_hidden_from_others_and_refu
     logged = log.read_text(errors="replace")
     assert "/tap/[redacted]/mcp" in logged, logged[-3000:]
     assert token not in logged
+
+
+def test_the_tap_sessions_of_a_web_process_that_dies_end_as_lost_saying_why(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """Two web processes on one database: a host's connection recorded by the first, which is killed
+    (SIGKILL: no clean end); the second's reaper marks its session lost, and its page says why."""
+    env = hosted_env(
+        hosted_database,
+        DYING_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+        # Not shorter: on a loaded machine beats come seconds apart, and three late is taken for dead.
+        INSPECTOR_WORKER_HEARTBEAT="3",
+    )
+    prepare(env, DYING_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "dying.log") as dying,
+        web_with_log(env, tmp_path / "staying.log") as staying,
+        httpx.Client(base_url=staying, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1")
+        made = alice.post("/team/taps", data={"name": "dies", "url": everything_http}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1]).replace(staying, dying)  # the host reaches the first process
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the host's session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        beating = psql(hosted_database, "SELECT name FROM mcp_sessions_engineworker WHERE role = 'web'")
+        assert len(beating) == 1 and beating[0][0].endswith(":web")
+        web_pid = int(beating[0][0].split(":")[1])
+        os.kill(web_pid, signal.SIGKILL)
+        assert alice.get("/").status_code == 200  # the staying process runs (and reaps) as before
+        wait_until("the session lost", lambda: tap_sessions(hosted_database)[0][2] == "lost", timeout=60)
+        page = html.unescape(alice.get(f"/s/{live_id}/").text)
+        assert f"the web process that recorded this tap session {beating[0][0]} stopped answering" in page
+        assert psql(hosted_database, "SELECT count(*) FROM mcp_sessions_engineworker") == [["0"]]
+
+
+def test_one_host_connection_whose_requests_land_in_two_web_processes_is_one_session(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """No balancer routing by token: the host's initialize reaches one web process, its next requests
+    the other; the second hands what passes to the first, which records the one session."""
+    env = hosted_env(
+        hosted_database,
+        SHARED_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, SHARED_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "first.log") as first,
+        web_with_log(env, tmp_path / "second.log") as second,
+        httpx.Client(base_url=first, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1")
+        made = alice.post("/team/taps", data={"name": "two", "url": everything_http}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        to_first = html.unescape(found[1])
+        to_second = to_first.replace(first, second)
+        opened = host.post(to_first, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        wait_until(
+            "the connection shared",
+            lambda: psql(hosted_database, "SELECT count(*) FROM teams_tapconnection") == [["1"]],
+        )
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(to_second, json=initialized, headers=session_headers).status_code == 202
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "via-the-second"}},
+        }
+        answer = host.post(to_second, json=call, headers=session_headers)
+        assert answer.status_code == 200 and "via-the-second" in answer.text
+        assert host.delete(to_second, headers=session_headers).status_code < 300
+        sessions = wait_until("one closed tap session", lambda: closed_sessions(hosted_database, 1))
+        frames = wait_until(
+            "every frame of the connection",
+            lambda: (
+                (f := frames_of(hosted_database, sessions[0][0]))
+                and ("out", "http", "") in f
+                and ("in", "message", "tools/call") in f
+                and f
+            ),
+        )
+    sent = [method for direction, kind, method in frames if direction == "out" and kind == "message"]
+    assert sent == ["initialize", "notifications/initialized", "tools/call"]
+    assert ("in", "message", "initialize") in frames
+    assert len(tap_sessions(hosted_database)) == 1
+    verdicts = psql(
+        hosted_database,
+        "SELECT f.method, f.pair_seq IS NOT NULL, f.verdicts::text FROM mcp_sessions_timelineframe f JOIN "
+        f"mcp_sessions_mcpsession s ON s.id = f.session_id WHERE s.public_id = '{sessions[0][0]}' "
+        "AND f.direction = 'in' AND f.method = 'tools/call'",
+    )
+    assert verdicts == [["tools/call", "t", "[]"]]  # paired with its request, judged with the session
+    walls = psql(
+        hosted_database,
+        "SELECT f.wall FROM mcp_sessions_timelineframe f JOIN mcp_sessions_mcpsession s "
+        f"ON s.id = f.session_id WHERE s.public_id = '{sessions[0][0]}' ORDER BY f.seq LIMIT 2",
+    )
+    assert float(walls[0][0]) <= float(walls[1][0])  # the session starts before the request that opened it
+
+
+def test_a_hosted_tap_sessions_request_is_held_edited_and_forwarded_from_its_page(
+    hosted_database: str, tmp_path: Path, everything_http: str
+) -> None:
+    """Breakpoints on a tap endpoint's session: bob (operator) pauses on tools/call on its page, the
+    host's call is a card, he edits its argument and forwards it; the server got the edit, the host
+    its answer, and the session both versions, linked. carol (viewer) sees the card but may not act."""
+    env = hosted_env(
+        hosted_database,
+        GATES_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, GATES_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    seed = (
+        "from django.contrib.auth.models import User\n"
+        "from sessions.teams.models import Membership, Team\n"
+        "team = Team.objects.get(name='Team A')\n"
+        "for name, role in (('bob', 'operator'), ('carol', 'viewer')):\n"
+        "    user = User.objects.create_user(name, password=name + '-long-password-1')\n"
+        "    Membership.objects.create(team=team, user=user, role=role)\n"
+    )
+    manage(env, "shell", "-c", seed)
+    with (
+        web_with_log(env, tmp_path / "web.log") as web,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as bob,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as carol,
+        httpx.Client(timeout=30) as host,
+    ):
+        bob_headers = password_login(bob, "bob", "bob-long-password-1")
+        carol_headers = password_login(carol, "carol", "carol-long-password-1")
+        made = bob.post("/team/taps", data={"name": "gated", "url": everything_http}, headers=bob_headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1])
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200, opened.text
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        assert "Pause on" in bob.get(f"/s/{live_id}/").text
+        htmx = {"HX-Request": "true"}
+        rule = {"direction": "out", "method": "tools/call"}
+        assert (
+            carol.post(f"/s/{live_id}/tap/rules", data=rule, headers=carol_headers | htmx).status_code == 403
+        )
+        assert bob.post(f"/s/{live_id}/tap/rules", data=rule, headers=bob_headers | htmx).status_code == 204
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "as-typed"}},
+        }
+        watcher = Watcher(web, carol, f"/ws/sessions/{live_id}/")  # carol's open tab hears of the card
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=call, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held card", lambda: re.findall(r'id="held-(\d+)"', carol.get(f"/s/{live_id}/").text)
+        )
+        assert answers == []
+        try:
+            watcher.wait_for(f'id="held-{held[0]}"', timeout=10)
+        finally:
+            watcher.close()
+        edited = json.dumps(
+            {**call, "params": {"name": "echo", "arguments": {"message": "edited-in-flight"}}}
+        )
+        decided = bob.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": edited},
+            headers=bob_headers | htmx,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and "Echo: edited-in-flight" in answers[0].text
+        rows = wait_until(
+            "both versions stored",
+            lambda: (
+                (
+                    r := psql(
+                        hosted_database,
+                        "SELECT f.seq, f.direction, f.note, f.transport::text "
+                        "FROM mcp_sessions_timelineframe f "
+                        "JOIN mcp_sessions_mcpsession s ON s.id = f.session_id "
+                        f"WHERE s.public_id = '{live_id}' AND f.method = 'tools/call' ORDER BY f.seq",
+                    )
+                )
+                and len(r) >= 3
+                and r
+            ),
+        )
+        original = next(r for r in rows if "as-typed" in r[3] or "held, edited by" in r[2])
+        assert (
+            "held, edited by bob" in original[2] and f'"forwarded_as": {int(original[0]) + 1}' in original[3]
+        )
+        assert not re.findall(r'id="held-(\d+)"', bob.get(f"/s/{live_id}/").text)  # no card left
+        close = bob.post(f"/s/{live_id}/tap/fault", data={"action": "close"}, headers=bob_headers | htmx)
+        assert close.status_code == 422 and "revoke the endpoint" in html.unescape(close.text)
+
+        # The server's answer is held too (its SSE event), edited, and the host gets the edit.
+        assert bob.post(f"/s/{live_id}/tap/rules/0/remove", headers=bob_headers | htmx).status_code == 204
+        answer_rule = {"direction": "in", "method": "tools/call"}
+        assert (
+            bob.post(f"/s/{live_id}/tap/rules", data=answer_rule, headers=bob_headers | htmx).status_code
+            == 204
+        )
+        second = {**call, "id": 3, "params": {"name": "echo", "arguments": {"message": "answer-me"}}}
+        answers.clear()
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=second, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held answer", lambda: re.findall(r'id="held-(\d+)"', bob.get(f"/s/{live_id}/").text)
+        )
+        reply = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "result": {"content": [{"type": "text", "text": "edited-answer"}]},
+        }
+        decided = bob.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": json.dumps(reply)},
+            headers=bob_headers | htmx,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and "edited-answer" in answers[0].text and "Echo: answer-me" not in answers[0].text
+
+
+def test_a_hosted_tap_sessions_json_answer_is_held_and_edited_with_its_length(
+    hosted_database: str, tmp_path: Path, sdk_http_json: str
+) -> None:
+    """A server that answers in JSON (the SDK's, json_response): the held answer goes to the host as
+    edited, its Content-Length the edit's."""
+    env = hosted_env(
+        hosted_database,
+        JSON_REDIS_DB,
+        INSPECTOR_DATA_DIR=str(tmp_path / "data"),
+        INSPECTOR_HOSTED="true",
+        INSPECTOR_SECRET_KEYS=Fernet.generate_key().decode(),
+        INSPECTOR_EMBEDDED_RUNTIME="false",
+        INSPECTOR_EGRESS_ALLOW="127.0.0.1",
+    )
+    prepare(env, JSON_REDIS_DB)
+    manage(env, "create_admin", "alice", "--team", "Team A", INSPECTOR_ADMIN_PASSWORD="alice-long-password-1")
+    with (
+        web_with_log(env, tmp_path / "web.log") as web,
+        httpx.Client(base_url=web, follow_redirects=False, timeout=30) as alice,
+        httpx.Client(timeout=30) as host,
+    ):
+        headers = password_login(alice, "alice", "alice-long-password-1") | {"HX-Request": "true"}
+        made = alice.post("/team/taps", data={"name": "json", "url": sdk_http_json}, headers=headers)
+        found = re.search(r'id="new-tap-url" value="([^"]+)"', made.text)
+        assert made.status_code == 200 and found, made.text[:2000]
+        tap_url = html.unescape(found[1])
+        opened = host.post(tap_url, json=INITIALIZE, headers={"Accept": ACCEPT})
+        assert opened.status_code == 200 and opened.headers["content-type"].startswith("application/json")
+        session_headers = {
+            "Accept": ACCEPT,
+            "Mcp-Session-Id": opened.headers["mcp-session-id"],
+            "MCP-Protocol-Version": "2025-06-18",
+        }
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert host.post(tap_url, json=initialized, headers=session_headers).status_code == 202
+        live_id = wait_until(
+            "the session ready",
+            lambda: (s := tap_sessions(hosted_database)) and s[0][2] == "ready" and s[0][0],
+        )
+        rule = {"direction": "in", "method": "tools/call"}
+        assert alice.post(f"/s/{live_id}/tap/rules", data=rule, headers=headers).status_code == 204
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "x"}},
+        }
+        answers: list[httpx.Response] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(host.post(tap_url, json=call, headers=session_headers))
+        )
+        caller.start()
+        held = wait_until(
+            "the held answer", lambda: re.findall(r'id="held-(\d+)"', alice.get(f"/s/{live_id}/").text)
+        )
+        reply = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "result": {"content": [{"type": "text", "text": "a much longer edit"}]},
+        }
+        decided = alice.post(
+            f"/s/{live_id}/tap/held/{held[0]}",
+            data={"action": "edit", "raw": json.dumps(reply)},
+            headers=headers,
+        )
+        assert decided.status_code == 204, decided.text
+        caller.join(15)
+        assert answers and answers[0].json() == reply
+        assert int(answers[0].headers["content-length"]) == len(answers[0].content)

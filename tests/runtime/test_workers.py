@@ -224,3 +224,23 @@ def test_the_worker_healthcheck_passes_only_while_a_worker_here_beats() -> None:
         call_command("run_engine_worker", "--check")  # stale here, fresh only on another machine
     workers.beat(here)
     call_command("run_engine_worker", "--check")
+
+
+@override_settings(INSPECTOR_WORKER_HEARTBEAT=1.0, INSPECTOR_EMBEDDED_RUNTIME=False)
+def test_a_web_process_beating_for_its_tap_sessions_is_no_engine_worker_and_its_death_is_said() -> None:
+    owner = User.objects.create_user("heidi")
+    workers.beat("web-host:7:d:web", EngineWorker.Role.WEB)  # fresh, but takes no session to start
+    waiting = _session(owner, "waiting", "", status="starting")
+    McpSession.objects.filter(pk=waiting.pk).update(worker_channel="")  # asked, not taken
+    failed = workers.ask_for_worker(waiting.pk)
+    assert failed is not None and failed.session.status_note == workers.NO_WORKER
+    EngineWorker.objects.filter(name="web-host:7:d:web").update(
+        last_seen=timezone.now() - timedelta(seconds=10)
+    )
+    tapped = _session(owner, "tapped", "web-host:7:d:web")
+    assert [s.pk for s in workers.reap()] == [tapped.pk]
+    tapped.refresh_from_db()
+    assert tapped.status == "lost"
+    assert tapped.status_note.startswith(
+        "the web process that recorded this tap session web-host:7:d:web stopped answering"
+    )

@@ -180,7 +180,9 @@ def exchange(xid: int, sid: str | None, sent: bytes, answer: bytes | None, given
     ]
 
 
-def test_two_hosts_on_one_tap_are_judged_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_hosts_on_one_tap_are_two_sessions_each_judged_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("INSPECTOR_DATA_DIR", str(tmp_path / "data"))
     record = tmp_path / "record.jsonl"
     initialized = body({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -193,25 +195,141 @@ def test_two_hosts_on_one_tap_are_judged_apart(tmp_path: Path, monkeypatch: pyte
         *exchange(3, None, init(1), result(1), given="rude"),  # a second host starts its own session
         *exchange(4, "clean", listed, tools),  # the clean host, initialized long ago
         *exchange(5, "rude", listed, tools),  # the rude one never said it was initialized
+        ("http-stop", "the tap stopped"),
     ]
     queued: queue.SimpleQueue[Any] = queue.SimpleQueue()
     for i, (what, payload) in enumerate(items):
         queued.put((what, payload, 1000.0 + i, 10.0 + i))
     queued.put(None)
-    options = parse_args(["--listen", "127.0.0.1:7000", "--record", str(record), UPSTREAM])
+    options = parse_args(["--listen", "127.0.0.1:7000", "--name", "web", "--record", str(record), UPSTREAM])
     thread = threading.Thread(target=HttpSpool(options, queued).run)
     thread.start()
     thread.join(10)
-    frames = [json.loads(line) for line in record.read_text().splitlines()]
-    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))  # one session, one sequence
+    spools = sorted((tmp_path / "data" / "taps").glob("*.jsonl"), key=lambda p: len(p.name))
+    sessions = {}
+    for path in (record, tmp_path / "record-2.jsonl", *spools):
+        frames = [json.loads(line) for line in path.read_text().splitlines()]
+        assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))  # a session's own sequence
+        assert (
+            frames[0]["transport"]["state"] == "connecting" and frames[-1]["transport"]["state"] == "closed"
+        )
+        sids = {(f["transport"].get("http") or {}).get("headers", {}).get("Mcp-Session-Id") for f in frames}
+        sessions[path.name] = (frames[0]["transport"]["tap"], sids - {None}, frames)
+    assert [n for n in sessions if n.startswith("record")] == ["record.jsonl", "record-2.jsonl"]
+    first, second = sessions[spools[0].name], sessions[spools[1].name]
+    assert first[1] == {"clean"} and second[1] == {"rude"}  # never mixed
+    assert first[0]["name"] == "web" and second[0]["name"] == "web #2"
+    assert second[0]["run"] == spools[1].name.removesuffix(".jsonl") == first[0]["run"] + "-2"
+    assert second[0]["control"] == first[0]["run"]
+    assert [f["raw"] for f in sessions["record-2.jsonl"][2]] == [f["raw"] for f in second[2]]
+    clean = [v["code"] for f in first[2] for v in f["verdicts"] if f["direction"] == "out"]
+    rude = [v["code"] for f in second[2] for v in f["verdicts"] if f["direction"] == "out"]
+    assert clean == [] and "client-before-initialized" in rude
 
-    def of(sid: str) -> list[dict[str, Any]]:
+
+def spool_sessions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, items: list[Any]) -> list[list[Any]]:
+    """The frames of each session the HTTP tap's spool writes for ``items``, the tap's first."""
+    monkeypatch.setenv("INSPECTOR_DATA_DIR", str(tmp_path / "data"))
+    queued: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    for i, (what, payload) in enumerate([("http-start", "http://127.0.0.1:7000/mcp"), *items]):
+        queued.put((what, payload, 1000.0 + i, 10.0 + i))
+    queued.put(None)
+    HttpSpool(parse_args(["--listen", "127.0.0.1:7000", UPSTREAM]), queued).run()
+    spools = sorted((tmp_path / "data" / "taps").glob("*.jsonl"), key=lambda p: (len(p.name), p.name))
+    return [[json.loads(line) for line in p.read_text().splitlines()] for p in spools]
+
+
+def test_two_hosts_initializing_at_once_keep_their_own_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = exchange(1, None, init(1), result(1), given="a"), exchange(2, None, init(1), result(1), given="b")
+    items = [a[0], b[0], *a[1:], *b[1:]]  # both initialize before either is answered
+    items += exchange(3, "a", body({"jsonrpc": "2.0", "method": "notifications/initialized"}), None)
+    items += exchange(4, "b", body({"jsonrpc": "2.0", "method": "notifications/initialized"}), None)
+    sessions = spool_sessions(tmp_path, monkeypatch, items)
+    sids = [
+        {(f["transport"].get("http") or {}).get("headers", {}).get("Mcp-Session-Id") for f in s} - {None}
+        for s in sessions
+    ]
+    assert sids == [{"a"}, {"b"}]
+
+
+def test_an_initialize_refused_for_authorization_and_tried_again_is_one_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    challenge = [(b"WWW-Authenticate", b'Bearer resource_metadata="http://127.0.0.1:9001/.well-known/x"')]
+    items: list[Any] = [
+        ("http-request", (1, "POST", "/mcp", list(ACCEPT), init(1))),
+        ("http-response", (1, 401, "Unauthorized", challenge)),
+        ("http-end", (1, None, False)),
+        ("http-request", (2, "GET", "/.well-known/x", [], b"")),
+        ("http-response", (2, 200, "OK", [(b"Content-Type", b"application/json")])),
+        ("http-chunk", (2, b"{}")),
+        ("http-end", (2, None, False)),
+        *exchange(3, None, init(1), result(1), given="s"),
+    ]
+    sessions = spool_sessions(tmp_path, monkeypatch, items)
+    assert len(sessions) == 1
+    assert [f["method"] for f in sessions[0] if f["direction"] == "out" and f["kind"] == "message"] == [
+        "initialize",
+        "initialize",
+    ]
+
+
+def test_a_host_session_starts_when_its_first_request_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items: list[Any] = [
+        *exchange(1, None, init(1), result(1), given="a"),
+        *exchange(2, None, init(1), result(1), given="b"),
+        ("http-stop", "the tap stopped"),
+    ]
+    first, second = spool_sessions(tmp_path, monkeypatch, items)
+    assert first[-1]["note"] == second[-1]["note"] == "the tap stopped"
+    assert second[0]["wall"] == second[1]["wall"] == 1005.0  # the initialize that opened it, not later
+
+
+def test_two_hosts_of_a_legacy_sse_server_are_two_sessions_by_their_streams_endpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sse = [(b"Content-Type", b"text/event-stream")]
+
+    def stream(xid: int, n: int) -> list[Any]:
         return [
-            f
-            for f in frames
-            if (f["transport"].get("http") or {}).get("headers", {}).get("Mcp-Session-Id") == sid
+            ("http-request", (xid, "GET", "/mcp", [(b"Accept", b"text/event-stream")], b"")),
+            ("http-response", (xid, 200, "OK", sse)),
+            ("http-chunk", (xid, f"event: endpoint\ndata: /messages?s={n}\n\n".encode())),
         ]
 
-    clean = [v["code"] for f in of("clean") for v in f["verdicts"]]
-    rude = [v["code"] for f in of("rude") for v in f["verdicts"]]
-    assert clean == [] and "client-before-initialized" in rude
+    def posted(xid: int, n: int, sent: bytes) -> list[Any]:
+        headers = [(b"Content-Type", b"application/json")]
+        return [
+            ("http-request", (xid, "POST", f"/messages?s={n}", headers, sent)),
+            ("http-response", (xid, 202, "Accepted", [])),
+            ("http-end", (xid, None, False)),
+        ]
+
+    items = [
+        *stream(1, 1),
+        *stream(2, 2),  # a second host opens its stream before the first initializes
+        *posted(3, 1, init(1)),
+        *posted(4, 2, init(1)),
+        ("http-chunk", (2, b"event: message\ndata: " + result(1) + b"\n\n")),
+        ("http-chunk", (1, b"event: message\ndata: " + result(1) + b"\n\n")),
+        *posted(5, 2, body({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})),
+    ]
+    first, second = spool_sessions(tmp_path, monkeypatch, items)
+
+    def posts(frames: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        return [
+            (f["method"], f["transport"]["http"]["url"].rsplit("=", 1)[1])
+            for f in frames
+            if f["direction"] == "out" and f["kind"] == "message"
+        ]
+
+    assert posts(first) == [("initialize", "1")]
+    assert posts(second) == [("initialize", "2"), ("tools/list", "2")]
+    for frames in (first, second):  # each session's answer came on its own stream, paired
+        answer = next(f for f in frames if f["direction"] == "in" and f["method"] == "initialize")
+        assert answer["pair_seq"] is not None
+    assert "client-before-initialized" in [v["code"] for f in second for v in f["verdicts"]]

@@ -178,7 +178,7 @@ def test_a_latency_fault_shows_in_latency_and_two_hosts_on_the_tap_are_judged_ap
         assert answer["latency_ms"] >= 500
         assert any((f["note"] or "").startswith("fault: added") and f["seq"] < answer["seq"] for f in frames)
 
-        def sent_by(host: HttpHost) -> list[dict[str, Any]]:
+        def sent_by(host: HttpHost, frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
             sid = host.headers["Mcp-Session-Id"]
             out = [f for f in frames if f["direction"] == "out" and f["kind"] == "message"]
             return [
@@ -187,5 +187,94 @@ def test_a_latency_fault_shows_in_latency_and_two_hosts_on_the_tap_are_judged_ap
                 if (f["transport"].get("http") or {}).get("headers", {}).get("Mcp-Session-Id") == sid
             ]
 
-        assert [v for f in sent_by(clean) for v in f["verdicts"]] == []
-        assert "client-before-initialized" in [v["code"] for f in sent_by(rude) for v in f["verdicts"]]
+        # The second host's upstream session is a session of its own, which the tap's rules reach too.
+        second = wait_for(lambda: app.session_id("http-bp-delay #2"), what="the second host's session")
+        rude_frames = frames_with(app, second, "tools/list")
+        assert sent_by(rude, frames) == [] and sent_by(clean, rude_frames) == []
+        assert [v for f in sent_by(clean, frames) for v in f["verdicts"]] == []
+        assert "client-before-initialized" in [
+            v["code"] for f in sent_by(rude, rude_frames) for v in f["verdicts"]
+        ]
+        assert "Pause on" in app.browser.get(f"/s/{second}/").text
+
+
+class LegacyHost:
+    """A raw legacy HTTP+SSE host: its GET stream read by a thread, each message event queued."""
+
+    def __init__(self, sse_url: str) -> None:
+        import queue
+
+        self.sse_url = sse_url
+        self.client = httpx.Client(timeout=10)
+        self.events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self.endpoint: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        origin = sse_url.split("/sse")[0]
+        self.post_url = origin + self.endpoint.get(timeout=10)
+
+    def _read(self) -> None:
+        headers = {"Accept": "text/event-stream"}
+        with (
+            contextlib.suppress(httpx.HTTPError),
+            httpx.Client(timeout=None) as reading,
+            reading.stream("GET", self.sse_url, headers=headers) as stream,
+        ):
+            kind = ""
+            for line in stream.iter_lines():
+                if line.startswith("event:"):
+                    kind = line[6:].strip()
+                elif line.startswith("data:") and kind == "endpoint":
+                    self.endpoint.put(line[5:].strip())
+                elif line.startswith("data:"):
+                    self.events.put(json.loads(line[5:].strip()))
+                elif not line:
+                    kind = ""
+
+    def send(self, message: dict[str, Any]) -> int:
+        return self.client.post(self.post_url, json=message).status_code
+
+    def answer(self, rpc_id: int) -> dict[str, Any]:
+        while True:
+            event = self.events.get(timeout=10)
+            if event.get("id") == rpc_id:
+                return event
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def test_a_held_request_answered_with_an_error_under_legacy_sse_reaches_the_host_on_its_stream(
+    app: App, everything_sse: str
+) -> None:
+    with tapped(app, "http-bp-legacy", everything_sse) as (url, public_id):
+        host = LegacyHost(url)
+        try:
+            params = {
+                "protocolVersion": "2024-11-05",
+                "capabilities": {},
+                "clientInfo": {"name": "l", "version": "1"},
+            }
+            assert host.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}) == 202
+            assert host.answer(1)["result"]["serverInfo"]
+            assert host.send({"jsonrpc": "2.0", "method": "notifications/initialized"}) == 202
+            rule = post(app, f"/s/{public_id}/tap/rules", {"direction": "out", "method": "tools/call"})
+            assert rule.status_code == 204
+            status: list[int] = []
+            sender = threading.Thread(target=lambda: status.append(host.send(echo(2, "never-sent"))))
+            sender.start()
+            held = wait_for(lambda: held_ids(app, public_id), what="the held card")
+            answered = post(
+                app,
+                f"/s/{public_id}/tap/held/{held[0]}",
+                {"action": "error", "code": "-32001", "message": "refused in flight"},
+            )
+            assert answered.status_code == 204, answered.text
+            sender.join(10)
+            assert status == [202]  # as a legacy server answers a POST: the answer comes on the stream
+            got = host.answer(2)
+            assert got["error"] == {"code": -32001, "message": "refused in flight"}
+            frames = frames_with(app, public_id, "refused in flight")
+            assert not any("Echo: never-sent" in f["raw"] for f in frames)  # the server never got it
+        finally:
+            host.close()

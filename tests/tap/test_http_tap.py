@@ -70,14 +70,19 @@ def test_our_cli_gets_the_same_answers_from_server_everything_through_the_http_t
             tapped = run_cli("--cli", tapped_url, *args)
             assert direct.returncode == tapped.returncode == 0, tapped.stderr
             assert tapped.stdout == direct.stdout
-    frames = records(record)
-    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
-    assert frames[0]["transport"]["state"] == "connecting" and frames[-1]["transport"]["state"] == "closed"
-    out = [(f["kind"], f["method"]) for f in frames if f["direction"] == "out"]
-    into = [(f["kind"], f["method"]) for f in frames if f["direction"] == "in" and f["kind"] == "message"]
-    assert out.count(("message", "initialize")) == 2 and ("message", "tools/call") in out
-    assert ("http", None) in out  # the DELETE that ends each HTTP session
-    assert ("message", "tools/list") in into and ("message", "tools/call") in into
+    # Each call is an HTTP session of its own upstream, so a session of its own: --record's FILE, FILE-2.
+    sessions = [records(record), records(tmp_path / "tap-2.jsonl")]
+    for frames, method in zip(sessions, ("tools/list", "tools/call"), strict=True):
+        assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+        assert (
+            frames[0]["transport"]["state"] == "connecting" and frames[-1]["transport"]["state"] == "closed"
+        )
+        out = [(f["kind"], f["method"]) for f in frames if f["direction"] == "out"]
+        into = [(f["kind"], f["method"]) for f in frames if f["direction"] == "in" and f["kind"] == "message"]
+        assert out.count(("message", "initialize")) == 1 and ("message", method) in out
+        assert ("http", None) in out  # the DELETE that ends each HTTP session
+        assert ("message", method) in into
+    frames = sessions[1]
     answer = next(f for f in frames if f["direction"] == "in" and f["method"] == "tools/call")
     assert http_of(answer)["stream"].startswith("POST #") and answer["pair_seq"] and answer["latency_ms"] >= 0
     assert json.loads(answer["raw"])["result"]["content"][0]["text"] == "Echo: héllo"
@@ -88,7 +93,7 @@ def test_our_cli_gets_the_same_answers_from_server_everything_through_the_http_t
     ]
     assert given[0] and given[0] in sent
     # The same judgement as the engine passed on its own recording of the same calls: none.
-    assert verdicts(frames) == verdicts(direct_frames) == []
+    assert verdicts(sessions[0] + frames) == verdicts(direct_frames) == []
 
 
 def test_the_python_sdk_server_answers_the_same_through_the_http_tap(

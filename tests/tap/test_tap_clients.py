@@ -221,3 +221,52 @@ def test_our_cli_gets_the_same_from_mcp_server_time_through_the_stdio_tap(app: A
     assert direct.returncode == tapped.returncode == 0, tapped.stderr
     assert tapped.stdout == direct.stdout and "Asia/Tokyo" in tapped.stdout
     check_session(app, name, record, "stdio", asked=frozenset())
+
+
+def test_two_hosts_on_one_http_tap_are_two_sessions_whose_timelines_never_mix(
+    app: App, tmp_path: Path, everything_http: str
+) -> None:
+    """Our CLI and the Python SDK's client at once through one tap: each upstream session (each
+    ``Mcp-Session-Id`` server-everything gave) is an inspector session of its own, NAME and NAME #2."""
+    name, record = f"clients-{next(names)}-two-hosts", tmp_path / "tap.jsonl"
+    env = env_for(app.data)
+    ours = [sys.executable, "-m", "inspector", "--cli"]
+    call = ["--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=from our cli"]
+    with http_tap(everything_http, app, name, record) as tapped_url:
+        hosts = [
+            subprocess.Popen([*ours, tapped_url, *call], **RUN, env=env, cwd=REPO),
+            subprocess.Popen(
+                [*host_argv("py", ("echo", {"message": "from the sdk"})), "http", tapped_url],
+                **RUN,
+                env=env,
+                cwd=REPO,
+            ),
+        ]
+        outputs = [host.communicate(timeout=60) for host in hosts]
+        assert [host.returncode for host in hosts] == [0, 0], outputs
+    assert "Echo: from our cli" in outputs[0][0] and "Echo: from the sdk" in outputs[1][0]
+    first, second = app.ended_session(name), app.ended_session(f"{name} #2")
+    seen: dict[str, set[str]] = {}
+    for public_id, kept in ((first, record), (second, tmp_path / "tap-2.jsonl")):
+        stored = app.frames(public_id)
+        assert [f["seq"] for f in stored] == list(range(1, len(stored) + 1))
+        assert [f["raw"] for f in stored] == [f["raw"] for f in records(kept)]
+        sids = {
+            sid
+            for f in stored
+            if (
+                sid := {
+                    k.lower(): v for k, v in (f["transport"].get("http") or {}).get("headers", {}).items()
+                }.get("mcp-session-id")
+            )
+        }
+        assert len(sids) == 1, sids  # one upstream session, whole
+        said = {text for f in stored for text in ("from our cli", "from the sdk") if text in f["raw"]}
+        seen[public_id] = said
+        sent = [f["method"] for f in stored if f["kind"] == "message" and f["direction"] == "out"]
+        assert sent.count("initialize") == 1 and "tools/call" in sent
+        assert stored[-1]["transport"].get("state") == "closed"
+    assert sorted(map(sorted, seen.values())) == [["from our cli"], ["from the sdk"]]
+
+
+RUN: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}

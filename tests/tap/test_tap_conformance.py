@@ -52,7 +52,11 @@ def test_the_server_scenarios_give_the_same_results_through_the_http_tap(
         tap.wait(15)
     assert tapped == direct
     assert sum(ok for ok, _ in tapped.values()) >= 10, tapped  # the scenarios did run through the tap
-    frames = records(record)
+    # Each scenario's session is an inspector session of its own: --record's FILE, FILE-2, FILE-3…
+    sessions = [records(path) for path in tmp_path.glob("tap*.jsonl")]
+    assert len(sessions) >= len(tapped)
+    assert all(sum(f["method"] == "initialize" and f["direction"] == "out" for f in s) <= 1 for s in sessions)
+    frames = [f for s in sessions for f in s]
     assert sum(1 for f in frames if f["direction"] == "out" and f["method"] == "initialize") >= len(tapped)
     errors = [
         f"{f['seq']} {f['method']}: {v['code']} {v['message']}"
