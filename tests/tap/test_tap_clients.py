@@ -5,8 +5,8 @@ order, and no client verdict of error severity falls on any of them (a host that
 not blamed).
 
 Our CLI against server-everything and the SDK server through both taps is in test_tap.py and
-test_http_tap.py; here it meets mcp-server-time. The official CLI meets server-everything (both taps)
-and server-filesystem.
+test_http_tap.py; here it meets mcp-server-time. The official CLI meets server-everything (both taps;
+each tap's recording then replayed against the same server, unchanged) and server-filesystem.
 """
 
 from __future__ import annotations
@@ -180,6 +180,7 @@ def test_the_official_inspector_cli_gets_the_same_through_both_taps(
     assert run_client(official_cli(tap, ECHO_ARGS, app), env) == direct
     assert "Echo: through the tap: héllo" in direct
     check_session(app, name, record, "stdio", asked=frozenset())
+    replays_unchanged(record, server)
 
     name, record = f"clients-{next(names)}-official-http", tmp_path / "http.jsonl"
     http_args = ["--transport", "http", *ECHO_ARGS]
@@ -187,6 +188,19 @@ def test_the_official_inspector_cli_gets_the_same_through_both_taps(
     with http_tap(everything_http, app, name, record) as tapped_url:
         assert run_client(official_cli([tapped_url], http_args), env) == direct
     check_session(app, name, record, "http", asked=frozenset())
+    replays_unchanged(record, [everything_http])
+
+
+def replays_unchanged(record: Path, target: list[str]) -> None:
+    """A tap's recording of a host replays against the same server with nothing changed (exit 0): the
+    host's initialize, its requests and answers are a conversation like the CLI's own recordings."""
+    # Latency is left out: a server just started answers its first call slower than a warm one did.
+    done = subprocess.run(
+        [sys.executable, "-m", "inspector", "replay", str(record), "--no-latency", *target],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "tools/call echo: unchanged" in done.stdout, done.stdout
 
 
 def test_the_official_inspector_cli_lists_a_folder_through_server_filesystem_and_the_stdio_tap(
