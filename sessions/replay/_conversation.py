@@ -27,9 +27,10 @@ OWN_METHODS = frozenset({"initialize", "notifications/initialized"})
 # The server's requests that belong to the client request in flight (a tool asking the client's LLM or its
 # user); roots/list and ping come when the server pleases, so which step they fall in says nothing.
 ASKING_METHODS = frozenset({"sampling/createMessage", "elicitation/create"})
-# The server's notifications that answer a request in flight (its progress, its log lines), counted per step:
-# which other notifications (a list changed, a resource updated) fall in a step says nothing.
-COUNTED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
+# The server's notifications that belong to a request (its progress, by its token), counted per step.
+# Which others fall in a step says nothing: a list changed, a resource updated, and log lines, which nothing
+# ties to a request (server-everything logs its roots as they come, in whichever step is in flight).
+COUNTED_NOTIFICATIONS = frozenset({"notifications/progress"})
 # Fields of a params object that name something the server made (a page, a task): mapped to the new server's.
 LINKED_FIELDS = ("cursor", "taskId")
 
@@ -111,8 +112,7 @@ class Step:
     asked: list[str] = field(default_factory=list)
     """The server's sampling and elicitation requests while this was the newest request in flight."""
     notified: dict[str, int] = field(default_factory=dict)
-    """The server's progress (by token) and log notifications (while this was the newest request in
-    flight) before its answer, counted by method."""
+    """The server's progress notifications (by this request's token) before its answer, counted by method."""
 
 
 @dataclass
@@ -184,10 +184,7 @@ class _Reader:
             self.send(frame, message)
 
     def notified(self, method: str, message: dict[str, Any]) -> None:
-        if method == "notifications/progress":
-            at = self.tokens.get(progress_token(message))  # type: ignore[arg-type]
-        else:
-            at = self.pending[-1] if self.pending else None
+        at = self.tokens.get(progress_token(message))  # type: ignore[arg-type]
         if at is not None and at in self.pending:
             counts = self.steps[at].notified
             counts[method] = counts.get(method, 0) + 1

@@ -3,13 +3,14 @@
 An answer is compared as the JSON-RPC message's ``result`` or ``error`` (paths start at ``$``, the
 message: ``$.result.content[0].text``). Error against result, ``isError``, JSON types, content items
 by type, and every value are compared; the four list methods' items are matched by their name (or URI)
-rather than their place. Values that differ from run to run are not changes: ISO 8601 timestamps and
-UUIDs (also inside a longer text), the ids the replay mapped to the new server's (a cursor, a task id),
-and whatever an ignore pattern covers.
+rather than their place. Values that differ from run to run are not changes: ISO 8601 timestamps, times
+of day and UUIDs (also inside a longer text, and inside a base64 ``blob`` that holds text), the ids the
+replay mapped to the new server's (a cursor, a task id), and whatever an ignore pattern covers.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -56,11 +57,21 @@ _TIMESTAMP = re.compile(
     r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?", re.IGNORECASE
 )
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+# A time of day to the second, as a clock or a locale prints it ("20:43:55", "8:43:55 PM").
+_CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:\s?[AP]M)?\b", re.IGNORECASE)
 
 
 def masked(text: str) -> str:
-    """``text`` with every ISO 8601 timestamp and UUID in it replaced by a placeholder."""
-    return _UUID.sub("<uuid>", _TIMESTAMP.sub("<timestamp>", text))
+    """``text`` with every ISO 8601 timestamp, time of day and UUID in it replaced by a placeholder."""
+    return _UUID.sub("<uuid>", _CLOCK.sub("<time>", _TIMESTAMP.sub("<timestamp>", text)))
+
+
+def _blob_text(value: str) -> str | None:
+    """A base64 ``blob``'s bytes as text, when they are UTF-8; else None."""
+    try:
+        return base64.b64decode(value, validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,13 +142,19 @@ class _Comparison:
             self.object(path, recorded, replayed)
         elif isinstance(recorded, list):
             self.array(path, recorded, replayed)
-        elif recorded != replayed and not self.same_text(recorded, replayed):
+        elif recorded != replayed and not self.same_text(recorded, replayed, blob=path[-1:] == ("blob",)):
             self.add(path, "value changed", recorded, replayed)
 
-    def same_text(self, recorded: Any, replayed: Any) -> bool:
+    def same_text(self, recorded: Any, replayed: Any, blob: bool = False) -> bool:
         if not isinstance(recorded, str):
             return False
-        return self.mapped.get(recorded) == replayed or masked(recorded) == masked(replayed)
+        if self.mapped.get(recorded) == replayed or masked(recorded) == masked(replayed):
+            return True
+        # A resource's text sent as base64: its times and ids are recognised in the text it holds.
+        if blob and isinstance(replayed, str):
+            was, now = _blob_text(recorded), _blob_text(replayed)
+            return was is not None and now is not None and masked(was) == masked(now)
+        return False
 
     def object(self, path: Path, recorded: dict[str, Any], replayed: dict[str, Any]) -> None:
         for key in [*recorded, *(k for k in replayed if k not in recorded)]:
@@ -274,7 +291,7 @@ def compare_notified(
     step: int, method: str, recorded: Mapping[str, int], replayed: Mapping[str, int]
 ) -> list[Difference]:
     """``notifications changed`` for each method the server notified a different number of times during
-    the step (its progress, its log lines), at ``notifications["METHOD"]``, with both counts."""
+    the step (its progress), at ``notifications["METHOD"]``, with both counts."""
     return [
         Difference(step, method, f"notifications[{json.dumps(name)}]", "notifications changed", was, now)
         for name in sorted({*recorded, *replayed})

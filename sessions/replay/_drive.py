@@ -122,10 +122,7 @@ class Asking:
             method = event.method
             if method not in COUNTED_NOTIFICATIONS:
                 return
-            if method == "notifications/progress":
-                at = self.tokens.get(progress_token(message_of(event.raw)))  # type: ignore[arg-type]
-            else:
-                at = self.in_flight[-1]
+            at = self.tokens.get(progress_token(message_of(event.raw)))  # type: ignore[arg-type]
             if at is not None and at in self.in_flight:
                 counts = self.notified.setdefault(at, {})
                 counts[method] = counts.get(method, 0) + 1

@@ -3,6 +3,7 @@ items, the values that differ from run to run, ignore paths, and the conversatio
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -212,6 +213,8 @@ def test_the_initialize_result_is_compared_field_by_field() -> None:
         ("3cc8c175-814d-5581-c594-53f29c7cc73b", "9E107D9D-372B-4B6D-8A27-9E45B1A8F0C2"),
         ("created at 2026-11-29T17:34:59Z by job 3cc8c175-814d-5581-c594-53f29c7cc73b",
          "created at 2026-12-01T00:00:00Z by job 11111111-2222-3333-4444-555555555555"),
+        ("a blob created at 8:42:30 PM", "a blob created at 10:01:59 AM"),
+        ("at 20:42:30.125", "at 07:00:01.5"),
     ],
 )  # fmt: skip
 def test_timestamps_and_uuids_are_recognised_without_being_told(was: str, now: str) -> None:
@@ -221,6 +224,20 @@ def test_timestamps_and_uuids_are_recognised_without_being_told(was: str, now: s
 def test_a_timestamp_that_became_another_kind_of_text_is_still_a_change() -> None:
     assert found("tools/call", text("at 2026-11-29T17:34:59Z"), text("at noon"))[0][1] == "value changed"
     assert found("tools/call", text("id 1"), text("id 2"))[0][1] == "value changed"
+
+
+def test_a_base64_blob_holding_text_is_compared_as_its_text() -> None:
+    def blob(data: bytes) -> dict[str, Any]:
+        item = {"type": "resource", "resource": {"uri": "x://1", "blob": base64.b64encode(data).decode()}}
+        return {"result": {"content": [item]}}
+
+    # server-everything's blob resource says when it was made, to the second.
+    assert found("tools/call", blob(b"created at 8:42:30 PM"), blob(b"created at 8:44:02 PM")) == []
+    changed = found("tools/call", blob(b"created at 8:42:30 PM"), blob(b"deleted at 8:44:02 PM"))
+    assert changed[0][:2] == ("$.result.content[0].resource.blob", "value changed")
+    assert found("tools/call", blob(b"\xff\x00 at 8:42:30 PM"), blob(b"\xff\x00 at 8:44:02 PM"))[0][1] == (
+        "value changed"  # bytes that are not text are compared as they are
+    )
 
 
 def test_a_mapped_id_compares_as_unchanged() -> None:
@@ -423,7 +440,7 @@ def test_a_baseline_explains_a_difference_at_or_below_its_path_in_its_step_only(
     ]
 
 
-def test_progress_by_its_token_and_log_lines_in_flight_are_counted_by_method() -> None:
+def test_progress_is_counted_by_its_token_and_log_lines_not_at_all() -> None:
     def note(seq: int, method: str, params: dict[str, Any]) -> bytes:
         return frame(seq, "in", {"jsonrpc": "2.0", "method": method, "params": params})
 
@@ -434,16 +451,16 @@ def test_progress_by_its_token_and_log_lines_in_flight_are_counted_by_method() -
                          "params": {"name": "slow", "_meta": {"progressToken": "t1"}}}),
         frame(6, "out", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}}),
         note(7, progress, {"progressToken": "t1", "progress": 1}),  # the slow call's, by its token
-        note(8, log, {"level": "info", "data": "echo"}),  # the newest request in flight's: echo
+        note(8, log, {"level": "info", "data": "echo"}),  # nothing ties a log line to a request
         note(9, "notifications/tools/list_changed", {}),  # whenever the server pleases: not counted
         frame(10, "in", {"jsonrpc": "2.0", "id": 2, "result": {"content": []}}, pair_seq=6),
         note(11, progress, {"progressToken": "t1", "progress": 2}),
-        note(12, log, {"level": "debug", "data": "slow"}),  # echo answered: the slow call's now
+        note(12, log, {"level": "debug", "data": "slow"}),
         frame(13, "in", {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, pair_seq=5),
         note(14, progress, {"progressToken": "t1", "progress": 3}),  # after its answer: not counted
     ]  # fmt: skip
     slow, echo = Conversation.of(frames_of(lines)).steps
-    assert slow.notified == {progress: 2, log: 1} and echo.notified == {log: 1}
+    assert slow.notified == {progress: 2} and echo.notified == {}
 
 
 def test_notifications_counted_otherwise_are_a_change_per_method() -> None:
