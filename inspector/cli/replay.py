@@ -114,7 +114,7 @@ def _parser() -> _Parser:
 
 def capabilities(declared: Any, version: str) -> ClientCapabilities:
     """The engine's capabilities for what the recorded client declared in initialize."""
-    from sessions.engine import ClientCapabilities
+    from sessions.engine import UI_EXTENSION, ClientCapabilities
 
     caps = declared if isinstance(declared, dict) else {}
     roots = caps["roots"] if isinstance(caps.get("roots"), dict) else {}
@@ -130,6 +130,7 @@ def capabilities(declared: Any, version: str) -> ClientCapabilities:
         elicitation_url="url" in modes,
         experimental=experimental if isinstance(experimental, dict) and experimental else None,
         tasks="tasks" in caps,
+        apps=isinstance(caps.get("extensions"), dict) and UI_EXTENSION in caps["extensions"],
     )
 
 
