@@ -107,8 +107,9 @@ async def panel(request: AuthedRequest, public_id: Any, name: str) -> HttpRespon
         raise Http404("No such panel")
     context = await sync_to_async(panel_context)(session, name, request)
     html = await sync_to_async(render_to_string)(f"sessions/panels/{name}.html", context, request)
+    names = await sync_to_async(visible)(session)  # the Apps tab's presence reads the tool listing
     tabs = render_to_string(
-        "sessions/_tabs.html", {"session": session, "tab": name, "panels": visible(session), "oob": True}
+        "sessions/_tabs.html", {"session": session, "tab": name, "panels": names, "oob": True}
     )
     return HttpResponse(html + tabs)
 
@@ -137,8 +138,10 @@ async def list_tools(request: AuthedRequest, public_id: Any) -> HttpResponse:
     session = await owned_session(request, public_id)
     names = await sync_to_async(visible)(session)
     if "apps" in names:
+        # Not an out-of-band swap: a first list whose panel was redrawn meanwhile is swapped from a
+        # detached form, where htmx finds no #tabs; static/inspector/apps.js puts these in place.
         tabs = render_to_string(
-            "sessions/_tabs.html", {"session": session, "tab": "tools", "panels": names, "oob": True}
+            "sessions/_tabs_again.html", {"session": session, "tab": "tools", "panels": names}
         )
         response.content += tabs.encode()
     return response

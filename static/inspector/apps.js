@@ -464,7 +464,33 @@
     });
   }
 
+  // A listing that brought the first view brings the tab bar with the Apps tab in an inert template.
+  function tabsAgain(root) {
+    var template = root.matches && root.matches("template[data-tabs-again]") ? root : null;
+    if (!template && root.querySelector) {
+      template = root.querySelector("template[data-tabs-again]");
+    }
+    var tabs = document.getElementById("tabs");
+    if (!template) {
+      return;
+    }
+    var fresh = template.content.querySelector("#tabs");
+    template.remove();
+    if (tabs && fresh && !document.getElementById("tab-apps")) {
+      var selected = tabs.querySelector('[aria-selected="true"]');
+      fresh.querySelectorAll('[role="tab"]').forEach(function (tab) {
+        var chosen = selected ? tab.id === selected.id : false;
+        tab.setAttribute("aria-selected", chosen ? "true" : "false");
+        tab.setAttribute("tabindex", chosen ? "0" : "-1");
+        tab.classList.toggle("active", chosen);
+      });
+      tabs.replaceWith(fresh);
+      htmx.process(fresh);
+    }
+  }
+
   document.addEventListener("htmx:load", function (event) {
+    tabsAgain(event.target);
     mount(event.target);
   });
   document.addEventListener("DOMContentLoaded", function () {

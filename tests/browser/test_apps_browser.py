@@ -1,0 +1,127 @@
+"""MCP Apps in Chromium: a tool's view rendered in an opaque-origin frame, and the page as its host.
+
+A real `mcp-inspector`, Debian's Chromium and our App server (tests/servers/apps_server.py, the Python
+SDK) whose view speaks the view side of the protocol in its own inline script.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.browser import (
+    LONG,
+    assert_clean,
+    call_card,
+    connect,
+    list_tools,
+    open_tab,
+    open_tool,
+    timeline_rows,
+)
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+APPS_SERVER = Path(__file__).parents[1] / "servers" / "apps_server.py"
+SHOTS = Path("/tmp/mcp-inspector-apps")
+
+
+@pytest.fixture(scope="module")
+def apps_stdio() -> dict:
+    return {"command": sys.executable, "args": [str(APPS_SERVER), "stdio"]}
+
+
+def _log(view: Any) -> Any:
+    return view.locator(".app-log-list")
+
+
+def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, apps_stdio: dict) -> None:
+    connect(home, stdio=apps_stdio)
+    list_tools(home, until=("show_weather", "legacy_weather", "plain"))
+    # Both spellings of the view's link are marked; a tool without one is not.
+    for name in ("show_weather", "legacy_weather"):
+        row = home.locator("li.tool-row").filter(has=home.get_by_role("button", name=f"Open tool {name}"))
+        expect(row.locator(".app-badge")).to_have_text("view")
+    plain = home.locator("li.tool-row").filter(has=home.get_by_role("button", name="Open tool plain"))
+    expect(plain.locator(".app-badge")).to_have_count(0)
+    expect(home.get_by_role("tab", name="Apps", exact=True)).to_be_visible()  # the listing had views
+
+    form = open_tool(home, "show_weather")
+    form.get_by_label("city").fill("Oslo")
+    form.get_by_role("button", name="Call show_weather").click()
+    expect(call_card(home, "tools/call", "show_weather").first).to_contain_text("Oslo: 4")
+
+    view = home.get_by_role("region", name="View of show_weather").first
+    frame_element = view.locator("iframe.app-frame")
+    expect(frame_element).to_have_attribute("sandbox", "allow-scripts")
+    inside = view.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text("Oslo: 4", timeout=LONG)
+    expect(inside.locator("#input")).to_have_text('{"city":"Oslo"}')
+    expect(inside.locator("#isolation")).to_have_text("parent unreachable")
+    expect(inside.locator("#log")).to_contain_text("initialized with 2026-01-26 theme light mode inline")
+    expect(frame_element).to_have_attribute("height", "420")  # size-changed, clamped
+    # The host held its notifications until the view said it was initialized, then sent input, result.
+    log = _log(view)
+    expect(log).to_contain_text("ui/notifications/tool-result")
+    methods = [m.strip() for m in log.locator(".app-log-method").all_inner_texts()]
+    assert methods.index("ui/initialize") < methods.index("ui/notifications/initialized")
+    assert methods.index("ui/notifications/initialized") < methods.index("ui/notifications/tool-input")
+    assert methods.index("ui/notifications/tool-input") < methods.index("ui/notifications/tool-result")
+    # The view's resources/read went through the session.
+    expect(timeline_rows(home, "resources/read").first).to_be_visible()
+
+    # A control in the view calls an app-only tool: through the session, onto the timeline.
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
+    expect(timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first).to_be_visible()
+    expect(log).to_contain_text(re.compile(r"tools/call #\d+ on the timeline"))
+
+    # A model-only tool is refused to the view, and never reaches the server.
+    inside.get_by_role("button", name="Try the model-only tool").click()
+    expect(inside.locator("#refused")).to_contain_text("refused: tool 'model_only_secret' is not visible to apps")
+    expect(timeline_rows(home, "tools/call").filter(has_text="model_only_secret")).to_have_count(0)
+
+    # What a model would receive is shown, not sent anywhere.
+    inside.get_by_role("button", name="Tell the model").click()
+    model = view.get_by_role("region", name="What a model would receive")
+    expect(model).to_contain_text("What should I wear in Oslo?")
+    expect(model).to_contain_text('"shown": true')
+
+    # A link opens only if the person agrees: the host is shown; refused here.
+    inside.get_by_role("button", name="Open the forecast").click()
+    ask = view.locator(".app-ask")
+    expect(ask).to_contain_text("forecast.example.com")
+    ask.get_by_role("button", name="Refuse").click()
+    expect(inside.locator("#log")).to_contain_text('open-link answered {"isError":true}')
+
+    SHOTS.mkdir(exist_ok=True)
+    home.screenshot(path=str(SHOTS / "apps-tools-tab.png"), full_page=True)
+
+    # Teardown before the frame goes: asked, answered, then the frame is removed.
+    view.get_by_role("button", name="Close view").click()
+    expect(frame_element).to_have_count(0)
+    expect(log).to_contain_text("ui/resource-teardown")
+    assert_clean(home)
+
+
+def test_the_apps_tab_lists_the_views_and_renders_one_when_called(home: Any, apps_stdio: dict) -> None:
+    connect(home, stdio=apps_stdio)
+    list_tools(home, until=("show_weather",))
+    open_tab(home, "Apps")
+    panel = home.locator("#apps-panel")
+    expect(panel.get_by_role("button", name=re.compile(r"^Open app "))).to_have_count(2)
+    panel.get_by_role("button", name="Open app legacy_weather").click()
+    form = home.get_by_role("region", name="Call legacy_weather", exact=True)
+    form.get_by_label("city").fill("Lisbon")
+    form.get_by_role("button", name="Call legacy_weather").click()
+    stage = home.locator("#app-stage")
+    inside = stage.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_have_text("Lisbon: 19 °C", timeout=LONG)
+    home.screenshot(path=str(SHOTS / "apps-tab.png"), full_page=True)
+    assert_clean(home)
