@@ -148,6 +148,8 @@ async def view_request(request: AuthedRequest, public_id: Any) -> JsonResponse:
     """A request a view made, carried to the server through the session: ``{"method", "params"}`` in,
     the JSON-RPC ``result`` or ``error`` out (with ``rpc_id``, the request's id on the timeline)."""
     session = await owned_session(request, public_id)
+    if request.content_type != "application/json":
+        return JsonResponse({"message": "send the request as application/json"}, status=415)
     try:
         body = parse_json(request.body.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:

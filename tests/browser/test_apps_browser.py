@@ -84,7 +84,9 @@ def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, 
 
     # A model-only tool is refused to the view, and never reaches the server.
     inside.get_by_role("button", name="Try the model-only tool").click()
-    expect(inside.locator("#refused")).to_contain_text("refused: tool 'model_only_secret' is not visible to apps")
+    expect(inside.locator("#refused")).to_contain_text(
+        "refused: tool 'model_only_secret' is not visible to apps"
+    )
     expect(timeline_rows(home, "tools/call").filter(has_text="model_only_secret")).to_have_count(0)
 
     # What a model would receive is shown, not sent anywhere.
