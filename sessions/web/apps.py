@@ -168,6 +168,10 @@ async def view_request(request: AuthedRequest, public_id: Any) -> JsonResponse:
             return _rpc_error(INVALID_PARAMS, why)
     elif not isinstance(params.get("uri"), str):
         return _rpc_error(INVALID_PARAMS, "resources/read needs a uri")
+    meta = params.get("_meta")
+    if isinstance(meta, dict) and "progressToken" in meta:
+        # The session numbers its own progress tokens; the view's would cross them.
+        params = {**params, "_meta": {k: v for k, v in meta.items() if k != "progressToken"}}
     outcome = await _send(request, session, method, params)
     answer: dict[str, Any] = {"rpc_id": outcome.get("rpc_id")}
     if "error" in outcome:

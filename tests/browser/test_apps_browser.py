@@ -7,6 +7,7 @@ SDK) whose view speaks the view side of the protocol in its own inline script.
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,10 @@ expect = playwright.expect
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-APPS_SERVER = Path(__file__).parents[1] / "servers" / "apps_server.py"
+SERVERS = Path(__file__).parents[1] / "servers"
+APPS_SERVER = SERVERS / "apps_server.py"
+# npm @modelcontextprotocol/server-basic-vanillajs 2.0.3 (ext-apps' own example; its view is one HTML file).
+VANILLA_JS = SERVERS / "node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js"
 SHOTS = Path("/tmp/mcp-inspector-apps")
 
 
@@ -127,3 +131,44 @@ def test_the_apps_tab_lists_the_views_and_renders_one_when_called(home: Any, app
     expect(inside.locator("#result")).to_have_text("Lisbon: 19 °C", timeout=LONG)
     home.screenshot(path=str(SHOTS / "apps-tab.png"), full_page=True)
     assert_clean(home)
+
+
+# The view's bundle (zod) probes whether eval works; the view's CSP, as the spec has it, refuses eval.
+@pytest.mark.provokes(r"CSP violation: script-src eval \S+/apps/frame/\d+")
+def test_the_basic_vanillajs_app_server_from_npm_renders_and_calls_its_tool_through_the_session(
+    home: Any,
+) -> None:
+    node = shutil.which("node")
+    if node is None or not VANILLA_JS.is_file():
+        pytest.fail(
+            f"needs node and {VANILLA_JS}: run `npm install --no-audit --no-fund --prefix tests/servers`"
+        )
+    connect(home, stdio={"command": node, "args": [str(VANILLA_JS), "--stdio"]})
+    list_tools(home, until=("get-time",))
+    open_tool(home, "get-time").get_by_role("button", name="Call get-time").click()
+    view = home.get_by_role("region", name="View of get-time").first
+    inside = view.frame_locator("iframe.app-frame")
+    answer = call_card(home, "tools/call", "get-time").first.locator("pre").first
+    expect(answer).to_contain_text(re.compile(r"\d{4}-\d\d-\d\dT"))
+    time_shown = re.search(r"\d{4}-\d\d-\d\dT[\d:.]+Z", answer.inner_text())
+    assert time_shown is not None
+    # The SDK's App got the tool result the host delivered after its initialized notification.
+    expect(inside.locator("body")).to_contain_text(time_shown[0], timeout=LONG)
+    log = _log(view)
+    # Chromium renders an off-screen cross-origin frame lazily: its ResizeObserver waits until it shows.
+    view.locator("iframe.app-frame").scroll_into_view_if_needed()
+    expect(log).to_contain_text("ui/notifications/size-changed")
+    inside.get_by_role("button", name="Get Server Time").click()
+    expect(log).to_contain_text(re.compile(r"tools/call #\d+ on the timeline"))
+    expect(timeline_rows(home, "tools/call")).to_have_count(4)  # the form's call and the view's, each way
+    expect(inside.locator("body")).not_to_contain_text(time_shown[0])
+    inside.get_by_role("button", name="Send Message").click()
+    expect(view.get_by_role("region", name="What a model would receive")).to_contain_text(
+        "This is message text."
+    )
+    inside.get_by_role("button", name="Open Link").click()
+    expect(view.locator(".app-ask")).to_contain_text("modelcontextprotocol.io")
+    SHOTS.mkdir(exist_ok=True)
+    home.screenshot(path=str(SHOTS / "basic-vanillajs.png"), full_page=True)
+    view.locator(".app-ask").get_by_role("button", name="Refuse").click()
+    expect(view.locator(".app-ask")).to_have_count(0)
