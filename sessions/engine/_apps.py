@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ._frames import Frame
+
 __all__ = [
+    "APP_MESSAGE_STATE",
+    "APP_VIOLATIONS",
+    "MAX_APP_MESSAGES",
     "UI_EXTENSION",
     "UI_MIME_TYPE",
     "UI_PROTOCOL_VERSIONS",
     "View",
+    "app_frames",
     "tool_view_uri",
     "tool_visibility",
     "view_csp",
@@ -127,3 +135,57 @@ def view_of(result: Any, uri: str, listed_ui: Any = None) -> View | None:
         return None
     ui = _ui(item.get("_meta")) or _dict(listed_ui)
     return View(uri, html, str(item.get("mimeType") or ""), ui)
+
+
+APP_MESSAGE_STATE = "app-message"
+"""``transport.state`` of a local frame holding one message between a view and its host."""
+# What the host saw a view do against the extension's rules: the verdict each gets on its frame.
+APP_VIOLATIONS: dict[str, str] = {
+    "apps-before-initialize": "the view sent a request before ui/initialize was answered",
+    "apps-tool-not-visible": 'the view called a tool whose _meta.ui.visibility leaves out "app"',
+    "apps-bad-size": "ui/notifications/size-changed without a positive, finite height",
+    "apps-not-jsonrpc": "the view posted a message that is not JSON-RPC 2.0",
+}
+MAX_APP_MESSAGES = 200
+_ARROWS = {"in": "view → host", "out": "host → view"}
+
+
+def _what(message: Any) -> str:
+    message = _dict(message)
+    method = message.get("method")
+    if isinstance(method, str):
+        return method[:100]
+    kind = "error" if "error" in message else "result"
+    return f"{kind} #{str(message.get('id'))[:40]}"
+
+
+def app_frames(view: str, messages: list[Any], dropped: int = 0) -> Iterator[Frame]:
+    """The local frames of a batch of view↔host messages (at most ``MAX_APP_MESSAGES``), each with
+    the verdict the host gave it; and one saying how many the host left out, if it left any."""
+    for entry in messages[:MAX_APP_MESSAGES]:
+        entry = _dict(entry)
+        direction = "in" if entry.get("direction") == "in" else "out"
+        message = entry.get("message")
+        raw = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        frame = Frame(
+            "state",
+            "local",
+            raw=raw,
+            transport={
+                "state": APP_MESSAGE_STATE,
+                "app": {"view": view[:2000], "direction": direction, "what": _what(message)},
+            },
+            note=f"{_ARROWS[direction]} {_what(message)}",
+        )
+        violation = entry.get("violation")
+        if isinstance(violation, str) and violation in APP_VIOLATIONS:
+            frame.flag(violation, "warning", APP_VIOLATIONS[violation])
+        yield frame
+    left_out = max(0, int(dropped)) + max(0, len(messages) - MAX_APP_MESSAGES)
+    if left_out:
+        note = f"{left_out} more view↔host messages of {view[:200]} not recorded (the view sent too many)"
+        frame = Frame(
+            "state", "local", transport={"state": APP_MESSAGE_STATE, "app": {"view": view[:2000]}}, note=note
+        )
+        frame.flag("apps-flood", "warning", "the view sent messages faster than the host records them")
+        yield frame

@@ -7,6 +7,8 @@ The page is the host (``static/inspector/apps.js``); these views are what it ask
 - ``view_frame`` serves that document from the stored answer, under the policy its ``_meta.ui.csp``
   declares and ``sandbox allow-scripts``: an opaque origin that reaches neither our origin, cookies nor
   DOM, whoever opens it;
+- ``view_messages`` records what passed between the view and the page on the timeline, as local
+  frames of their own, with the verdicts the page gave them;
 - ``view_request`` carries the requests the view may make (tools/call, resources/read) to the server
   through the session, refusing a tool whose ``_meta.ui.visibility`` leaves out "app".
 """
@@ -20,7 +22,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from sessions.engine import UI_MIME_TYPE, tool_view_uri, tool_visibility, view_csp
+from sessions.engine import MAX_APP_MESSAGES, UI_MIME_TYPE, tool_view_uri, tool_visibility, view_csp
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -29,7 +31,7 @@ from sessions.timeline.listings import find_tool, stored_pages
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import BadParameter, int_param, once_stored, owned_session, parse_json
 
-__all__ = ["offered", "open_view", "panel_context", "view_frame", "view_request"]
+__all__ = ["offered", "open_view", "panel_context", "view_frame", "view_messages", "view_request"]
 
 # What a view may ask the server for through the host; anything else is answered "method not found".
 FORWARDED = ("tools/call", "resources/read")
@@ -57,9 +59,9 @@ def mount_context(session: McpSession, tool: dict[str, Any]) -> dict[str, Any] |
     return {"session": session, "tool": str(tool.get("name") or ""), "uri": uri}
 
 
-def _rpc_error(code: int, message: str) -> JsonResponse:
+def _rpc_error(code: int, message: str, refused: str = "") -> JsonResponse:
     # A refusal is the view's JSON-RPC error, not a failed HTTP request: the proxy did its job.
-    return JsonResponse({"error": {"code": code, "message": message}})
+    return JsonResponse({"error": {"code": code, "message": message}, "refused": refused})
 
 
 async def _send(
@@ -134,13 +136,17 @@ async def view_frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRe
     return response
 
 
-def _visible_to_app(session: McpSession, name: str) -> tuple[bool, str]:
+def _visible_to_app(session: McpSession, name: str) -> tuple[str, str]:
+    """Why the view may not call tool ``name`` (the verdict and the message), or two empty strings."""
     tool = find_tool(session, name)
     if tool is None:
-        return False, f"no tool {name!r} in the newest listing"
+        return "apps-unknown-tool", f"no tool {name!r} in the newest listing"
     if "app" not in tool_visibility(tool):
-        return False, f'tool {name!r} is not visible to apps (_meta.ui.visibility leaves out "app")'
-    return True, ""
+        return (
+            "apps-tool-not-visible",
+            f'tool {name!r} is not visible to apps (_meta.ui.visibility leaves out "app")',
+        )
+    return "", ""
 
 
 @require_POST
@@ -148,11 +154,9 @@ async def view_request(request: AuthedRequest, public_id: Any) -> JsonResponse:
     """A request a view made, carried to the server through the session: ``{"method", "params"}`` in,
     the JSON-RPC ``result`` or ``error`` out (with ``rpc_id``, the request's id on the timeline)."""
     session = await owned_session(request, public_id)
-    if request.content_type != "application/json":
-        return JsonResponse({"message": "send the request as application/json"}, status=415)
     try:
-        body = parse_json(request.body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+        body = await _json_body(request)
+    except ValueError as exc:
         return JsonResponse({"message": f"the body is not JSON: {exc}"}, status=400)
     if not isinstance(body, dict) or not isinstance(body.get("params", {}), dict):
         return JsonResponse({"message": "the body is an object with a method and object params"}, status=400)
@@ -163,9 +167,9 @@ async def view_request(request: AuthedRequest, public_id: Any) -> JsonResponse:
         name = params.get("name")
         if not isinstance(name, str):
             return _rpc_error(INVALID_PARAMS, "tools/call needs a tool name")
-        allowed, why = await sync_to_async(_visible_to_app)(session, name)
-        if not allowed:
-            return _rpc_error(INVALID_PARAMS, why)
+        verdict, why = await sync_to_async(_visible_to_app)(session, name)
+        if verdict:
+            return _rpc_error(INVALID_PARAMS, why, verdict)
     elif not isinstance(params.get("uri"), str):
         return _rpc_error(INVALID_PARAMS, "resources/read needs a uri")
     meta = params.get("_meta")
@@ -182,3 +186,37 @@ async def view_request(request: AuthedRequest, public_id: Any) -> JsonResponse:
     else:
         answer["result"] = outcome.get("result")
     return JsonResponse(answer)
+
+
+async def _json_body(request: AuthedRequest) -> Any:
+    """The request's JSON body; ``ValueError`` says why there is none."""
+    if request.content_type != "application/json":
+        raise ValueError("send the request as application/json")
+    try:
+        return parse_json(request.body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the body is not UTF-8: {exc}") from None
+
+
+@require_POST
+async def view_messages(request: AuthedRequest, public_id: Any) -> JsonResponse:
+    """A batch of view↔host messages, recorded as frames of their own: ``{"view", "messages", "dropped"}``."""
+    session = await owned_session(request, public_id)
+    try:
+        body = await _json_body(request)
+    except ValueError as exc:
+        return JsonResponse({"message": str(exc)}, status=400)
+    messages = body.get("messages") if isinstance(body, dict) else None
+    view = body.get("view") if isinstance(body, dict) else None
+    dropped = body.get("dropped", 0) if isinstance(body, dict) else 0
+    if not isinstance(messages, list) or not isinstance(view, str) or not isinstance(dropped, int):
+        return JsonResponse(
+            {"message": "the body is {view: a URI, messages: a list, dropped: a number}"}, status=400
+        )
+    if len(messages) > MAX_APP_MESSAGES:
+        return JsonResponse({"message": f"at most {MAX_APP_MESSAGES} messages a batch"}, status=400)
+    try:
+        await client.call(session, m.AppMessages(view, messages, max(0, dropped)), timeout=10.0)
+    except (client.CommandFailed, client.NoAnswer) as exc:
+        return JsonResponse({"message": f"not recorded: {exc}"}, status=409)
+    return JsonResponse({"recorded": len(messages)})

@@ -66,6 +66,7 @@ session_urls = [
     path("tools/form", tools.tool_form, name="tool_form"),
     path("apps/open", apps.open_view, name="app_open"),
     path("apps/request", apps.view_request, name="app_request"),
+    path("apps/messages", apps.view_messages, name="app_messages"),
     path("apps/frame/<int:seq>", apps.view_frame, name="app_frame"),
     path("list/<str:kind>", panels.list_items, name="list_items"),
     path("resources/read-template", resources.read_template, name="read_template"),

@@ -12,6 +12,12 @@
   var MAX_HEIGHT = 4000;
   var LOG_LIMIT = 500;
   var TEARDOWN_WAIT_MS = 2000;
+  // The timeline gets the messages in batches: at most this many a batch, a batch at most this often,
+  // and no more than this many waiting (a view that floods the page has the rest counted, not kept).
+  var BATCH = 200;
+  var FLUSH_MS = 500;
+  var OUTBOX_LIMIT = 1000;
+  var MESSAGE_CHARS = 65536;
   var hosts = [];
 
   function csrfToken() {
@@ -78,6 +84,10 @@
     this.pending = {};
     this.call = null;
     this.gone = false;
+    this.outbox = [];
+    this.dropped = 0;
+    this.flushing = null;
+    this.flushTimer = null;
     var host = this;
     section.querySelector(".app-close").addEventListener("click", function () {
       host.close(true);
@@ -86,6 +96,52 @@
 
   Host.prototype.say = function (text) {
     this.state.textContent = text;
+  };
+
+  // One message for the timeline (as a frame of its own), with the verdict the host gave it.
+  Host.prototype.record = function (direction, message, violation) {
+    if (this.outbox.length >= OUTBOX_LIMIT) {
+      this.dropped += 1;
+      return;
+    }
+    var text = "";
+    try {
+      text = JSON.stringify(message);
+    } catch (error) {
+      text = "";
+    }
+    var kept = text && text.length <= MESSAGE_CHARS ? message : { truncated: true, size: text.length, head: text.slice(0, 4096) };
+    this.outbox.push({ direction: direction, message: kept, violation: violation || "" });
+    var host = this;
+    if (!this.flushTimer) {
+      this.flushTimer = setTimeout(function () {
+        host.flushTimer = null;
+        host.flush();
+      }, FLUSH_MS);
+    }
+  };
+
+  // Send what waits, in order, one batch after another; resolves when all of it is recorded.
+  Host.prototype.flush = function () {
+    var host = this;
+    var previous = this.flushing || Promise.resolve();
+    this.flushing = previous.then(function () {
+      if (!host.outbox.length && !host.dropped) {
+        return null;
+      }
+      var batch = host.outbox.splice(0, BATCH);
+      var dropped = host.dropped;
+      host.dropped = 0;
+      var body = { view: host.section.dataset.uri, messages: batch, dropped: dropped };
+      return post(host.section.dataset.messagesUrl, body, true)
+        .catch(function (error) {
+          host.say("the timeline did not take the view's messages: " + error.message);
+        })
+        .then(function () {
+          return host.outbox.length ? host.flush() : null;
+        });
+    });
+    return this.flushing;
   };
 
   Host.prototype.log = function (direction, message, note) {
@@ -155,12 +211,13 @@
     hosts.push(this);
   };
 
-  Host.prototype.send = function (message) {
+  Host.prototype.send = function (message, violation) {
     if (!this.frame || !this.frame.contentWindow) {
       return;
     }
     message.jsonrpc = "2.0";
     this.log("out", message);
+    this.record("out", message, violation);
     // The frame's origin is opaque: "*" is the only target origin that reaches it.
     this.frame.contentWindow.postMessage(message, "*");
   };
@@ -212,10 +269,12 @@
   Host.prototype.receive = function (message) {
     if (!message || typeof message !== "object" || message.jsonrpc !== "2.0") {
       this.log("in", { method: "(not JSON-RPC 2.0)", params: message }, "ignored");
+      this.record("in", message === undefined ? null : message, "apps-not-jsonrpc");
       return;
     }
     this.log("in", message);
     if (message.method === undefined) {
+      this.record("in", message);
       var resolve = this.pending[message.id];
       if (resolve) {
         delete this.pending[message.id];
@@ -225,12 +284,16 @@
     }
     var isRequest = message.id !== undefined && message.id !== null;
     var params = message.params && typeof message.params === "object" ? message.params : {};
+    var violation = "";
+    if (message.method === "ui/notifications/size-changed" && !(Number(params.height) > 0 && Number.isFinite(Number(params.height)))) {
+      violation = "apps-bad-size";
+    } else if (isRequest && !this.initialized && !this.answeredInitialize && message.method !== "ui/initialize" && message.method !== "ping") {
+      violation = "apps-before-initialize";
+    }
+    this.record("in", message, violation);
     if (!isRequest) {
       this.onNotification(message.method, params);
       return;
-    }
-    if (!this.initialized && message.method !== "ui/initialize" && message.method !== "ping") {
-      this.section.dataset.violation = "before-initialize";
     }
     this.onRequest(message.id, message.method, params);
   };
@@ -270,6 +333,7 @@
   Host.prototype.onRequest = function (id, method, params) {
     var host = this;
     if (method === "ui/initialize") {
+      this.answeredInitialize = true;
       var asked = params.protocolVersion;
       this.reply(id, {
         protocolVersion: PROTOCOL_VERSIONS.indexOf(asked) >= 0 ? asked : PROTOCOL_VERSIONS[0],
@@ -288,12 +352,16 @@
     } else if (method === "ping") {
       this.reply(id, {});
     } else if (method === "tools/call" || method === "resources/read") {
-      post(this.section.dataset.requestUrl, { method: method, params: params }, true)
+      // The view's message is on the timeline before the request it causes.
+      this.flush()
+        .then(function () {
+          return post(host.section.dataset.requestUrl, { method: method, params: params }, true);
+        })
         .then(function (answer) {
           var note = answer.rpc_id !== undefined && answer.rpc_id !== null ? "→ " + method + " #" + answer.rpc_id : "";
           if (answer.error) {
             host.log("in", { method: method, params: params }, "refused or failed: " + answer.error.message);
-            host.send({ id: id, error: answer.error });
+            host.send({ id: id, error: answer.error }, answer.refused || "");
           } else {
             if (note) {
               host.log("in", { method: method, params: params }, note + " on the timeline");
@@ -404,12 +472,15 @@
     var asked = this.request("ui/resource-teardown", {});
     if (!wait) {
       removed();
-      return Promise.resolve();
+      return this.flush();
     }
     var timeout = new Promise(function (resolve) {
       setTimeout(resolve, TEARDOWN_WAIT_MS);
     });
-    return Promise.race([asked, timeout]).then(removed);
+    return Promise.race([asked, timeout]).then(function () {
+      removed();
+      return host.flush();
+    });
   };
 
   function hostOf(source) {
@@ -423,7 +494,8 @@
 
   window.addEventListener("message", function (event) {
     var host = hostOf(event.source);
-    if (host && !host.gone) {
+    // A view being torn down is heard only for its answers (the teardown's among them).
+    if (host && (!host.gone || (event.data && event.data.method === undefined))) {
       host.receive(event.data);
     }
   });
@@ -465,28 +537,38 @@
   }
 
   // A listing that brought the first view brings the tab bar with the Apps tab in an inert template.
+  // The missing tabs are added to the page's bar in place: a tab's request on its way keeps its
+  // element in the page (htmx looks for its out-of-band targets from there).
   function tabsAgain(root) {
     var template = root.matches && root.matches("template[data-tabs-again]") ? root : null;
     if (!template && root.querySelector) {
       template = root.querySelector("template[data-tabs-again]");
     }
-    var tabs = document.getElementById("tabs");
     if (!template) {
       return;
     }
+    var tabs = document.getElementById("tabs");
     var fresh = template.content.querySelector("#tabs");
     template.remove();
-    if (tabs && fresh && !document.getElementById("tab-apps")) {
-      var selected = tabs.querySelector('[aria-selected="true"]');
-      fresh.querySelectorAll('[role="tab"]').forEach(function (tab) {
-        var chosen = selected ? tab.id === selected.id : false;
-        tab.setAttribute("aria-selected", chosen ? "true" : "false");
-        tab.setAttribute("tabindex", chosen ? "0" : "-1");
-        tab.classList.toggle("active", chosen);
-      });
-      tabs.replaceWith(fresh);
-      htmx.process(fresh);
+    if (!tabs || !fresh) {
+      return;
     }
+    var tabList = Array.prototype.slice.call(fresh.querySelectorAll('[role="tab"]'));
+    tabList.forEach(function (tab, index) {
+      if (document.getElementById(tab.id)) {
+        return;
+      }
+      var added = document.importNode(tab, true);
+      added.setAttribute("aria-selected", "false");
+      added.setAttribute("tabindex", "-1");
+      added.classList.remove("active");
+      var next = null;
+      for (var k = index + 1; k < tabList.length && !next; k += 1) {
+        next = document.getElementById(tabList[k].id);
+      }
+      tabs.insertBefore(added, next);
+      htmx.process(added);
+    });
   }
 
   document.addEventListener("htmx:load", function (event) {

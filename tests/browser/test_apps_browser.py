@@ -86,12 +86,23 @@ def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, 
     expect(timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first).to_be_visible()
     expect(log).to_contain_text(re.compile(r"tools/call #\d+ on the timeline"))
 
-    # A model-only tool is refused to the view, and never reaches the server.
+    # Each view↔host message is a frame of its own on the timeline; the view's tools/call message
+    # comes before the request it caused.
+    messages = home.locator("#timeline-rows > .frame").filter(has_text=re.compile("view → host|host → view"))
+    expect(messages.filter(has_text="view → host ui/initialize")).to_have_count(1)
+    expect(messages.filter(has_text="host → view ui/notifications/tool-result")).to_have_count(1)
+    asked = messages.filter(has_text="view → host tools/call").first
+    sent = timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first
+    assert int(asked.get_attribute("data-seq") or 0) < int(sent.get_attribute("data-seq") or 0)
+
+    # A model-only tool is refused to the view, never reaches the server, and the refusal is flagged.
     inside.get_by_role("button", name="Try the model-only tool").click()
     expect(inside.locator("#refused")).to_contain_text(
         "refused: tool 'model_only_secret' is not visible to apps"
     )
     expect(timeline_rows(home, "tools/call").filter(has_text="model_only_secret")).to_have_count(0)
+    flagged = messages.filter(has=home.locator("button.verdict", has_text="apps-tool-not-visible"))
+    expect(flagged).to_have_count(1)
 
     # What a model would receive is shown, not sent anywhere.
     inside.get_by_role("button", name="Tell the model").click()

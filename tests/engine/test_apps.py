@@ -4,14 +4,18 @@ the extension in the client's capabilities. No process is started."""
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 
 from inspector.cli.replay import capabilities
 from sessions.engine import (
+    APP_MESSAGE_STATE,
+    MAX_APP_MESSAGES,
     MODERN_VERSIONS,
     UI_EXTENSION,
     ClientCapabilities,
+    app_frames,
     tool_view_uri,
     tool_visibility,
     view_csp,
@@ -131,3 +135,39 @@ def test_the_client_declares_the_ui_extension_unless_switched_off_and_a_replay_r
         assert declared["extensions"] == DECLARED
         assert capabilities(declared, version).to_wire(version) == declared
         assert "extensions" not in ClientCapabilities(apps=False).to_wire(version)
+
+
+def test_view_host_messages_become_local_frames_with_the_verdicts_the_host_gave_them() -> None:
+    batch = [
+        {"direction": "in", "message": {"jsonrpc": "2.0", "id": 1, "method": "ui/initialize", "params": {}}},
+        {"direction": "out", "message": {"jsonrpc": "2.0", "id": 1, "result": {}}},
+        {
+            "direction": "in",
+            "message": {"jsonrpc": "2.0", "id": 2, "method": "tools/call"},
+            "violation": "apps-tool-not-visible",
+        },
+        {"direction": "in", "message": "not json-rpc", "violation": "made-up-verdict"},
+    ]
+    frames = list(app_frames(UI, batch))
+    assert [f.note for f in frames] == [
+        "view → host ui/initialize",
+        "host → view result #1",
+        "view → host tools/call",
+        "view → host result #None",
+    ]
+    assert all(f.kind == "state" and f.direction == "local" for f in frames)
+    assert frames[0].transport == {
+        "state": APP_MESSAGE_STATE,
+        "app": {"view": UI, "direction": "in", "what": "ui/initialize"},
+    }
+    assert json.loads(frames[1].raw) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    assert [v.code for v in frames[2].verdicts] == ["apps-tool-not-visible"]
+    assert frames[3].verdicts == []  # only the extension's own verdicts are given
+
+
+def test_a_flood_of_view_messages_is_cut_and_says_how_many_were_left_out() -> None:
+    batch = [{"direction": "in", "message": {"jsonrpc": "2.0", "method": "ping"}}] * (MAX_APP_MESSAGES + 5)
+    frames = list(app_frames(UI, batch, dropped=1000))
+    assert len(frames) == MAX_APP_MESSAGES + 1
+    assert frames[-1].note is not None and frames[-1].note.startswith("1005 more view↔host messages")
+    assert [v.code for v in frames[-1].verdicts] == ["apps-flood"]

@@ -139,6 +139,7 @@ URLS: dict[str, tuple[str, str]] = {
     "tool_call": ("POST", "act"),
     "app_open": ("POST", "act"),
     "app_request": ("POST", "act"),
+    "app_messages": ("POST", "act"),
     "app_frame": ("GET", "read"),
     "list_items": ("POST", "act"),
     "read_template": ("POST", "act"),
