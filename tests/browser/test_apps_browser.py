@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 from support.browser import (
@@ -70,6 +71,14 @@ def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, 
     expect(inside.locator("#isolation")).to_have_text("parent unreachable")
     expect(inside.locator("#log")).to_contain_text("initialized with 2026-01-26 theme light mode inline")
     expect(frame_element).to_have_attribute("height", "420")  # size-changed, clamped
+    # The view's document carries its own policy: opaque (sandbox) even opened alone, nothing of ours.
+    document = home.request.get(urljoin(home.url, frame_element.get_attribute("src") or ""))
+    policy = document.headers["content-security-policy"]
+    assert "sandbox allow-scripts" in policy and "connect-src 'none'" in policy
+    assert "'self'" not in policy.replace("frame-ancestors 'self'", "")
+    # Our page's own policy is as strict as ever: no inline script or style.
+    page_policy = home.request.get(home.url).headers["content-security-policy"]
+    assert "script-src 'self';" in page_policy and "style-src 'self';" in page_policy
     # The host held its notifications until the view said it was initialized, then sent input, result.
     log = _log(view)
     expect(log).to_contain_text("ui/notifications/tool-result")
@@ -174,9 +183,8 @@ def test_the_basic_vanillajs_app_server_from_npm_renders_and_calls_its_tool_thro
     expect(timeline_rows(home, "tools/call")).to_have_count(4)  # the form's call and the view's, each way
     expect(inside.locator("body")).not_to_contain_text(time_shown[0])
     inside.get_by_role("button", name="Send Message").click()
-    expect(view.get_by_role("region", name="What a model would receive")).to_contain_text(
-        "This is message text."
-    )
+    model = view.get_by_role("region", name="What a model would receive")
+    expect(model).to_contain_text("This is message text.", timeout=LONG)
     inside.get_by_role("button", name="Open Link").click()
     expect(view.locator(".app-ask")).to_contain_text("modelcontextprotocol.io")
     SHOTS.mkdir(exist_ok=True)
