@@ -150,6 +150,12 @@ def test_the_apps_tab_lists_the_views_and_renders_one_when_called(home: Any, app
     inside = stage.frame_locator("iframe.app-frame")
     expect(inside.locator("#result")).to_have_text("Lisbon: 19 °C", timeout=LONG)
     home.screenshot(path=str(SHOTS / "apps-tab.png"), full_page=True)
+    # Our dark theme reaches the view as a host context change.
+    home.get_by_label("Theme", exact=True).select_option("dark")
+    expect(stage.locator(".app-log-list")).to_contain_text("ui/notifications/host-context-changed")
+    expect(inside.locator("body")).to_have_attribute("data-theme", "dark")
+    home.screenshot(path=str(SHOTS / "apps-tab-dark.png"), full_page=True)
+    home.get_by_label("Theme", exact=True).select_option("system")
     assert_clean(home)
 
 
