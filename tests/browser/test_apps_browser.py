@@ -197,3 +197,31 @@ def test_the_basic_vanillajs_app_server_from_npm_renders_and_calls_its_tool_thro
     home.screenshot(path=str(SHOTS / "basic-vanillajs.png"), full_page=True)
     view.locator(".app-ask").get_by_role("button", name="Refuse").click()
     expect(view.locator(".app-ask")).to_have_count(0)
+
+
+def test_the_connect_forms_mcp_apps_switch_declares_the_extension_or_not(home: Any, apps_stdio: dict) -> None:
+    form = home.locator("#connect-form")
+    form.get_by_label("Transport").select_option("stdio")
+    form.get_by_label("Command", exact=True).fill(" ".join([apps_stdio["command"], *apps_stdio["args"]]))
+    form.get_by_text("Protocol, capabilities, roots and timeouts").click()
+    switch = form.get_by_label("MCP Apps (io.modelcontextprotocol/ui)")
+    expect(switch).to_be_checked()  # on by default
+    SHOTS.mkdir(exist_ok=True)
+    form.screenshot(path=str(SHOTS / "connect-form.png"))
+    switch.uncheck()
+    form.get_by_role("button", name="Connect", exact=True).click()
+    home.wait_for_url(re.compile(r"/s/"), timeout=LONG)
+    open_tab(home, "Overview")
+    client_caps = home.locator("details.cap-raw pre.json").first
+    home.locator("details.cap-raw").get_by_text("Raw JSON", exact=True).click()
+    expect(client_caps).to_contain_text('"sampling"', timeout=LONG)
+    expect(client_caps).not_to_contain_text("io.modelcontextprotocol/ui")
+
+
+def test_the_extension_is_declared_by_default(home: Any, apps_stdio: dict) -> None:
+    connect(home, stdio=apps_stdio)
+    open_tab(home, "Overview")
+    home.locator("details.cap-raw").get_by_text("Raw JSON", exact=True).click()
+    client_caps = home.locator("details.cap-raw pre.json").first
+    expect(client_caps).to_contain_text('"io.modelcontextprotocol/ui"')
+    expect(client_caps).to_contain_text('"text/html;profile=mcp-app"')
