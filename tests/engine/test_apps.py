@@ -171,3 +171,11 @@ def test_a_flood_of_view_messages_is_cut_and_says_how_many_were_left_out() -> No
     assert len(frames) == MAX_APP_MESSAGES + 1
     assert frames[-1].note is not None and frames[-1].note.startswith("1005 more view↔host messages")
     assert [v.code for v in frames[-1].verdicts] == ["apps-flood"]
+
+
+def test_a_saved_or_connect_form_config_turns_the_extension_off_with_its_switch() -> None:
+    from sessions.servers import build_options
+
+    on = build_options({"capabilities": {}}).capabilities.to_wire("2025-11-25")
+    off = build_options({"capabilities": {"apps": False}}).capabilities.to_wire("2025-11-25")
+    assert on["extensions"] == DECLARED and "extensions" not in off
