@@ -129,6 +129,14 @@ def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, 
     SHOTS.mkdir(exist_ok=True)
     home.screenshot(path=str(SHOTS / "apps-tools-tab.png"), full_page=True)
 
+    # The flow view draws the view↔host frames among the others.
+    home.get_by_role("button", name="Flow", exact=True).click()
+    expect(
+        home.locator("#timeline-rows.flow > .flow-row").filter(has_text="ui/initialize").first
+    ).to_be_visible()
+    home.get_by_role("button", name="Table", exact=True).click()
+    expect(home.locator("#timeline-rows.flow")).to_have_count(0)
+
     # Teardown before the frame goes: asked, answered, then the frame is removed.
     view.get_by_role("button", name="Close view").click()
     expect(frame_element).to_have_count(0)
