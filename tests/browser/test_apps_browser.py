@@ -23,6 +23,7 @@ from support.browser import (
     open_tab,
     open_tool,
     timeline_rows,
+    wait_until,
 )
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -32,8 +33,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SERVERS = Path(__file__).parents[1] / "servers"
 APPS_SERVER = SERVERS / "apps_server.py"
-# npm @modelcontextprotocol/server-basic-vanillajs 2.0.3 (ext-apps' own example; its view is one HTML file).
-VANILLA_JS = SERVERS / "node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js"
+# ext-apps' own example servers from npm, 2.0.3 (each view is one HTML file: they run offline).
+NPM = SERVERS / "node_modules/@modelcontextprotocol"
+VANILLA_JS = NPM / "server-basic-vanillajs/dist/index.js"
 SHOTS = Path("/tmp/mcp-inspector-apps")
 
 
@@ -233,3 +235,58 @@ def test_the_extension_is_declared_by_default(home: Any, apps_stdio: dict) -> No
     client_caps = home.locator("details.cap-raw pre.json").first
     expect(client_caps).to_contain_text('"io.modelcontextprotocol/ui"')
     expect(client_caps).to_contain_text('"text/html;profile=mcp-app"')
+
+
+def _npm_server(package: str) -> dict:
+    node, script = shutil.which("node"), NPM / package / "dist/index.js"
+    if node is None or not script.is_file():
+        pytest.fail(f"needs node and {script}: run `npm install --no-audit --no-fund --prefix tests/servers`")
+    return {"command": node, "args": [str(script), "--stdio"]}
+
+
+# package, the tool with a view, what its view shows of the result, and what the view then calls by
+# itself or when a control is pressed (the control's name; None: nothing to press).
+NPM_APPS = [
+    ("server-basic-react", "get-time", re.compile(r"\d{4}-\d\d-\d\dT"), "get-time", "Get Server Time"),
+    ("server-system-monitor", "get-system-info", re.compile("System Info", re.I), "poll-system-stats", None),
+    ("server-budget-allocator", "get-budget-data", re.compile(r"Allocated: \$100,000"), None, None),
+]
+
+
+# The views' bundles (zod) probe whether eval works; the view's CSP, as the spec has it, refuses eval.
+@pytest.mark.provokes(r"CSP violation: script-src eval \S+/apps/frame/\d+")
+@pytest.mark.parametrize(
+    ("package", "tool", "shown", "calls", "control"), NPM_APPS, ids=[a[0] for a in NPM_APPS]
+)
+def test_ext_apps_servers_from_npm_render_their_result_and_call_tools_through_the_session(
+    home: Any, package: str, tool: str, shown: re.Pattern[str], calls: str | None, control: str | None
+) -> None:
+    connect(home, stdio=_npm_server(package))
+    list_tools(home, until=(tool,))
+    open_tool(home, tool).get_by_role("button", name=f"Call {tool}").click()
+    view = home.get_by_role("region", name=f"View of {tool}").first
+    view.locator("iframe.app-frame").scroll_into_view_if_needed()
+    inside = view.frame_locator("iframe.app-frame")
+    expect(inside.locator("body")).to_contain_text(shown, timeout=LONG)
+    messages = home.locator("#timeline-rows > .frame").filter(has_text=re.compile("view → host|host → view"))
+    delivered = messages.filter(has_text="host → view ui/notifications/tool-result")
+    expect(delivered).to_have_count(1)
+    if control is not None:
+        inside.get_by_role("button", name=control).click()
+    if calls is not None:
+        # The view's tools/call message, then the request it caused: both after the result it was given.
+        after = int(delivered.get_attribute("data-seq") or 0)
+        requests = home.locator("#timeline-rows > .frame.dir-out").filter(has_text=f'"name":"{calls}"')
+
+        def seqs(rows: Any) -> list[int]:
+            return [
+                int(seq)
+                for seq in rows.evaluate_all("rows => rows.map(r => r.dataset.seq)")
+                if int(seq) > after
+            ]
+
+        wait_until(lambda: bool(seqs(requests)), LONG / 1000, f"no tools/call {calls} from the view")
+        asked = seqs(messages.filter(has_text="view → host tools/call"))
+        assert asked and min(asked) < min(seqs(requests))
+    SHOTS.mkdir(exist_ok=True)
+    home.screenshot(path=str(SHOTS / f"{package}.png"), full_page=True)
