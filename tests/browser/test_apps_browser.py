@@ -271,6 +271,8 @@ def test_ext_apps_servers_from_npm_render_their_result_and_call_tools_through_th
     messages = home.locator("#timeline-rows > .frame").filter(has_text=re.compile("view → host|host → view"))
     delivered = messages.filter(has_text="host → view ui/notifications/tool-result")
     expect(delivered).to_have_count(1)
+    # Cards pushed above it move the view: Chromium throttles an off-screen cross-origin frame.
+    view.locator("iframe.app-frame").scroll_into_view_if_needed()
     if control is not None:
         inside.get_by_role("button", name=control).click()
     if calls is not None:
