@@ -18,6 +18,11 @@
   var FLUSH_MS = 500;
   var OUTBOX_LIMIT = 1000;
   var MESSAGE_CHARS = 65536;
+  // A view flooding the page: past this many messages a second, the log shows a count, not each.
+  var SHOWN_PER_SECOND = 100;
+  // Past this many a second, a view's messages are ignored (counted, and said on the timeline): a
+  // view must not keep the page from answering the person.
+  var HEARD_PER_SECOND = 300;
   var hosts = [];
 
   function csrfToken() {
@@ -147,6 +152,15 @@
   Host.prototype.log = function (direction, message, note) {
     this.logged += 1;
     this.logCount.textContent = String(this.logged);
+    var second = Math.floor(Date.now() / 1000);
+    if (second !== this.second) {
+      this.second = second;
+      this.shownThisSecond = 0;
+    }
+    this.shownThisSecond += 1;
+    if (this.shownThisSecond > SHOWN_PER_SECOND) {
+      return; // counted above, and recorded for the timeline as far as its cap allows
+    }
     var item = document.createElement("li");
     item.className = "app-log-entry";
     item.dataset.direction = direction;
@@ -267,6 +281,21 @@
   };
 
   Host.prototype.receive = function (message) {
+    var second = Math.floor(Date.now() / 1000);
+    if (second !== this.heardSecond) {
+      this.heardSecond = second;
+      this.heard = 0;
+    }
+    this.heard += 1;
+    if (this.heard > HEARD_PER_SECOND) {
+      this.ignored = (this.ignored || 0) + 1;
+      this.dropped += 1;
+      if (this.ignored % 100 === 1) {
+        this.section.dataset.flooded = "true";
+        this.say("the view sends too many messages: " + this.ignored + " ignored");
+      }
+      return;
+    }
     if (!message || typeof message !== "object" || message.jsonrpc !== "2.0") {
       this.log("in", { method: "(not JSON-RPC 2.0)", params: message }, "ignored");
       this.record("in", message === undefined ? null : message, "apps-not-jsonrpc");
@@ -310,7 +339,18 @@
     } else if (method === "ui/notifications/size-changed") {
       var height = Number(params.height);
       if (Number.isFinite(height) && height > 0 && this.frame) {
-        this.frame.height = String(Math.round(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, height))));
+        // The newest size once a frame: a view that sends thousands resizes the page once.
+        this.height = String(Math.round(Math.min(MAX_HEIGHT, Math.max(MIN_HEIGHT, height))));
+        var host = this;
+        if (!this.resizing) {
+          this.resizing = true;
+          window.requestAnimationFrame(function () {
+            host.resizing = false;
+            if (host.frame) {
+              host.frame.height = host.height;
+            }
+          });
+        }
       }
     } else if (method === "notifications/message") {
       // The view's log line: shown in the log above, nothing else to do.
