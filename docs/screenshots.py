@@ -223,6 +223,7 @@ def screens(base: str, session: str, older: str, share: str) -> list[tuple[str, 
         "Tasks",
         "Logging",
         "Roots",
+        "Playground",
         "Conformance",
         "Activity",
     ]

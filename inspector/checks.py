@@ -103,6 +103,20 @@ def check_egress_allow(
     return []
 
 
+@checks.register()
+def check_llm_models(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """Tell whether INSPECTOR_LLM_MODELS lists models the Playground can use (never echoing a key)."""
+    from sessions.providers import parse_models
+
+    try:
+        parse_models(settings.INSPECTOR_LLM_MODELS)
+    except ValueError as exc:
+        return [checks.Error(f"INSPECTOR_LLM_MODELS: {exc}", id="inspector.E006")]
+    return []
+
+
 _SANDBOX_OFF = (
     "INSPECTOR_SANDBOX is off: stdio servers run unsandboxed, as this process's user, and can read its "
     "files, its data folder and other servers' directories"

@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "sessions.apps.SessionsConfig",
     "sessions.teams.apps.TeamsConfig",
+    "sessions.playground.apps.PlaygroundConfig",
 ]
 
 # Django's middleware as inspector.loop_middleware runs it: on the event loop where a hook does no
@@ -324,10 +325,13 @@ INSPECTOR_WORKER_HEARTBEAT = envfloat("INSPECTOR_WORKER_HEARTBEAT", 5.0)
 # heard from for three beats (its web process died) leaves everyone's "watching now".
 INSPECTOR_PRESENCE_HEARTBEAT = envfloat("INSPECTOR_PRESENCE_HEARTBEAT", 15.0)
 # Optional: an OpenAI-compatible chat completions API that drafts sampling replies for a person to
-# review (sessions/llm.py). Unset: sampling is answered by hand only.
+# review (sessions/web/llm.py), and the Playground's first model. Unset: sampling is answered by hand only.
 INSPECTOR_LLM_URL = envstr("INSPECTOR_LLM_URL", "")
 INSPECTOR_LLM_MODEL = envstr("INSPECTOR_LLM_MODEL", "")
 INSPECTOR_LLM_API_KEY = envsecret("INSPECTOR_LLM_API_KEY")
+# Optional: more models for the Playground, a JSON list (sessions/providers/_config.py); a secret,
+# since its entries may carry keys.
+INSPECTOR_LLM_MODELS = envsecret("INSPECTOR_LLM_MODELS")
 # Run the session runtime inside the web process (the default); off when engine workers run it.
 INSPECTOR_EMBEDDED_RUNTIME = envbool("INSPECTOR_EMBEDDED_RUNTIME", True)
 # Local mode: start a stdio server as the pointer reaches (or the keyboard focuses) its Connect button,

@@ -186,6 +186,14 @@ class McpSession(models.Model):
     import_progress = models.JSONField(
         default=dict, blank=True, help_text="while importing: frames stored, bytes read, the file's size"
     )
+    replay_of = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="replays",
+        help_text="the session whose conversation this one sent again (Replay against…)",
+    )
 
     class Meta:
         ordering = ["-created"]

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from support.browser import (  # noqa: F401 - fixtures for the browser tests
     app_context,
+    app_env,
     browser,
     home,  # noqa: F401
     live_app,

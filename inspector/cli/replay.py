@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -21,18 +22,15 @@ from typing import TYPE_CHECKING, Any
 from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, parse_args
 
 if TYPE_CHECKING:
-    from sessions.engine import ClientCapabilities, ClientSession, Frame, PendingRequest, RequestHandle
-    from sessions.replay import Conversation, Links, Pattern, Step, StepReport
+    from sessions.engine import ClientCapabilities, ClientSession, Frame, Target
+    from sessions.replay import Baseline, Conversation, Outcomes, Pattern, StepReport
 
 __all__ = ["main"]
 
 USAGE = (
-    "mcp-inspector replay RECORDING TARGET [ARGS...] [--json FILE] [--junit FILE] [--ignore JSONPATH]... "
-    "[--no-latency] [--record FILE]"
+    "mcp-inspector replay RECORDING TARGET [ARGS...] [--baseline OLD_TARGET] [--report FILE.html] "
+    "[--json FILE] [--junit FILE] [--ignore JSONPATH]... [--no-latency] [--record FILE]"
 )
-# The recorded client's pauses are kept (a task polled at its pollInterval), up to this many seconds:
-# a recording made by a person clicking should not replay at a person's pace.
-MAX_GAP = 5.0
 # Options of --cli that a replay takes from the recording instead.
 NOT_FOR_REPLAY = ("--method", "--collection", "--skill", "--protocol-version", "--task")
 
@@ -50,9 +48,13 @@ class Replay:
     ignore: list[Pattern] = field(default_factory=list)
     json_file: str | None = None
     junit_file: str | None = None
+    report_file: str | None = None
     record: str | None = None
     latency: bool = True
     """Whether a step that became slower is a change (``--no-latency``: not, where timing is noise)."""
+    baseline: Target | None = None
+    """``--baseline``: the old build, replayed twice first to learn what differs from run to run."""
+    baseline_text: str | None = None
 
 
 def parse_replay(argv: Sequence[str]) -> Replay:
@@ -79,7 +81,29 @@ def parse_replay(argv: Sequence[str]) -> Replay:
     except PathError as exc:
         raise UsageError(f"--ignore {exc}") from None
     inv = parse_args([*rest, "--method", "ping", *args[at:]])
-    return Replay(recording, inv, ignore, opts.json, opts.junit, opts.record, not opts.no_latency)
+    run = Replay(recording, inv, ignore, opts.json, opts.junit, opts.report, opts.record, not opts.no_latency)
+    if opts.baseline is not None:
+        run.baseline, run.baseline_text = baseline_target(opts.baseline, inv.target), opts.baseline
+    return run
+
+
+def baseline_target(text: str, target: Target) -> Target:
+    """``--baseline``'s command line or URL, with the target's options (its environment, headers, TLS)."""
+    from inspector.cli.arguments import _target_from_words
+    from sessions.engine import HttpTarget, StdioTarget
+    from sessions.servers import split_command
+
+    env = dict(target.env) if isinstance(target, StdioTarget) else {}
+    headers = dict(target.headers) if isinstance(target, HttpTarget) else {}
+    try:
+        made = _target_from_words(split_command(text), env, headers, None, 10.0)
+    except (UsageError, ValueError) as exc:
+        raise UsageError(f"--baseline: {exc}") from None
+    if isinstance(made, StdioTarget) and isinstance(target, StdioTarget):
+        return dataclasses.replace(target, command=made.command, args=list(made.args))
+    if isinstance(made, HttpTarget) and isinstance(target, HttpTarget):
+        return dataclasses.replace(target, url=made.url)
+    return made
 
 
 def _parser() -> _Parser:
@@ -91,6 +115,15 @@ def _parser() -> _Parser:
         "--config, ...).",
         allow_abbrev=False,
         add_help=False,
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="OLD_TARGET",
+        help="the old build (a command line in one word, or a URL), replayed twice first: what differs "
+        "between those two runs is not a change",
+    )
+    parser.add_argument(
+        "--report", metavar="FILE", help="also write the report as one self-contained HTML page to FILE"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report (a testcase a step)")
@@ -114,100 +147,9 @@ def _parser() -> _Parser:
 
 def capabilities(declared: Any, version: str) -> ClientCapabilities:
     """The engine's capabilities for what the recorded client declared in initialize."""
-    from sessions.engine import UI_EXTENSION, ClientCapabilities
+    from sessions.replay import capabilities
 
-    caps = declared if isinstance(declared, dict) else {}
-    roots = caps["roots"] if isinstance(caps.get("roots"), dict) else {}
-    elicitation = caps.get("elicitation")
-    modes = elicitation if isinstance(elicitation, dict) else {}
-    experimental = caps.get("experimental")
-    return ClientCapabilities(
-        roots="roots" in caps,
-        roots_list_changed=bool(roots.get("listChanged")),
-        sampling="sampling" in caps,
-        # Before 2025-11-25, and as {} since, elicitation means form mode.
-        elicitation_form=elicitation is not None and ("form" in modes or "url" not in modes),
-        elicitation_url="url" in modes,
-        experimental=experimental if isinstance(experimental, dict) and experimental else None,
-        tasks="tasks" in caps,
-        apps=isinstance(caps.get("extensions"), dict) and UI_EXTENSION in caps["extensions"],
-    )
-
-
-class _Asking:
-    """Which of the replay's requests is the newest in flight, and what the server asked during each."""
-
-    def __init__(self) -> None:
-        self.in_flight: list[int] = []
-        self.asked: dict[int, list[str]] = {}
-
-    def note(self, method: str) -> None:
-        from sessions.replay import ASKING_METHODS
-
-        if method in ASKING_METHODS and self.in_flight:
-            self.asked.setdefault(self.in_flight[-1], []).append(method)
-
-
-def _answering(conversation: Conversation, inv: Invocation, asking: _Asking) -> dict[str, Any]:
-    """Handlers answering the server's requests as the recording did, in order; past what it recorded,
-    as the CLI answers by default (--root, the --elicitation and --sampling policies, or -32601)."""
-    from inspector.cli.answers import handlers
-    from sessions.engine import McpError
-
-    fallback = handlers(inv.elicitation, inv.sampling)
-    queues = {method: list(answers) for method, answers in conversation.answers.items() if method != "ping"}
-
-    def answer(method: str) -> Any:
-        async def handle(request: PendingRequest) -> dict[str, Any]:
-            asking.note(method)
-            queue = queues.get(method)
-            if queue:
-                recorded = queue.pop(0)
-                if "error" in recorded:
-                    error = recorded["error"] if isinstance(recorded["error"], dict) else {}
-                    code = error.get("code")
-                    raise McpError(
-                        code if isinstance(code, int) else -1,
-                        str(error.get("message", "")),
-                        error.get("data"),
-                    )
-                return dict(recorded.get("result") or {})
-            if method in fallback:
-                return await fallback[method](request)
-            if method == "roots/list":
-                return {"roots": list(inv.roots)}
-            raise McpError(-32601, f"Method not found: {method}")
-
-        return handle
-
-    methods = {*queues, "roots/list", "sampling/createMessage", "elicitation/create"}
-    return {method: answer(method) for method in methods}
-
-
-@dataclass
-class _Outcome:
-    answer: dict[str, Any] | None = None
-    latency_ms: float | None = None
-    problem: str | None = None
-    asked: list[str] = field(default_factory=list)
-
-
-async def _settle(handle: RequestHandle) -> _Outcome:
-    from sessions.engine import EngineError, McpError
-
-    outcome = _Outcome()
-    try:
-        outcome.answer = {"result": await handle}
-    except McpError as exc:
-        error: dict[str, Any] = {"code": exc.code, "message": exc.message}
-        if exc.data is not None:
-            error["data"] = exc.data
-        outcome.answer = {"error": error}
-    except EngineError as exc:
-        outcome.problem = str(exc)
-    reply = handle.leg.reply
-    outcome.latency_ms = reply.latency_ms if reply is not None else None
-    return outcome
+    return capabilities(declared, version)
 
 
 async def _open(session: ClientSession, timeout: float) -> dict[str, Any]:
@@ -227,31 +169,29 @@ async def _open(session: ClientSession, timeout: float) -> dict[str, Any]:
             await session.aclose()
 
 
-async def replay(
-    conversation: Conversation, run: Replay, frames: list[Frame], stderr_tail: list[str]
-) -> tuple[list[StepReport], list[str]]:
-    """Replay the conversation against the target; each step's report, and notes on how it ran."""
+async def run_once(
+    conversation: Conversation,
+    inv: Invocation,
+    target: Target,
+    frames: list[Frame] | None = None,
+    stderr_tail: list[str] | None = None,
+) -> tuple[dict[str, Any], Outcomes, list[str]]:
+    """Replay the conversation against ``target`` once: initialize's result, each request's outcome, and
+    notes on how it ran."""
+    from inspector.cli.answers import handlers
     from sessions.engine import HANDSHAKE_VERSIONS, ClientOptions, Frame, connect
-    from sessions.replay import Links
+    from sessions.replay import Asking, answering, client_info, converse, declared_note
 
-    inv, opening = run.inv, conversation.initialize
+    opening = conversation.initialize
     version = opening.get("protocolVersion")
     if version not in HANDSHAKE_VERSIONS:
         raise CannotReplay(f"the recording's protocol revision {version!r} is not one this client offers")
     declared = capabilities(opening.get("capabilities"), version)
-    notes = []
-    if declared.to_wire(version) != opening.get("capabilities"):
-        notes.append(
-            f"the replay declares {json.dumps(declared.to_wire(version))} where the recording declared "
-            f"{json.dumps(opening.get('capabilities'))}"
-        )
-    client_info = opening.get("clientInfo")
-    if not isinstance(client_info, dict):
-        client_info = {"name": "mcp-inspector", "version": "0.1.0"}
+    note = declared_note(conversation, declared, version)
     options = ClientOptions(
         protocol_version=version,
         capabilities=declared,
-        client_info=client_info,
+        client_info=client_info(conversation),
         roots=inv.roots,
         timeout=inv.timeout,
         max_total_timeout=max(600.0, inv.timeout),
@@ -263,138 +203,48 @@ async def replay(
     )
     if inv.max_reconnects is not None:
         options.max_reconnects = inv.max_reconnects
-    session = connect(inv.target, options)
-    asking = _Asking()
-    session.handlers.update(_answering(conversation, inv, asking))
+    session = connect(target, options)
+    asking = Asking()
+    # Past what the recording answered, as the CLI answers: --root, --elicitation, --sampling, or -32601.
+    fallback = handlers(inv.elicitation, inv.sampling)
+    session.handlers.update(answering(conversation, asking, fallback, inv.roots))
 
     def watch(event: object) -> None:
         if isinstance(event, Frame):
-            frames.append(event)
-            if event.kind == "stderr" and event.text.strip():
+            if frames is not None:
+                frames.append(event)
+            if stderr_tail is not None and event.kind == "stderr" and event.text.strip():
                 stderr_tail[:] = [event.text.strip()]
 
     session.subscribe(watch)
     initialized = await _open(session, inv.timeout)
     try:
-        outcomes = await _converse(session, conversation, Links(), asking)
+        outcomes = await converse(session, conversation, asking)
     finally:
         await session.aclose()
-    return _reports(conversation, initialized, outcomes, run), notes
+    return initialized, outcomes, [note] if note else []
 
 
-async def _converse(
-    session: ClientSession, conversation: Conversation, links: Links, asking: _Asking
-) -> dict[int, tuple[_Outcome, dict[str, str]]]:
-    """Send every step in order; each request's outcome (by position) with the ids mapped by then."""
-    from sessions.engine import EngineError
+async def replay(
+    conversation: Conversation, run: Replay, frames: list[Frame], stderr_tail: list[str]
+) -> tuple[list[StepReport], list[str], Baseline | None]:
+    """Replay the conversation against the target (after learning from the baseline, if any); each step's
+    report, notes on how it ran, and what was learned from the baseline."""
+    from sessions.replay import Baseline, as_recorded, reports
 
-    steps = conversation.steps
-    waiting: dict[int, asyncio.Task[_Outcome]] = {}
-    handles: dict[int, RequestHandle] = {}
-    outcomes: dict[int, tuple[_Outcome, dict[str, str]]] = {}
-
-    async def follow(at: int, handle: RequestHandle) -> _Outcome:
-        outcome = await _settle(handle)
-        asking.in_flight.remove(at)
-        outcome.asked = asking.asked.pop(at, [])
-        links.learn(steps[at].answer, outcome.answer)
-        outcomes[at] = (outcome, dict(links.mapped))
-        return outcome
-
-    for at, step in enumerate(steps):
-        before = [waiting[p] for p in step.after if p in waiting]
-        if before:
-            await asyncio.wait(before)
-        if step.gap > 0.001:
-            await asyncio.sleep(min(step.gap, MAX_GAP))
-        params = links.params(step.params)
-        if step.request:
-            asking.in_flight.append(at)
-            handle = await session.start_request(step.method, params, progress=step.progress)
-            handles[at] = handle
-            waiting[at] = asyncio.ensure_future(follow(at, handle))
-        else:
-            # A notification that cannot be sent (the server gone) shows in the answers that follow.
-            with contextlib.suppress(EngineError):
-                await _notify(session, step, params, handles)
-    if waiting:
-        await asyncio.wait(list(waiting.values()))
-    return outcomes
-
-
-async def _notify(session: ClientSession, step: Step, params: Any, handles: dict[int, RequestHandle]) -> None:
-    """Send a notification; one that cancels a request cancels the replayed request (its id is new)."""
-    if step.cancels is None:
-        await session.notify(step.method, params)
-        return
-    cancelled = handles.get(step.cancels)
-    if cancelled is not None and not cancelled.done:
-        reason = (params or {}).get("reason")
-        await cancelled.cancel(reason if isinstance(reason, str) else "cancelled")
-
-
-def _reports(
-    conversation: Conversation,
-    initialized: dict[str, Any],
-    outcomes: dict[int, tuple[_Outcome, dict[str, str]]],
-    run: Replay,
-) -> list[StepReport]:
-    from sessions.replay import StepReport, compare_answers
-
-    ignore = run.ignore
-    first = StepReport(0, "initialize")
-    if conversation.initialized is not None:
-        first.differences = compare_answers(
-            0, "initialize", conversation.initialized, {"result": initialized}, ignore=ignore
-        )
-    reports = [first]
-    cancelled = {step.cancels for step in conversation.steps if step.cancels is not None}
-    for at, step in enumerate(conversation.steps):
-        if step.request:
-            outcome, mapped = outcomes.get(at, (_Outcome(problem="not sent"), {}))
-            reports.append(_report(step, outcome, mapped, run, at in cancelled))
-    return reports
-
-
-def _report(
-    step: Step, outcome: _Outcome, mapped: dict[str, str], run: Replay, cancelled: bool
-) -> StepReport:
-    from sessions.replay import (
-        ABSENT,
-        Difference,
-        StepReport,
-        compare_answers,
-        compare_asked,
-        compare_latency,
-    )
-
-    assert step.number is not None
-    named = (step.params or {}).get("name") or (step.params or {}).get("uri")
-    report = StepReport(
-        step.number,
-        step.method,
-        recorded_ms=step.latency_ms,
-        replayed_ms=outcome.latency_ms,
-        label=named if isinstance(named, str) else None,
-    )
-    if cancelled:  # whether a cancelled request is answered anyway is a race, in the recording as now
-        return report
-    if step.answer is not None and outcome.answer is not None:
-        report.differences = compare_answers(
-            step.number, step.method, step.answer, outcome.answer, ignore=run.ignore, mapped=mapped
-        )
-        report.differences += compare_asked(step.number, step.method, step.asked, outcome.asked)
-        if run.latency:
-            report.differences += compare_latency(
-                step.number, step.method, step.latency_ms, outcome.latency_ms
-            )
-    elif step.answer is not None:
-        report.differences = [
-            Difference(step.number, step.method, "$", "not answered", step.answer, outcome.problem)
-        ]
-    elif outcome.answer is not None:
-        report.differences = [Difference(step.number, step.method, "$", "added", ABSENT, outcome.answer)]
-    return report
+    baseline = None
+    if run.baseline is not None:
+        try:
+            first = await run_once(conversation, run.inv, run.baseline, stderr_tail=stderr_tail)
+            second = await run_once(conversation, run.inv, run.baseline, stderr_tail=stderr_tail)
+        except CannotReplay as exc:
+            raise CannotReplay(f"the baseline: {exc}") from None
+        learned = reports(as_recorded(conversation, *first[:2]), *second[:2], latency=False)
+        baseline = Baseline.learn(learned)
+        stderr_tail.clear()
+    initialized, outcomes, notes = await run_once(conversation, run.inv, run.inv.target, frames, stderr_tail)
+    found = reports(conversation, initialized, outcomes, ignore=run.ignore, latency=run.latency)
+    return found, notes, baseline
 
 
 # --- the command ----------------------------------------------------------------------------------------
@@ -428,7 +278,7 @@ def main(argv: Sequence[str]) -> int:
         stderr_tail: list[str] = []
         try:
             conversation = _read(run.recording)
-            reports, notes = asyncio.run(replay(conversation, run, frames, stderr_tail))
+            reports, notes, baseline = asyncio.run(replay(conversation, run, frames, stderr_tail))
         except CannotReplay as exc:
             why = f" (server stderr: {stderr_tail[0][:200]})" if stderr_tail else ""
             return _fail(f"cannot replay: {exc}{why}", 2)
@@ -437,9 +287,15 @@ def main(argv: Sequence[str]) -> int:
                 _save_record(run.record, frames, 2)
         from sessions.replay import summary
 
-        data = {"recording": run.recording, "target": _target(run.inv), "notes": notes, **summary(reports)}
+        sifted = baseline.sift(reports) if baseline is not None else []
+        data: dict[str, Any] = {"recording": run.recording, "target": _target(run.inv.target), "notes": notes}
+        if baseline is not None:
+            data["baseline_target"] = run.baseline_text
+            data.update(baseline=baseline.to_list(), not_counted=sifted)
+        data.update(summary(reports))
         outputs = [(run.json_file, lambda: json.dumps(data, indent=2, ensure_ascii=False) + "\n")]
         outputs.append((run.junit_file, lambda: junit(data, os.path.basename(run.recording))))
+        outputs.append((run.report_file, lambda: _html(data)))
         for path, make in outputs:
             if path is not None:
                 try:
@@ -457,8 +313,14 @@ def main(argv: Sequence[str]) -> int:
         return _fail(f"unexpected {type(exc).__name__}: {exc}", 2)
 
 
-def _target(inv: Invocation) -> str:
-    url = getattr(inv.target, "url", None)
+def _html(data: dict[str, Any]) -> str:
+    from inspector.cli.replay_html import html_report
+
+    return html_report(data)
+
+
+def _target(target: Target) -> str:
+    url = getattr(target, "url", None)
     if isinstance(url, str):
         return url
-    return " ".join([getattr(inv.target, "command", ""), *getattr(inv.target, "args", ())])
+    return " ".join([getattr(target, "command", ""), *getattr(target, "args", ())])

@@ -35,6 +35,18 @@ def text(data: dict[str, Any]) -> str:
     """The report: each step unchanged or its differences, then "N steps, M changed"."""
     lines = [f"replay of {data['recording']} against {data['target']}"]
     lines += [f"note: {note}" for note in data["notes"]]
+    if "baseline" in data:
+        varying = data["baseline"]
+        lines.append(
+            f"baseline {data['baseline_target']}: {len(varying)} value{'s' if len(varying) != 1 else ''} "
+            "differed between two runs"
+        )
+        lines += [f"  step {d['step']} {describe(d)}" for d in varying]
+        lines += [
+            f"not counted: step {d['step']} {d['path']}: {d['rule']} (the baseline varies at "
+            f"{d['varies']['path']}: {d['varies']['rule']})"
+            for d in data["not_counted"]
+        ]
     for step in data["report"]:
         if not step["changed"]:
             lines.append(f"{_label(step)}: unchanged")

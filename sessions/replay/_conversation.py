@@ -11,13 +11,25 @@ from typing import Any
 from sessions.engine import Frame
 from sessions.frames import RecordError, frame_from_record, message_of
 
-__all__ = ["ASKING_METHODS", "Conversation", "Links", "RecordingProblem", "Step", "frames_of"]
+__all__ = [
+    "ASKING_METHODS",
+    "COUNTED_NOTIFICATIONS",
+    "Conversation",
+    "Links",
+    "RecordingProblem",
+    "Step",
+    "frames_of",
+    "progress_token",
+]
 
 # What the session itself sends: the handshake is the replaying session's own.
 OWN_METHODS = frozenset({"initialize", "notifications/initialized"})
 # The server's requests that belong to the client request in flight (a tool asking the client's LLM or its
 # user); roots/list and ping come when the server pleases, so which step they fall in says nothing.
 ASKING_METHODS = frozenset({"sampling/createMessage", "elicitation/create"})
+# The server's notifications that answer a request in flight (its progress, its log lines), counted per step:
+# which other notifications (a list changed, a resource updated) fall in a step says nothing.
+COUNTED_NOTIFICATIONS = frozenset({"notifications/progress", "notifications/message"})
 # Fields of a params object that name something the server made (a page, a task): mapped to the new server's.
 LINKED_FIELDS = ("cursor", "taskId")
 
@@ -46,6 +58,17 @@ def _answer(message: Mapping[str, Any]) -> dict[str, Any]:
     if "error" in message:
         return {"error": message["error"]}
     return {"result": message.get("result")}
+
+
+def progress_token(message: Mapping[str, Any]) -> str | int | None:
+    """The progress token a request asks with (``params._meta.progressToken``), or a progress
+    notification's (``params.progressToken``)."""
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return None
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else params.get("progressToken")
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
 def _unstamped(params: Any) -> tuple[dict[str, Any] | None, bool]:
@@ -87,6 +110,9 @@ class Step:
     """notifications/cancelled: the step whose request it cancels."""
     asked: list[str] = field(default_factory=list)
     """The server's sampling and elicitation requests while this was the newest request in flight."""
+    notified: dict[str, int] = field(default_factory=dict)
+    """The server's progress (by token) and log notifications (while this was the newest request in
+    flight) before its answer, counted by method."""
 
 
 @dataclass
@@ -125,6 +151,7 @@ class _Reader:
         """Requests answered since the client's last message."""
         self.pending: list[int] = []
         """Requests in flight, oldest first."""
+        self.tokens: dict[str | int, int] = {}
         self.last_mono: float | None = None
 
     def read(self, frames: Iterable[Frame]) -> Conversation:
@@ -146,6 +173,8 @@ class _Reader:
                     self.steps[self.pending[-1]].asked.append(frame.method)
             elif frame.rpc_kind in ("result", "error"):
                 self.response(frame, message)
+            elif frame.rpc_kind == "notification" and frame.method in COUNTED_NOTIFICATIONS:
+                self.notified(frame.method, message)
             return
         if frame.rpc_kind in ("result", "error"):
             method = frame.method or self.server_requests.get(frame.pair_seq or 0)
@@ -153,6 +182,15 @@ class _Reader:
                 self.answers.setdefault(method, []).append(_answer(message))
         elif frame.rpc_kind in ("request", "notification") and frame.method:
             self.send(frame, message)
+
+    def notified(self, method: str, message: dict[str, Any]) -> None:
+        if method == "notifications/progress":
+            at = self.tokens.get(progress_token(message))  # type: ignore[arg-type]
+        else:
+            at = self.pending[-1] if self.pending else None
+        if at is not None and at in self.pending:
+            counts = self.steps[at].notified
+            counts[method] = counts.get(method, 0) + 1
 
     def response(self, frame: Frame, message: dict[str, Any]) -> None:
         if frame.pair_seq is not None and frame.pair_seq == self.initialize_seq:
@@ -187,6 +225,9 @@ class _Reader:
             self.pending.append(len(self.steps))
             if frame.rpc_id is not None:
                 self.by_id[frame.rpc_id] = len(self.steps)
+            token = progress_token(message)
+            if token is not None:
+                self.tokens[token] = len(self.steps)
         elif method == "notifications/cancelled" and params is not None:
             step.cancels = self.by_id.get(params.get("requestId"))  # type: ignore[arg-type]
             if step.cancels in self.pending:

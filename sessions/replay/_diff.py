@@ -10,6 +10,7 @@ and whatever an ignore pattern covers.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "compare_answers",
     "compare_asked",
     "compare_latency",
+    "compare_notified",
     "masked",
 ]
 
@@ -266,3 +268,15 @@ def compare_asked(step: int, method: str, recorded: list[str], replayed: list[st
     if recorded == replayed:
         return []
     return [Difference(step, method, "server requests", "server requests changed", recorded, replayed)]
+
+
+def compare_notified(
+    step: int, method: str, recorded: Mapping[str, int], replayed: Mapping[str, int]
+) -> list[Difference]:
+    """``notifications changed`` for each method the server notified a different number of times during
+    the step (its progress, its log lines), at ``notifications["METHOD"]``, with both counts."""
+    return [
+        Difference(step, method, f"notifications[{json.dumps(name)}]", "notifications changed", was, now)
+        for name in sorted({*recorded, *replayed})
+        if (was := recorded.get(name, 0)) != (now := replayed.get(name, 0))
+    ]

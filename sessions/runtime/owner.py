@@ -47,6 +47,7 @@ from sessions.runtime.journal import Journal, cancelling, facts
 from sessions.runtime.limits import SessionLimits
 from sessions.runtime.oauth import SessionOAuth
 from sessions.runtime.recorder import Recorder
+from sessions.runtime.replaying import CannotReplay, SessionReplay
 from sessions.runtime.viewers import Viewers
 from sessions.servers import SANDBOX_ADVICE, Confinement, build_options, build_target
 
@@ -191,6 +192,14 @@ class SessionOwner:
         )
         options.max_message_bytes_name = "INSPECTOR_MAX_MESSAGE_BYTES"
         try:
+            replay = await SessionReplay.load(self.pk)
+        except CannotReplay as exc:
+            self._connect_failed = True
+            self.stop(f"cannot replay: {exc}")
+            return
+        if replay is not None:
+            replay.adjust(options)
+        try:
             target = await self._target()
             warm = await self.warm.take(target) if self.warm and isinstance(target, StdioTarget) else None
             client = ClientSession(warm or make_transport(target), options)
@@ -198,6 +207,8 @@ class SessionOwner:
             self._stop_reason = f"cannot connect: {exc}"
             self._stop.set()
             return
+        if replay is not None:
+            replay.install(client)
         self.client = client
         client.subscribe(self._on_event)
         try:
@@ -214,6 +225,17 @@ class SessionOwner:
         await store.update_session(self.pk, owner_channel=self.channel, **facts(client))
         self.journal.publish(m.StateChanged("ready"))
         self._spawn(self._watch(client))
+        if replay is not None:
+            self._spawn(self._replay(replay, client))
+
+    async def _replay(self, replay: SessionReplay, client: ClientSession) -> None:
+        """Send the recorded conversation, then end the session: the replay is what it was started for."""
+        try:
+            note = await replay.run(client)
+        except EngineError as exc:  # the connection went while a request was being sent
+            note = f"replay stopped: {exc}"
+        if not self.stopping:
+            self.stop(note)
 
     async def _target(self) -> Any:
         """The engine target of the config; an HTTP one with OAuth gets the browser and the team's tokens."""

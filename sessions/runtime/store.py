@@ -17,7 +17,8 @@ from django.db import connection, connections, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from sessions.engine import PendingRequest, PendingResolved, kill_recorded
+from sessions.engine import Frame, PendingRequest, PendingResolved, kill_recorded
+from sessions.frames import frame_of
 from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.teams.models import Activity
 
@@ -29,6 +30,7 @@ __all__ = [
     "load_session",
     "mark_orphans_lost",
     "record_activity",
+    "replay_source",
     "resolve_review",
     "save_review",
     "store_frames",
@@ -228,6 +230,17 @@ def load_session(pk: int) -> dict[str, Any]:
         "next_request_id": _next_request_id(row),
         "stored_bytes": _stored_bytes(row),
     }
+
+
+@in_db_thread
+def replay_source(pk: int) -> list[Frame] | None:
+    """The messages of the session this one replays, as engine frames, if it is a replay starting now
+    (a replay reconnected is a session like any other: its conversation was sent once)."""
+    row = McpSession.objects.only("replay_of_id", "last_seq").get(pk=pk)
+    if row.replay_of_id is None or row.last_seq:
+        return None
+    stored = TimelineFrame.objects.filter(session_id=row.replay_of_id, kind="message").order_by("seq")
+    return [frame_of(frame) for frame in stored]
 
 
 def _stored_bytes(row: McpSession) -> int:

@@ -14,7 +14,7 @@ from sessions.models import McpSession
 from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline import conformance, overview, plots
-from sessions.web import apps, logs, prompts, resources, roots, skills, tasks, together, tools
+from sessions.web import apps, logs, playground, prompts, resources, roots, skills, tasks, together, tools
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
@@ -42,6 +42,7 @@ PANELS: dict[str, PanelContext] = {
     "logging": logs.panel_context,
     "roots": roots.panel_context,
     "skills": skills.panel_context,
+    "playground": playground.panel_context,
     "conformance": _conformance,
     "activity": together.activity_context,
 }

@@ -15,7 +15,7 @@ from sessions.teams.models import Role
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
-from sessions.web import together
+from sessions.web import playground, together
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import int_param, once_stored, owned_session
 
@@ -42,7 +42,8 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
         raise Http404("No such frame")
     user = await signed_in_user(request)
     notes = await sync_to_async(together.frame_context)(session, seq, user.pk)
-    context = {"session": session, **detail, **notes}
+    chat_call = await sync_to_async(playground.call_of_frame)(session, seq)
+    context = {"session": session, **detail, **notes, "chat_call": chat_call}
     return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 

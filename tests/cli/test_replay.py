@@ -219,10 +219,10 @@ def sdk_recording(sdk_stdio: dict, tmp_path: Path) -> Path:
 def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
     sdk_stdio: dict, sdk_recording: Path, tmp_path: Path
 ) -> None:
-    report, junit = tmp_path / "report.json", tmp_path / "report.xml"
+    report, junit, page = tmp_path / "report.json", tmp_path / "report.xml", tmp_path / "report.html"
     proc = run_replay(
         str(sdk_recording), "-e", "SDK_SERVER_VARIANT=next", *target(sdk_stdio),
-        "--json", str(report), "--junit", str(junit), timeout=TIMEOUT,
+        "--json", str(report), "--junit", str(junit), "--report", str(page), timeout=TIMEOUT,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr == ""
@@ -236,11 +236,16 @@ def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
         (1, "tools/list", '$.result.tools[?(@.name=="needs_login")]', "removed"),
         (3, "tools/call", "$.result.content[0].text", "value changed"),
         (3, "tools/call", "$.result.structuredContent.result", "value changed"),
+        # Its log line, sent while the call was in flight, is gone.
+        (3, "tools/call", 'notifications["notifications/message"]', "notifications changed"),
         # The same answer, but the server no longer asked the client's LLM for it.
         (4, "tools/call", "server requests", "server requests changed"),
     ]
-    echo = data["report"][3]["differences"][0]
-    assert (echo["recorded"], echo["replayed"]) == ("hi", "hi!")
+    echo = data["report"][3]["differences"]
+    assert (echo[0]["recorded"], echo[0]["replayed"]) == ("hi", "hi!")
+    assert (echo[2]["recorded"], echo[2]["replayed"]) == (1, 0)
+    # The slow tool's progress (by its token) and log lines came as often as recorded.
+    assert not [d for d in data["report"][7]["differences"] if d["rule"] == "notifications changed"]
     added = data["report"][1]["differences"][0]
     assert added["replayed"]["type"] == "integer" and added["absent"] == "recorded"
     asked = data["report"][4]["differences"][-1]
@@ -256,6 +261,11 @@ def test_the_next_build_of_a_server_is_replayed_with_what_changed_named_by_path(
     failed = [case.get("name") for case in suite.findall("testcase") if case.find("failure") is not None]
     assert {"step 1 tools/list", "step 3 tools/call echo", "step 4 tools/call ask_llm"} <= set(failed)
     assert "step 7 tools/call slow" in failed
+    # The page, written by a process with no Django settings: the same steps, the changed ones open.
+    html = page.read_text()
+    assert f"8 steps, {changed} changed" in html and "<script" not in html
+    assert html.count("<details open>") == changed and html.count("<details>") == 8 - changed
+    assert '<code class="replay-path">$.result.tools[?(@.name==&quot;needs_login&quot;)]</code>' in html
 
 
 @pytest.mark.slow
@@ -352,3 +362,60 @@ def test_a_server_that_does_not_start_exits_2_with_its_last_words(tmp_path: Path
     dying = [sys.executable, "-c", "import sys; print('no config', file=sys.stderr); sys.exit(3)"]
     line = assert_one_error_line(run_replay(str(recording), "--", *dying, timeout=TIMEOUT), 2)
     assert line.startswith("error: cannot replay: cannot connect: ") and "no config" in line
+
+
+@pytest.mark.slow
+def test_a_baseline_replayed_twice_tells_a_random_value_from_a_change(
+    sdk_stdio: dict, tmp_path: Path
+) -> None:
+    collection, recorded, report = tmp_path / "c.json", tmp_path / "recorded.jsonl", tmp_path / "report.json"
+    steps = [
+        {"method": "tools/call", "params": {"name": "lucky", "arguments": {}}},
+        {"method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}},
+    ]
+    collection.write_text(json.dumps({"steps": steps}))
+    lucky = ("-e", "SDK_SERVER_RANDOM=1")
+    result_of(run_cli(*lucky, *target(sdk_stdio), "--collection", str(collection), "--record", str(recorded)))
+    old = " ".join(target(sdk_stdio))
+    proc = run_replay(
+        str(recorded), *lucky, *target(sdk_stdio), "--next", "--baseline", old, "--no-latency",
+        "--json", str(report), timeout=TIMEOUT,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    data = json.loads(report.read_text())
+    found = [(d["step"], d["path"], d["rule"]) for s in data["report"] for d in s["differences"]]
+    # The next build's one change is reported; the lucky number, new in every run, is not.
+    assert found == [
+        (1, '$.result.tools[?(@.name=="add")].inputSchema.properties.c', "added"),
+        (1, '$.result.tools[?(@.name=="needs_login")]', "removed"),
+        (3, "$.result.content[0].text", "value changed"),
+        (3, "$.result.structuredContent.result", "value changed"),
+        (3, 'notifications["notifications/message"]', "notifications changed"),
+    ]
+    varying = {(d["step"], d["path"], d["rule"]) for d in data["baseline"]}
+    assert varying == {
+        (2, "$.result.content[0].text", "value changed"),
+        (2, "$.result.structuredContent.result", "value changed"),
+    }
+    dropped = [(d["step"], d["path"], d["because"], d["varies"]["rule"]) for d in data["not_counted"]]
+    assert dropped == [
+        (2, "$.result.content[0].text", "baseline", "value changed"),
+        (2, "$.result.structuredContent.result", "baseline", "value changed"),
+    ]
+    assert data["baseline_target"] == old and data["target"].endswith("stdio --next")
+    lines = proc.stdout.splitlines()
+    assert f"baseline {old}: 2 values differed between two runs" in lines
+    assert lines[-1] == "4 steps, 2 changed"
+
+
+def test_the_baseline_takes_the_targets_options_with_its_own_command_or_url() -> None:
+    run = parse_replay(["rec.jsonl", "-e", "A=1", "node", "new.js", "--baseline", "node old.js --flag"])
+    assert (run.baseline.command, list(run.baseline.args), dict(run.baseline.env)) == (  # type: ignore[union-attr]
+        "node", ["old.js", "--flag"], {"A": "1"},
+    )  # fmt: skip
+    http = parse_replay(
+        ["rec.jsonl", "http://new/mcp", "--header", "X-Key: k", "--baseline", "http://old/mcp"]
+    )
+    assert (http.baseline.url, http.baseline.headers) == ("http://old/mcp", {"X-Key": "k"})  # type: ignore[union-attr]
+    with pytest.raises(UsageError, match="--baseline: a target is required"):
+        parse_replay(["rec.jsonl", "srv", "--baseline", " "])

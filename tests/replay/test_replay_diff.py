@@ -399,3 +399,89 @@ def test_a_recording_without_initialize_cannot_be_replayed() -> None:
 def test_a_line_that_is_not_a_frame_is_named(line: bytes, why: str) -> None:
     with pytest.raises(RecordingProblem, match=why):
         list(frames_of([line]))
+
+
+# --- a baseline ---------------------------------------------------------------------------------------------
+
+
+def test_a_baseline_explains_a_difference_at_or_below_its_path_in_its_step_only() -> None:
+    from sessions.replay import Baseline, Difference, StepReport
+
+    varying = Difference(2, "tools/call", "$.result.content[0]", "value changed", "a", "b")
+    baseline = Baseline([varying])
+    below = Difference(2, "tools/call", "$.result.content[0].text", "value changed", "x", "y")
+    sibling = Difference(2, "tools/call", "$.result.content[0]extra", "added", ABSENT, 1)
+    elsewhere = Difference(3, "tools/call", "$.result.content[0].text", "value changed", "x", "y")
+    above = Difference(2, "tools/call", "$.result", "type changed", {}, [])
+    assert baseline.explains(below) is varying
+    assert [baseline.explains(d) for d in (sibling, elsewhere, above)] == [None, None, None]
+    steps = [StepReport(2, "tools/call", [below, above]), StepReport(3, "tools/call", [elsewhere])]
+    dropped = baseline.sift(steps)
+    assert [s.differences for s in steps] == [[above], [elsewhere]]
+    assert [(d["path"], d["because"], d["varies"]) for d in dropped] == [
+        ("$.result.content[0].text", "baseline", {"path": "$.result.content[0]", "rule": "value changed"})
+    ]
+
+
+def test_progress_by_its_token_and_log_lines_in_flight_are_counted_by_method() -> None:
+    def note(seq: int, method: str, params: dict[str, Any]) -> bytes:
+        return frame(seq, "in", {"jsonrpc": "2.0", "method": method, "params": params})
+
+    progress, log = "notifications/progress", "notifications/message"
+    lines = [
+        *recording()[1:4],
+        frame(5, "out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                         "params": {"name": "slow", "_meta": {"progressToken": "t1"}}}),
+        frame(6, "out", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo"}}),
+        note(7, progress, {"progressToken": "t1", "progress": 1}),  # the slow call's, by its token
+        note(8, log, {"level": "info", "data": "echo"}),  # the newest request in flight's: echo
+        note(9, "notifications/tools/list_changed", {}),  # whenever the server pleases: not counted
+        frame(10, "in", {"jsonrpc": "2.0", "id": 2, "result": {"content": []}}, pair_seq=6),
+        note(11, progress, {"progressToken": "t1", "progress": 2}),
+        note(12, log, {"level": "debug", "data": "slow"}),  # echo answered: the slow call's now
+        frame(13, "in", {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}, pair_seq=5),
+        note(14, progress, {"progressToken": "t1", "progress": 3}),  # after its answer: not counted
+    ]  # fmt: skip
+    slow, echo = Conversation.of(frames_of(lines)).steps
+    assert slow.notified == {progress: 2, log: 1} and echo.notified == {log: 1}
+
+
+def test_notifications_counted_otherwise_are_a_change_per_method() -> None:
+    from sessions.replay import compare_notified
+
+    progress, log = "notifications/progress", "notifications/message"
+    assert compare_notified(3, "tools/call", {progress: 2}, {progress: 2}) == []
+    found = compare_notified(3, "tools/call", {progress: 2, log: 1}, {progress: 5})
+    assert [(d.path, d.rule, d.recorded, d.replayed) for d in found] == [
+        ('notifications["notifications/message"]', "notifications changed", 1, 0),
+        ('notifications["notifications/progress"]', "notifications changed", 2, 5),
+    ]
+
+
+def test_a_stored_replay_is_paired_with_its_recording_request_by_request() -> None:
+    from sessions.replay import paired
+
+    def conversation(answers: list[dict[str, Any]]) -> Conversation:
+        lines = recording()[1:4]
+        for n, answer in enumerate(answers, start=1):
+            call = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": f"t{n}"}}
+            reply = {"jsonrpc": "2.0", "id": n, **answer}
+            lines += [
+                frame(10 * n, "out", call),
+                frame(10 * n + 1, "in", reply, pair_seq=10 * n, latency_ms=1.0),
+            ]
+        return Conversation.of(frames_of(lines))
+
+    recorded = conversation([text("a"), text("b"), text("c")])
+    live = conversation([text("a"), text("B")])
+    steps, sides, waiting = paired(recorded, live, complete=False)
+    assert [(s.number, s.method, [d.path for d in s.differences]) for s in steps] == [
+        (0, "initialize", []),
+        (1, "tools/call", []),
+        (2, "tools/call", ["$.result.content[0].text"]),
+        (3, "tools/call", []),  # not sent yet: not a change while the replay is live
+    ]
+    assert waiting == {3} and sides[2].replayed.startswith("{") and '"B"' in sides[2].replayed
+    assert (sides[3].replayed, sides[3].replayed_seq, sides[3].recorded_seq) == ("(not sent yet)", None, 30)
+    steps, _, waiting = paired(recorded, live, complete=True)
+    assert waiting == set() and [d.rule for d in steps[3].differences] == ["not answered"]

@@ -12,10 +12,12 @@ fail (isError result), needs_login (error -32042: a URL elicitation required). R
 template ``greeting://{name}``, prompt ``greet``.
 ``logging/setLevel`` is served; ``echo`` and ``slow`` send ``notifications/message`` logs.
 
-``SDK_SERVER_VARIANT=next`` in the environment makes it the next build of itself, for replays: ``add``
-takes an optional third integer ``c``, ``echo`` answers ``TEXT!``, ``ask_llm`` answers ``canned: 4``
+``SDK_SERVER_VARIANT=next`` in the environment (or ``--next`` after the transport, where the environment is
+shared with another build) makes it the next build of itself, for replays: ``add`` takes an optional
+third integer ``c``, ``echo`` answers ``TEXT!`` and logs nothing, ``ask_llm`` answers ``canned: 4``
 without sampling, ``slow`` waits three times as long between its steps and ``needs_login`` is gone.
-``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below).
+``SDK_SERVER_PAGE_SIZE=N`` pages resources/list (below). ``SDK_SERVER_RANDOM=1`` adds ``lucky``, whose
+answer is a random number each time (neither a time nor a UUID): what only a baseline tells from a change.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import sys
 import warnings
 
 import anyio
@@ -47,7 +50,7 @@ server = MCPServer(
 
 # logging/setLevel threshold; per process (stdio has one client; HTTP sessions share it).
 _state = {"level": "debug"}
-NEXT = os.environ.get("SDK_SERVER_VARIANT") == "next"
+NEXT = os.environ.get("SDK_SERVER_VARIANT") == "next" or "--next" in sys.argv[2:]
 
 
 async def _log(ctx: Context, level: str, data: object) -> None:
@@ -81,7 +84,8 @@ else:
 
 @server.tool(description="Echo the text back; also logs it at level info.")
 async def echo(text: str, ctx: Context) -> str:
-    await _log(ctx, "info", f"echo: {text}")
+    if not NEXT:  # the next build logs no more
+        await _log(ctx, "info", f"echo: {text}")
     return f"{text}!" if NEXT else text
 
 
@@ -130,6 +134,13 @@ async def list_roots(ctx: Context) -> str:
         metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
     )
     return result.model_dump_json(by_alias=True, exclude_none=True)
+
+
+if os.environ.get("SDK_SERVER_RANDOM") == "1":
+
+    @server.tool(description="A lucky number, new each time.")
+    def lucky() -> str:
+        return f"your lucky number is {secrets.randbelow(10**12)}"
 
 
 @server.tool(description="Always fails (isError result).")
@@ -202,8 +213,10 @@ if PAGE_SIZE:
 def main() -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="transport", required=True)
-    sub.add_parser("stdio")
+    stdio = sub.add_parser("stdio")
+    stdio.add_argument("--next", action="store_true", help="the next build (as SDK_SERVER_VARIANT=next)")
     http = sub.add_parser("http")
+    http.add_argument("--next", action="store_true", help="the next build (as SDK_SERVER_VARIANT=next)")
     http.add_argument("--port", type=int, required=True)
     http.add_argument("--json", action="store_true", help="answer with application/json instead of SSE")
     http.add_argument("--stateless", action="store_true", help="no sessions")

@@ -78,7 +78,13 @@ def _read_lines(proc: subprocess.Popen[str], lines: queue.Queue[str | None], see
 
 
 @pytest.fixture(scope="module")
-def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
+def app_env() -> dict[str, str]:
+    """Variables the live app gets besides the test's environment: a module overrides this fixture."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def live_app(tmp_path_factory: pytest.TempPathFactory, app_env: dict[str, str]) -> Iterator[LiveApp]:
     """`mcp-inspector --no-browser` on a free port, with a fresh data directory and a random login token."""
     if not CHROMIUM.exists():
         pytest.fail("needs Debian's chromium at /usr/bin/chromium: run tests/run, which installs it")
@@ -91,6 +97,7 @@ def live_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveApp]:
         "INSPECTOR_DATA_DIR": str(data_dir),
         "INSPECTOR_TOKEN": token,
         "PYTHONUNBUFFERED": "1",
+        **app_env,
     }
     proc = subprocess.Popen(
         [MCP_INSPECTOR, "--no-browser", "--port", str(port)],

@@ -11,16 +11,18 @@ scenario up in ``PLAYS`` below, which says only which CLI options to run it with
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLAYS", "SCENARIOS", "SUITES", "Cli", "play"]
+__all__ = ["ALLOWS_CLIENT_ERROR", "EXITED", "PLAYS", "SCENARIOS", "SLOTS", "SUITES", "Cli", "play"]
 
 TESTS = Path(__file__).resolve().parent.parent
 REPO = TESTS.parent
@@ -299,8 +301,63 @@ PLAYS: dict[str, Callable[[Cli, dict[str, Any]], None]] = {
 }
 
 
+# The scenarios in which the client is meant to refuse, so may exit with an error (the suite's
+# allowClientError): a run of the whole suite at once does not judge exit codes itself.
+ALLOWS_CLIENT_ERROR = {
+    "auth/iss-normalized",
+    "auth/iss-supported-missing",
+    "auth/iss-unexpected",
+    "auth/iss-wrong-issuer",
+    "auth/metadata-issuer-mismatch",
+    "auth/resource-mismatch",
+    "auth/scope-retry-limit",
+    "http-invalid-tool-headers",
+    "sep-2640-client-verify-digest",
+    "sep-2640-client-verify-frontmatter",
+    "sep-2640-client-verify-size",
+}
+EXITED = "conformance play exited with "
+
+
+SLOTS = "CONFORMANCE_SLOTS"  # a folder: when set, at most SLOTS_AT_ONCE plays run at once
+SLOTS_AT_ONCE = 3
+
+
 def play(argv: list[str]) -> int:
-    """The ``--command`` entry point: play the scenario named in the environment against ``argv[-1]``."""
+    """The ``--command`` entry point: play the scenario named in the environment against ``argv[-1]``;
+    its last line on stderr says how it exits."""
+    with _slot():
+        code = _play(argv)
+    sys.stderr.write(f"{EXITED}{code}\n")
+    return code
+
+
+@contextlib.contextmanager
+def _slot() -> Iterator[None]:
+    """A turn among the plays of a whole suite run at once, whose scenarios all start together: the
+    suite's servers wait, idle, while the plays take turns on the cores."""
+    folder = os.environ.get(SLOTS)
+    if not folder:
+        yield
+        return
+    files = [open(Path(folder, f"slot-{n}"), "a") for n in range(SLOTS_AT_ONCE)]  # noqa: SIM115
+    try:
+        for file in files:
+            try:
+                fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            yield
+            return
+        # Every slot taken: wait for one (the lock is released when its holder exits, whatever happens).
+        fcntl.flock(files[os.getpid() % SLOTS_AT_ONCE], fcntl.LOCK_EX)
+        yield
+    finally:
+        for file in files:
+            file.close()
+
+
+def _play(argv: list[str]) -> int:
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     if scenario not in PLAYS:

@@ -30,7 +30,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import QueryDict
-from django.test import AsyncClient
+from django.test import AsyncClient, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver, resolve
 from django.urls.exceptions import Resolver404
 from support.teams import ateam_of, team_of
@@ -45,6 +45,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
+from sessions.playground.models import Chat, ChatEntry
 from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,6 +89,7 @@ ARG = re.compile(r"<(?:(?P<converter>\w+):)?(?P<name>\w+)>")
 READS = re.compile(r"""(?:GET|POST|data)(?:\.get(?:list)?\(|\[|,)\s*["']([^"']+)["']""")
 # What an empty field of a form is filled with, so the walk gets past "this is required".
 GOOD = {"method": "ping", "params": "{}", "timeout": "5", "uri": "info://server", "text": "hi", "model": "m"}
+NOWHERE_MODEL = '[{"name": "nowhere", "url": "http://127.0.0.1:9/v1", "model": "m", "timeout": 2}]'
 # Which waiting review a review URL is walked with.
 SAMPLING = "sampling/createMessage"
 REVIEW_OF = [
@@ -122,6 +124,8 @@ GROUPS: dict[str, set[str]] = {
                        "oauth_debug",
                        "tap_rule_add", "tap_rule_remove", "tap_release", "tap_faults", "tap_fault_once",
                        "tap_endpoint_create", "tap_endpoint_revoke"},
+    "playground": {"playground_new", "playground_chat", "playground_settings", "playground_send",
+                   "playground_step", "playground_stream", "playground_decide"},
     "the rest": set(),
 }  # fmt: skip
 
@@ -512,6 +516,12 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
         ]
         pages += ["/team", "/account", "/team/catalog/new", f"/team/catalog/{people['entry_id']}"]
         pages += [f"/servers/{saved.pk}/edit"]
+        chat = await Chat.objects.acreate(session=session, team_id=session.team_id, model_key="nowhere")
+        call = await ChatEntry.objects.acreate(chat=chat, kind="tool", tool_name="echo", status="pending")
+        if group == "playground":
+            # A model nothing listens for: each step's answer is an error in the chat, at once.
+            stack.enter_context(override_settings(INSPECTOR_LLM_MODELS=NOWHERE_MODEL))
+            pages += [f"{base}?tab=playground", f"{base}panel/playground", f"{base}playground/{chat.pk}"]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -527,6 +537,9 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             "name": "tools",
             "kind": "resources",
             "action": "get",
+            "chat_id": str(chat.pk),
+            "call_id": str(call.pk),
+            "decision": "approve",
             **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }

@@ -28,6 +28,7 @@ from support.web import scripted_servers, session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
+from sessions.playground.models import Chat, ChatEntry
 from sessions.teams.models import (
     CatalogServer,
     Invitation,
@@ -120,6 +121,9 @@ URLS: dict[str, tuple[str, str]] = {
     "disconnect": ("POST", "act"),
     "reconnect": ("POST", "act"),
     "reinitialize": ("POST", "act"),
+    "replay_form": ("GET", "read"),
+    "replay_start": ("POST", "act"),
+    "replay_view": ("GET", "read"),
     "panel": ("GET", "read"),
     "first_list": ("POST", "act"),
     "request": ("POST", "act"),
@@ -202,6 +206,13 @@ URLS: dict[str, tuple[str, str]] = {
     "tap_release": ("POST", "act"),
     "tap_faults": ("POST", "act"),
     "tap_fault_once": ("POST", "act"),
+    "playground_new": ("POST", "act"),
+    "playground_chat": ("GET", "read"),
+    "playground_settings": ("POST", "act"),
+    "playground_send": ("POST", "act"),
+    "playground_step": ("POST", "act"),
+    "playground_stream": ("GET", "read"),
+    "playground_decide": ("POST", "act"),
 }
 # Requests that log the person out: they are logged in again before the next.
 LOGS_OUT = {"logout"}
@@ -215,6 +226,7 @@ FIXED_ARGS = {
     "seq": "1",
     "index": "0",
     "held_id": "1",
+    "decision": "approve",
 }
 QUERIES = {"tool_form": "?name=echo", "timeline": "", "frame": ""}
 
@@ -247,6 +259,8 @@ class TeamIds:
     token: str
     share: Share
     tap: TapEndpoint
+    chat: Chat
+    call: ChatEntry
 
 
 def _team(name: str) -> Team:
@@ -296,7 +310,13 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         session=session, created_by=owner, digest=token_digest(token), audience=audience
     )
     tap, _ = TapEndpoint.make(team, "tap", "http://192.0.2.1/mcp", owner)
-    return TeamIds(team, session, review, server, catalog, admin, invitation, login, token, share, tap)
+    chat = Chat.objects.create(session=session, team=team, model_key="gpt")
+    call = ChatEntry.objects.create(
+        chat=chat, kind="tool", tool_name="echo", mcp_name="echo", status="pending"
+    )
+    return TeamIds(
+        team, session, review, server, catalog, admin, invitation, login, token, share, tap, chat, call
+    )
 
 
 @database_sync_to_async
@@ -323,6 +343,8 @@ def _url(route: str, ids: TeamIds) -> str:
         "login_id": str(ids.login.pk),
         "token": ids.token,
         "endpoint_id": str(ids.tap.pk),
+        "chat_id": str(ids.chat.pk),
+        "call_id": str(ids.call.pk),
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -414,6 +436,25 @@ async def test_a_review_of_another_team_is_hidden_even_through_ones_own_session(
         response = await bob.post(f"/s/{own.session.public_id}/reviews/{other.review.pk}/{action}", {})
         assert response.status_code == 404, action
     assert await PendingReview.objects.filter(pk=other.review.pk, status="waiting").aexists()
+
+
+async def test_a_chat_of_another_team_is_hidden_even_through_ones_own_session(settings: Any) -> None:
+    settings.INSPECTOR_HOSTED = True
+    people, world = await _world()
+    bob = AsyncClient()
+    await bob.aforce_login(people["bob"])
+    own, other = world["A"], world["B"]
+    base = f"/s/{own.session.public_id}/playground/{other.chat.pk}"
+    response = await bob.get(base)
+    assert response.status_code == 404 and "No such chat" in response.content.decode()
+    for action in ("settings", "send", "step", f"calls/{other.call.pk}/approve"):
+        assert (await bob.post(f"{base}/{action}", {"text": "hi"})).status_code == 404, action
+    response = await bob.post(
+        f"/s/{own.session.public_id}/playground/{own.chat.pk}/calls/{other.call.pk}/deny"
+    )
+    assert response.status_code == 404
+    assert await ChatEntry.objects.filter(pk=other.call.pk, status="pending").aexists()
+    assert not await ChatEntry.objects.filter(chat=other.chat, kind="user").aexists()
 
 
 async def test_the_live_socket_lets_members_of_the_sessions_team_watch_and_no_one_else(settings: Any) -> None:

@@ -1,0 +1,92 @@
+"""Chats with a model over a session's tools: the chat's settings, and what was said and called, in order."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from sessions.models import McpSession
+
+
+class Chat(models.Model):
+    """A conversation with a model over one session's tools; it belongs to the session's team."""
+
+    class Approval(models.TextChoices):
+        WRITES = "writes", "tools not marked read-only"
+        ALL = "all", "every tool call"
+        NONE = "none", "no tool call"
+
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="chats")
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="chats")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    # A configured model's name (sessions.providers.ModelConfig.key): never its URL or key.
+    model_key = models.CharField(max_length=64)
+    system_prompt = models.TextField(blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True)
+    approval = models.CharField(max_length=8, choices=Approval.choices, default=Approval.WRITES)
+    # Set while a step runs (a model's answer, tool calls): a second tab's step waits for it.
+    busy_until = models.DateTimeField(null=True, blank=True)
+    # The text of the answer being streamed now, for the page to show as it comes; empty after it.
+    streaming = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"chat {self.pk} with {self.model_key}"
+
+
+class ChatEntry(models.Model):
+    """One thing in a chat: the person's words, the model's answer, a tool call it asked for, or an
+    error the chat stopped on."""
+
+    class Kind(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        TOOL = "tool"
+        ERROR = "error"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "waiting for approval"
+        APPROVED = "approved", "approved"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        DENIED = "denied", "denied"
+        INVALID = "invalid", "cannot run"
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    text = models.TextField(blank=True, default="")
+    created = models.DateTimeField(auto_now_add=True)
+    # The model's answer: which model answered, its token counts when given, how long it took.
+    model_name = models.CharField(max_length=200, blank=True, default="")
+    input_tokens = models.IntegerField(null=True, blank=True)
+    output_tokens = models.IntegerField(null=True, blank=True)
+    ms = models.FloatField(null=True, blank=True)
+    # A tool call: the model's call id and the name it used, the MCP tool's, the arguments it gave.
+    call_id = models.CharField(max_length=200, blank=True, default="")
+    tool_name = models.CharField(max_length=200, blank=True, default="")
+    mcp_name = models.CharField(max_length=200, blank=True, default="")
+    arguments = models.JSONField(null=True, blank=True)
+    raw_arguments = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=10, choices=Status.choices, blank=True, default="")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # What the session said: the MCP result (or error), and where its frames are on the timeline.
+    result = models.JSONField(null=True, blank=True)
+    is_error = models.BooleanField(default=False)
+    rpc_id = models.BigIntegerField(null=True, blank=True)
+    request_seq = models.BigIntegerField(null=True, blank=True)
+    response_seq = models.BigIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    verdicts = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.pk} of chat {self.chat_id}"

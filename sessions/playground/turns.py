@@ -1,0 +1,234 @@
+"""What moves a chat on, one step at a time: the model's answer, or one approved tool call run through
+the session. A step is one request of the page (htmx asks for the next while there is one), so a slow
+model or tool holds one request, never a task nobody watches."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions.models import McpSession
+from sessions.playground.models import Chat, ChatEntry
+from sessions.playground.transcript import conversation, result_text
+from sessions.providers import (
+    ChatRequest,
+    ModelConfig,
+    ProviderError,
+    Reply,
+    complete,
+    parse_models,
+    tool_specs,
+)
+from sessions.runtime import client
+from sessions.runtime import messages as m
+from sessions.timeline.listings import stored_pages
+
+__all__ = ["TOOL_WAIT", "configured", "model_named", "needs_approval", "next_work", "offered", "step"]
+
+MAX_ANSWERS = 10  # the model's answers to one message of the person before the chat stops and says so
+TOOL_WAIT = 60.0  # seconds a tool call may run within a step; a longer one is left to the timeline
+STREAM_EVERY = 0.25  # seconds between two writes of a streamed answer's text so far
+Status = ChatEntry.Status
+Kind = ChatEntry.Kind
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(text: str, url: str, model: str, key: str) -> tuple[tuple[ModelConfig, ...], str]:
+    try:
+        return tuple(parse_models(text, url, model, key)), ""
+    except ValueError as exc:
+        return (), f"INSPECTOR_LLM_MODELS: {exc}"
+
+
+def configured() -> tuple[tuple[ModelConfig, ...], str]:
+    """The models a chat may use, and what is wrong with their configuration ("" when nothing)."""
+    return _parsed(
+        settings.INSPECTOR_LLM_MODELS,
+        settings.INSPECTOR_LLM_URL,
+        settings.INSPECTOR_LLM_MODEL,
+        settings.INSPECTOR_LLM_API_KEY,
+    )
+
+
+def model_named(key: str) -> ModelConfig | None:
+    return next((config for config in configured()[0] if config.key == key), None)
+
+
+def offered(session: McpSession) -> list[dict[str, Any]]:
+    """The tools of the session's newest listing: what the model is offered."""
+    return [t for page in stored_pages(session) for t in page.get("tools") or [] if isinstance(t, dict)]
+
+
+def needs_approval(chat: Chat, tool: dict[str, Any] | None) -> bool:
+    """Whether a call of ``tool`` waits for the person: by default, unless the server marked it read-only."""
+    if chat.approval == Chat.Approval.ALL:
+        return True
+    if chat.approval == Chat.Approval.NONE:
+        return False
+    annotations = tool.get("annotations") if tool else None
+    return not (isinstance(annotations, dict) and annotations.get("readOnlyHint") is True)
+
+
+def next_work(entries: list[ChatEntry]) -> str:
+    """What the chat's next step is: ``tools`` (an approved call to run), ``model`` (the model's turn)
+    or "" (the person's turn: a message, or a decision on a call)."""
+    calls = [e for e in entries if e.kind == Kind.TOOL]
+    if any(e.status == Status.APPROVED for e in calls):
+        return "tools"
+    if any(e.status == Status.PENDING for e in calls) or not entries:
+        return ""
+    return "model" if entries[-1].kind in (Kind.USER, Kind.TOOL) else ""
+
+
+def _claim(chat_id: int, seconds: float) -> bool:
+    now = timezone.now()
+    free = Q(busy_until__isnull=True) | Q(busy_until__lt=now)
+    until = now + datetime.timedelta(seconds=seconds)
+    return Chat.objects.filter(free, pk=chat_id).update(busy_until=until) == 1
+
+
+def _release(chat_id: int) -> None:
+    Chat.objects.filter(pk=chat_id).update(busy_until=None)
+
+
+def _error(chat: Chat, text: str) -> None:
+    ChatEntry.objects.create(chat=chat, kind=Kind.ERROR, text=text)
+
+
+async def step(chat: Chat, session: McpSession, user_id: int) -> bool:
+    """Take the chat's next step; False when another request is taking one now."""
+    config = model_named(chat.model_key)
+    hold = max(config.timeout if config else 0.0, TOOL_WAIT) + 30.0
+    if not await sync_to_async(_claim)(chat.pk, hold):
+        return False
+    try:
+        entries = await sync_to_async(lambda: list(chat.entries.all()))()
+        work = next_work(entries)
+        if work == "tools":
+            entry = next(e for e in entries if e.status == Status.APPROVED)
+            await _run_tool(entry, session, user_id)
+        elif work == "model":
+            await _model_turn(chat, session, config, entries, user_id)
+    finally:
+        await sync_to_async(_release)(chat.pk)
+    return True
+
+
+async def _model_turn(
+    chat: Chat, session: McpSession, config: ModelConfig | None, entries: list[ChatEntry], user_id: int
+) -> None:
+    if config is None:
+        await sync_to_async(_error)(
+            chat, f"The model {chat.model_key!r} is not configured any more: pick another."
+        )
+        return
+    since_person = next((i for i in range(len(entries) - 1, -1, -1) if entries[i].kind == Kind.USER), -1)
+    answers = sum(1 for e in entries[since_person + 1 :] if e.kind == Kind.ASSISTANT)
+    if answers >= MAX_ANSWERS:
+        await sync_to_async(_error)(
+            chat, f"Stopped: the model answered {answers} times to one message. Say something to go on."
+        )
+        return
+    tools = await sync_to_async(offered)(session)
+    if not tools and session.is_live and "tools" in (session.server_capabilities or {}):
+        # Nothing listed yet: list the tools through the session, so the listing is on its timeline too.
+        with contextlib.suppress(client.CommandFailed, ConnectionError):
+            await client.request(session, m.Request("tools/list", None, wait=10.0, user_id=user_id))
+        tools = await sync_to_async(offered)(session)
+    request = ChatRequest(chat.system_prompt, conversation(entries), tool_specs(tools), chat.temperature)
+    started = time.perf_counter()
+
+    async def streamed(text: str) -> None:
+        await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
+
+    try:
+        # A write per chunk would be one per token: the page asks twice a second.
+        reply = await complete(config, request, on_text=streamed, text_every=STREAM_EVERY)
+    except ProviderError as exc:
+        await sync_to_async(_error)(chat, f"{config.label} could not answer: {exc}")
+        return
+    finally:
+        await Chat.objects.filter(pk=chat.pk).aupdate(streaming="")
+    ms = (time.perf_counter() - started) * 1000
+    await sync_to_async(_record_reply)(chat, reply, request, tools, ms)
+
+
+@transaction.atomic
+def _record_reply(
+    chat: Chat, reply: Reply, request: ChatRequest, tools: list[dict[str, Any]], ms: float
+) -> None:
+    """The model's answer, and a card for each tool call it made: waiting for approval, approved, or
+    unable to run (no such tool, arguments that are not a JSON object), which the model is told."""
+    ChatEntry.objects.create(
+        chat=chat,
+        kind=Kind.ASSISTANT,
+        text=reply.text,
+        model_name=reply.model[:200],
+        input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens,
+        ms=ms,
+    )
+    specs = {spec.name: spec for spec in request.tools}
+    by_name = {str(t.get("name")): t for t in tools}
+    for call in reply.tool_calls:
+        spec = specs.get(call.name)
+        entry = ChatEntry(
+            chat=chat,
+            kind=Kind.TOOL,
+            call_id=call.id[:200],
+            tool_name=call.name[:200],
+            mcp_name=spec.mcp_name if spec else "",
+            arguments=call.arguments,
+            raw_arguments=call.raw,
+        )
+        if spec is None:
+            entry.status, entry.is_error = Status.INVALID, True
+            entry.text = f"There is no tool named {call.name!r} in this session: it was not called."
+        elif call.problem:
+            entry.status, entry.is_error = Status.INVALID, True
+            entry.text = f"The call of {call.name!r} was not made: {call.problem}."
+        else:
+            tool = by_name.get(spec.mcp_name)
+            entry.status = Status.PENDING if needs_approval(chat, tool) else Status.APPROVED
+        entry.save()
+
+
+async def _run_tool(entry: ChatEntry, session: McpSession, user_id: int) -> None:
+    """Call the tool through the session's owner, as the Tools panel does: on the timeline, judged."""
+    params = {
+        "name": entry.mcp_name,
+        "arguments": entry.arguments if isinstance(entry.arguments, dict) else {},
+    }
+    command = m.Request("tools/call", params, wait=TOOL_WAIT, stored=False, user_id=user_id)
+    entry.status, entry.is_error = Status.FAILED, True
+    try:
+        answer = await client.request(session, command)
+    except (client.CommandFailed, ConnectionError) as exc:
+        entry.text = f"The call could not be sent: {exc}"
+    else:
+        if isinstance(answer, m.Started):
+            entry.rpc_id = answer.rpc_id
+            entry.text = f"Still running after {TOOL_WAIT:g} s: its answer will be on the timeline."
+        else:
+            outcome = answer.outcome
+            error = outcome.get("error")
+            result = outcome.get("result")
+            entry.rpc_id = outcome.get("rpc_id")
+            entry.request_seq = outcome.get("request_seq")
+            entry.response_seq = outcome.get("response_seq")
+            entry.latency_ms = outcome.get("latency_ms")
+            entry.verdicts = outcome.get("verdicts") or []
+            entry.result = {"error": error} if error is not None else result
+            entry.is_error = error is not None or (isinstance(result, dict) and result.get("isError") is True)
+            entry.status = Status.FAILED if entry.is_error else Status.DONE
+            entry.text = result_text(result, error)
+    await sync_to_async(entry.save)()

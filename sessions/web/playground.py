@@ -1,0 +1,265 @@
+"""The Playground tab: a chat with a configured model over the session's tools. Each request of the
+chat takes one step (the model's answer, or one tool call through the session) and renders the log;
+while there is another step to take, the log asks for it (htmx, on load)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.db.models import Q
+from django.http import Http404, HttpResponse
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from sessions.models import McpSession
+from sessions.playground import turns
+from sessions.playground.models import Chat, ChatEntry
+from sessions.teams import access
+from sessions.teams.models import Role
+from sessions.web.http import AuthedRequest, signed_in_user
+from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
+
+__all__ = [
+    "call_of_frame",
+    "chat_page",
+    "chat_settings",
+    "decide",
+    "new_chat",
+    "panel_context",
+    "send",
+    "step",
+    "streaming",
+]
+
+MAX_PROMPT = 20_000  # characters of a system prompt
+MAX_MESSAGE = 50_000  # characters of one message of the person
+RECENT_CHATS = 20
+DECISIONS = {"approve": ChatEntry.Status.APPROVED, "deny": ChatEntry.Status.DENIED}
+
+
+def _can_act(session: McpSession, user_id: int) -> bool:
+    return Role.allows(access.role_in(user_id, session.team_id), Role.OPERATOR)
+
+
+def _arguments_json(entry: ChatEntry) -> str:
+    if entry.status == ChatEntry.Status.INVALID and entry.raw_arguments:
+        return entry.raw_arguments
+    return json.dumps(entry.arguments if entry.arguments is not None else {}, indent=2, ensure_ascii=False)
+
+
+def log_context(session: McpSession, chat: Chat, can_act: bool, busy: bool = False) -> dict[str, Any]:
+    """What the chat's log shows: its entries, and the step it is waiting for."""
+    entries = list(chat.entries.select_related("decided_by"))
+    for entry in entries:
+        if entry.kind == ChatEntry.Kind.TOOL:
+            entry.arguments_json = _arguments_json(entry)  # type: ignore[attr-defined]
+    work = turns.next_work(entries)
+    working_on = ""
+    if work == "tools":
+        working_on = next(e.mcp_name for e in entries if e.status == ChatEntry.Status.APPROVED)
+    config = turns.model_named(chat.model_key)
+    return {
+        "session": session,
+        "chat": chat,
+        "entries": entries,
+        "work": work if can_act else "",
+        "working_on": working_on,
+        "busy": busy,
+        "can_act": can_act,
+        "model": config,
+    }
+
+
+def _chat_context(session: McpSession, chat: Chat | None, user_id: int) -> dict[str, Any]:
+    models, problem = turns.configured()
+    can_act = _can_act(session, user_id)
+    context: dict[str, Any] = {
+        "models": models,
+        "models_problem": problem,
+        "chats": list(Chat.objects.filter(session=session, team_id=session.team_id)[:RECENT_CHATS]),
+        "approvals": Chat.Approval.choices,
+        "can_act": can_act,
+        "tool_count": len(turns.offered(session)),
+        "chat": chat,
+    }
+    if chat is not None:
+        context.update(log_context(session, chat, can_act))
+    return context
+
+
+def _chat_of(session: McpSession, chat_id: int | None) -> Chat | None:
+    if chat_id is None or chat_id > MAX_INT:
+        return None
+    return Chat.objects.filter(pk=chat_id, session=session, team_id=session.team_id).first()
+
+
+def call_of_frame(session: McpSession, seq: int) -> ChatEntry | None:
+    """The chat's tool call a frame of the session is the request or answer of, if a chat made it."""
+    calls = ChatEntry.objects.filter(
+        chat__session=session, chat__team_id=session.team_id, kind=ChatEntry.Kind.TOOL
+    )
+    return calls.filter(Q(request_seq=seq) | Q(response_seq=seq)).only("chat_id", "tool_name").first()
+
+
+def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
+    """The Playground panel: the chat asked for (``?chat=``), else the newest (runs in a worker thread)."""
+    chat = _chat_of(session, int_param(request.GET, "chat"))
+    if chat is None:
+        chat = Chat.objects.filter(session=session, team_id=session.team_id).first()
+    return _chat_context(session, chat, request.user.pk)
+
+
+def _session_and_chat(user_id: int, public_id: Any, chat_id: int, needed: str) -> tuple[McpSession, Chat]:
+    session = session_for(user_id, public_id, needed)
+    chat = _chat_of(session, chat_id)
+    if chat is None:
+        raise Http404("No such chat in this session")
+    return session, chat
+
+
+def _settings_of(data: Any) -> tuple[dict[str, Any], str]:
+    """A chat's settings from a form, and what is wrong with them ("" when nothing)."""
+    key = str(data.get("model") or "")
+    if turns.model_named(key) is None:
+        return {}, "Pick one of the configured models."
+    system = str(data.get("system_prompt") or "")
+    if len(system) > MAX_PROMPT:
+        return {}, f"The system prompt is longer than {MAX_PROMPT} characters."
+    try:
+        temperature = float_param(data, "temperature", minimum=0.0, maximum=2.0)
+    except BadParameter as exc:
+        return {}, f"{exc}."
+    approval = str(data.get("approval") or Chat.Approval.WRITES)
+    if approval not in Chat.Approval.values:
+        return {}, "Pick which tool calls wait for your approval."
+    return {"model_key": key, "system_prompt": system, "temperature": temperature, "approval": approval}, ""
+
+
+def _render(
+    template: str, context: dict[str, Any], request: AuthedRequest, status: int = 200
+) -> HttpResponse:
+    return HttpResponse(render_to_string(template, context, request), status=status)
+
+
+@require_POST
+async def new_chat(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Start a chat with the settings of the form; the panel shows it."""
+    user = await signed_in_user(request)
+
+    def make() -> HttpResponse:
+        session = session_for(user.pk, public_id, Role.OPERATOR)
+        fields, problem = _settings_of(request.POST)
+        if problem:
+            context = _chat_context(session, None, user.pk) | {"form_error": problem, "session": session}
+            return _render("sessions/panels/playground.html", context, request, 422)
+        chat = Chat.objects.create(session=session, team_id=session.team_id, created_by=user, **fields)
+        context = _chat_context(session, chat, user.pk) | {"session": session}
+        return _render("sessions/panels/playground.html", context, request)
+
+    return await sync_to_async(make)()
+
+
+@require_GET
+async def chat_page(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """One chat of the session, picked from its list."""
+    user = await signed_in_user(request)
+
+    def read() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
+        context = _chat_context(session, chat, user.pk) | {"session": session}
+        return _render("sessions/panels/playground.html", context, request)
+
+    return await sync_to_async(read)()
+
+
+@require_GET
+async def streaming(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """The text of the answer being streamed now (the log asks while it waits for the model)."""
+    user = await signed_in_user(request)
+
+    def read() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
+        return _render("sessions/playground/_streaming.html", {"session": session, "chat": chat}, request)
+
+    return await sync_to_async(read)()
+
+
+@require_POST
+async def chat_settings(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """Change the chat's model, system prompt, temperature or approvals, for its next answers."""
+    user = await signed_in_user(request)
+
+    def change() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
+        fields, problem = _settings_of(request.POST)
+        if not problem:
+            for name, value in fields.items():
+                setattr(chat, name, value)
+            chat.save(update_fields=list(fields))
+        context = _chat_context(session, chat, user.pk) | {"session": session, "settings_error": problem}
+        if not problem:
+            context["settings_saved"] = True
+        return _render("sessions/panels/playground.html", context, request, 422 if problem else 200)
+
+    return await sync_to_async(change)()
+
+
+@require_POST
+async def send(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """The person's message; the log that comes back asks for the model's answer."""
+    user = await signed_in_user(request)
+    text = str(request.POST.get("text") or "").strip()
+
+    def add() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
+        problem = ""
+        if not text:
+            problem = "Write a message first."
+        elif len(text) > MAX_MESSAGE:
+            problem = f"A message is at most {MAX_MESSAGE} characters."
+        elif turns.next_work(list(chat.entries.all())):
+            problem = "The chat is still busy: wait for it, or decide on the tool calls above."
+        else:
+            ChatEntry.objects.create(chat=chat, kind=ChatEntry.Kind.USER, text=text)
+        context = log_context(session, chat, True) | {"send_error": problem}
+        return _render("sessions/playground/_log.html", context, request, 422 if problem else 200)
+
+    return await sync_to_async(add)()
+
+
+@require_POST
+async def step(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
+    """Take the chat's next step (the model's answer, or one approved tool call) and render the log."""
+    user = await signed_in_user(request)
+    session, chat = await sync_to_async(_session_and_chat)(user.pk, public_id, chat_id, Role.OPERATOR)
+    took = await turns.step(chat, session, user.pk)
+    context = await sync_to_async(log_context)(session, chat, True, not took)
+    return await sync_to_async(_render)("sessions/playground/_log.html", context, request)
+
+
+@require_POST
+async def decide(
+    request: AuthedRequest, public_id: Any, chat_id: int, call_id: int, decision: str
+) -> HttpResponse:
+    """Approve or deny a tool call that waits for the person."""
+    if decision not in DECISIONS or call_id > MAX_INT:
+        raise Http404("No such decision")
+    user = await signed_in_user(request)
+
+    @transaction.atomic
+    def decide_call() -> HttpResponse:
+        session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
+        calls = ChatEntry.objects.filter(chat=chat, pk=call_id, kind=ChatEntry.Kind.TOOL)
+        if not calls.exists():
+            raise Http404("No such tool call in this chat")
+        fields: dict[str, Any] = {"status": DECISIONS[decision], "decided_by": user}
+        if decision == "deny":
+            fields |= {"is_error": True, "text": f"The person denied this call of {calls[0].tool_name!r}."}
+        # Only a call still waiting: a decision another tab made first stands.
+        calls.filter(status=ChatEntry.Status.PENDING).update(**fields)
+        return _render("sessions/playground/_log.html", log_context(session, chat, True), request)
+
+    return await sync_to_async(decide_call)()
