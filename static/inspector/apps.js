@@ -107,6 +107,7 @@
   Host.prototype.record = function (direction, message, violation) {
     if (this.outbox.length >= OUTBOX_LIMIT) {
       this.dropped += 1;
+      this.flushSoon();
       return;
     }
     var text = "";
@@ -117,6 +118,10 @@
     }
     var kept = text && text.length <= MESSAGE_CHARS ? message : { truncated: true, size: text.length, head: text.slice(0, 4096) };
     this.outbox.push({ direction: direction, message: kept, violation: violation || "" });
+    this.flushSoon();
+  };
+
+  Host.prototype.flushSoon = function () {
     var host = this;
     if (!this.flushTimer) {
       this.flushTimer = setTimeout(function () {
@@ -126,11 +131,12 @@
     }
   };
 
-  // Send what waits, in order, one batch after another; resolves when all of it is recorded.
+  // Send what waits, in order, one batch after another; resolves when all of it is recorded. Each
+  // call runs after the one before, and sends until nothing waits (never by calling itself again
+  // through the chain, which would wait on its own end).
   Host.prototype.flush = function () {
     var host = this;
-    var previous = this.flushing || Promise.resolve();
-    this.flushing = previous.then(function () {
+    function send() {
       if (!host.outbox.length && !host.dropped) {
         return null;
       }
@@ -142,10 +148,9 @@
         .catch(function (error) {
           host.say("the timeline did not take the view's messages: " + error.message);
         })
-        .then(function () {
-          return host.outbox.length ? host.flush() : null;
-        });
-    });
+        .then(send);
+    }
+    this.flushing = (this.flushing || Promise.resolve()).then(send);
     return this.flushing;
   };
 
@@ -290,6 +295,7 @@
     if (this.heard > HEARD_PER_SECOND) {
       this.ignored = (this.ignored || 0) + 1;
       this.dropped += 1;
+      this.flushSoon();
       if (this.ignored % 100 === 1) {
         this.section.dataset.flooded = "true";
         this.say("the view sends too many messages: " + this.ignored + " ignored");
