@@ -229,6 +229,7 @@ def build_options(
             elicitation_form=caps.get("elicitation_form", True),
             elicitation_url=caps.get("elicitation_url", True),
             tasks=caps.get("tasks", True),
+            apps=caps.get("apps", True),
             experimental=caps.get("experimental") or None,
         ),
         client_info=dict(CLIENT_INFO),

@@ -156,6 +156,7 @@ async def _run(inv: Invocation, frames: list[Frame], stderr_tail: list[str]) -> 
             elicitation_form=inv.elicitation is not None,
             elicitation_url=inv.elicitation is not None and inv.elicitation.url_mode,
             tasks=inv.tasks,
+            apps=inv.apps,
         ),
         client_info={"name": "mcp-inspector-cli", "version": "0.1.0"},
         roots=inv.roots,

@@ -98,6 +98,9 @@ class Invocation:
     """How to answer sampling/createMessage (``--sampling``); ``None``: not declared, refused."""
     tasks: bool = True
     """2025-11-25: with either policy, let the server make those requests tasks (``--no-tasks``: not)."""
+    apps: bool = False
+    """``--apps``: declare the MCP Apps extension (``io.modelcontextprotocol/ui``), off by default: a
+    command line renders no view, and a server may offer other tools to a host that says it does."""
     skill: str | None = None
     """``--skill``: the skill to load and verify (its name or SKILL.md URI), instead of ``--method``."""
     skill_files: list[str] = field(default_factory=list)
@@ -245,6 +248,12 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not declare the tasks capability (2025-11-25), which otherwise goes with --elicitation "
         "and --sampling: the server cannot make those requests tasks",
+    )
+    parser.add_argument(
+        "--apps",
+        action="store_true",
+        help="declare the MCP Apps extension (io.modelcontextprotocol/ui), as a host that renders views "
+        "does: the server may then list the tools it keeps for such hosts (their views are resources/read)",
     )
     parser.add_argument(
         "--root",
@@ -433,6 +442,7 @@ def parse_args(argv: Sequence[str]) -> Invocation:
         elicitation=elicitation,
         sampling=sampling,
         tasks=not opts.no_tasks,
+        apps=opts.apps,
         skill=opts.skill,
         skill_files=opts.skill_file,
         roots=[_root(text) for text in opts.root],

@@ -14,6 +14,20 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # at run time each name loads its module on first use (__getattr__ below)
+    from ._apps import (
+        APP_MESSAGE_STATE,
+        APP_VIOLATIONS,
+        MAX_APP_MESSAGES,
+        UI_EXTENSION,
+        UI_MIME_TYPE,
+        UI_PROTOCOL_VERSIONS,
+        View,
+        app_frames,
+        tool_view_uri,
+        tool_visibility,
+        view_csp,
+        view_of,
+    )
     from ._client_rules import CLIENT_PREFIX, ClientConduct, check_client_frame, observe_server_frame, side_of
     from ._clock import Clock
     from ._connect import make_transport
@@ -155,6 +169,18 @@ __all__ = [
     "watch",
     "warm_up",
     "offers_skills",
+    "APP_MESSAGE_STATE",
+    "APP_VIOLATIONS",
+    "MAX_APP_MESSAGES",
+    "UI_EXTENSION",
+    "UI_MIME_TYPE",
+    "UI_PROTOCOL_VERSIONS",
+    "View",
+    "app_frames",
+    "tool_view_uri",
+    "tool_visibility",
+    "view_csp",
+    "view_of",
 ]
 
 
@@ -223,6 +249,18 @@ _LAZY: dict[str, tuple[str, str]] = {
     "ServerRequestHandler": ("_serving", "ServerRequestHandler"),
     "ServedTask": ("_task_serving", "ServedTask"),
     "ClientSession": ("_session", "ClientSession"),
+    "APP_MESSAGE_STATE": ("_apps", "APP_MESSAGE_STATE"),
+    "APP_VIOLATIONS": ("_apps", "APP_VIOLATIONS"),
+    "app_frames": ("_apps", "app_frames"),
+    "MAX_APP_MESSAGES": ("_apps", "MAX_APP_MESSAGES"),
+    "UI_EXTENSION": ("_apps", "UI_EXTENSION"),
+    "UI_MIME_TYPE": ("_apps", "UI_MIME_TYPE"),
+    "UI_PROTOCOL_VERSIONS": ("_apps", "UI_PROTOCOL_VERSIONS"),
+    "View": ("_apps", "View"),
+    "tool_view_uri": ("_apps", "tool_view_uri"),
+    "tool_visibility": ("_apps", "tool_visibility"),
+    "view_csp": ("_apps", "view_csp"),
+    "view_of": ("_apps", "view_of"),
     "Skill": ("_skills", "Skill"),
     "SkillError": ("_errors", "SkillError"),
     "SkillRead": ("_skills", "SkillRead"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._apps import UI_EXTENSION, UI_MIME_TYPE
 from ._clock import Clock
 
 __all__ = [
@@ -37,6 +38,8 @@ class ClientCapabilities:
     elicitation_url: bool = False
     tasks: bool = True
     """2025-11-25: serve task-augmented sampling and elicitation (for those declared), and tasks/*."""
+    apps: bool = True
+    """MCP Apps: declare the ``io.modelcontextprotocol/ui`` extension (the host renders views)."""
     experimental: dict[str, Any] | None = None
 
     def to_wire(self, version: str) -> dict[str, Any]:
@@ -57,8 +60,8 @@ class ClientCapabilities:
                 caps["elicitation"] = modes
             else:
                 caps["elicitation"] = {}
-        # 2026-07-28 moved tasks into the extension io.modelcontextprotocol/tasks, with another shape;
-        # the client declares no extensions yet, so there it offers none.
+        # 2026-07-28 moved tasks into the extension io.modelcontextprotocol/tasks, with another shape,
+        # which the client does not offer yet.
         if self.tasks and version == "2025-11-25":
             requests: dict[str, Any] = {}
             if "sampling" in caps:
@@ -69,6 +72,10 @@ class ClientCapabilities:
                 caps["tasks"] = {"list": {}, "cancel": {}, "requests": requests}
         if self.experimental:
             caps["experimental"] = dict(self.experimental)
+        if self.apps:
+            # Declared in every revision: MCP Apps servers read capabilities.extensions whatever the
+            # revision (2026-07-28 carries them in each request's _meta, which copies these).
+            caps["extensions"] = {UI_EXTENSION: {"mimeTypes": [UI_MIME_TYPE]}}
         return caps
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sessions.engine import (
+    UI_EXTENSION,
     ClientCapabilities,
     ClientSession,
     EngineError,
@@ -77,6 +78,7 @@ def capabilities(declared: Any, version: str) -> ClientCapabilities:
         elicitation_url="url" in modes,
         experimental=experimental if isinstance(experimental, dict) and experimental else None,
         tasks="tasks" in caps,
+        apps=isinstance(caps.get("extensions"), dict) and UI_EXTENSION in caps["extensions"],
     )
 
 

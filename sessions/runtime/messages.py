@@ -17,6 +17,7 @@ from sessions import frames
 __all__ = [
     "RUNTIME_CHANNEL",
     "ActivityAdded",
+    "AppMessages",
     "AuthorizationChanged",
     "CallDone",
     "CallProgress",
@@ -252,6 +253,19 @@ class OAuthStep(Command):
     user_id: int | None = None
 
 
+@dataclass(frozen=True)
+class AppMessages(Command):
+    """MCP Apps: what passed between a view and the page that hosts it, for the timeline."""
+
+    NAME = "app_messages"
+    view: str
+    """The view's ``ui://`` URI."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """Each ``{"direction": "in" (view → host) or "out", "message": ..., "violation": ""}``."""
+    dropped: int = 0
+    """How many the page left out since its last batch (a view flooding it)."""
+
+
 COMMANDS: dict[str, type[Command]] = {
     c.NAME: c
     for c in (
@@ -270,6 +284,7 @@ COMMANDS: dict[str, type[Command]] = {
         CancelAuthorization,
         ForgetTokens,
         OAuthStep,
+        AppMessages,
     )
 }
 

@@ -36,6 +36,7 @@ from sessions.engine import (
     Sandbox,
     StdioTarget,
     WarmStarts,
+    app_frames,
     make_transport,
 )
 from sessions.env import secret_variables
@@ -74,6 +75,7 @@ class SessionOwner:
     # dictionary of bound methods each.
     _HANDLERS: ClassVar[dict[type[m.Command], str]] = {
         m.Notify: "on_notify",
+        m.AppMessages: "on_app_messages",
         m.Cancel: "on_cancel",
         m.Respond: "on_respond",
         m.Reject: "on_reject",
@@ -517,6 +519,13 @@ class SessionOwner:
         finally:
             await self._until_stored()
         return None
+
+    async def on_app_messages(self, command: m.AppMessages) -> None:
+        """Record what passed between a view and its host as local frames of their own, in order."""
+        client = self._live_client()
+        for frame in app_frames(command.view, command.messages, command.dropped):
+            client.record(frame)
+        await self._until_stored()
 
     async def on_reinitialize(self, command: m.Reinitialize) -> None:
         client = self._live_client()

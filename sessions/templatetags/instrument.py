@@ -157,4 +157,8 @@ def frame_what(f: Any) -> str:
         return f"{oauth}HTTP {_field(http, 'method') or _field(http, 'status') or ''}".rstrip()
     if _field(transport, "state") == "oauth":
         return f"OAuth {_field(_field(transport, 'oauth'), 'step') or ''}".rstrip()
+    if _field(transport, "state") == "app-message":  # MCP Apps: a message between a view and its host
+        app = _field(transport, "app")
+        arrow = "⇠" if _field(app, "direction") == "in" else "⇢"
+        return f"app {arrow} {_field(app, 'what') or ''}".rstrip()
     return str(_field(f, "kind") or "")

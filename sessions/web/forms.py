@@ -43,6 +43,7 @@ CAPABILITIES = {
     "elicitation_form": "elicitation: form",
     "elicitation_url": "elicitation: url",
     "tasks": "tasks",
+    "apps": "MCP Apps (io.modelcontextprotocol/ui)",
     "review_roots": "ask me before answering roots/list",
 }
 
@@ -63,6 +64,7 @@ SECTIONS = {
         "elicitation_form",
         "elicitation_url",
         "tasks",
+        "apps",
         "review_roots",
         "roots",
         "timeout",
@@ -154,6 +156,7 @@ class ConnectForm(forms.Form):
     )
     elicitation_url = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["elicitation_url"])
     tasks = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["tasks"])
+    apps = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["apps"])
     review_roots = forms.BooleanField(required=False, initial=False, label=CAPABILITIES["review_roots"])
     roots = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -258,6 +261,7 @@ class ConnectForm(forms.Form):
                 "elicitation_form": data["elicitation_form"],
                 "elicitation_url": data["elicitation_url"],
                 "tasks": data["tasks"],
+                "apps": data["apps"],
                 "review_roots": data["review_roots"],
             },
             "timeout": data["timeout"] or None,

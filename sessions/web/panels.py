@@ -14,11 +14,11 @@ from sessions.models import McpSession
 from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline import conformance, overview, plots
-from sessions.web import logs, playground, prompts, resources, roots, skills, tasks, together, tools
+from sessions.web import apps, logs, playground, prompts, resources, roots, skills, tasks, together, tools
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import ask, owned_session, render_panel
 
-__all__ = ["PANELS", "first_list", "list_items", "panel", "panel_context", "visible"]
+__all__ = ["PANELS", "first_list", "list_items", "list_tools", "panel", "panel_context", "visible"]
 
 PanelContext = Callable[[McpSession, AuthedRequest, dict[str, Any]], dict[str, Any]]
 
@@ -35,6 +35,7 @@ def _conformance(session: McpSession, request: AuthedRequest, fresh: dict[str, A
 PANELS: dict[str, PanelContext] = {
     "overview": _overview,
     "tools": tools.panel_context,
+    "apps": apps.panel_context,
     "resources": resources.panel_context,
     "prompts": prompts.panel_context,
     "tasks": tasks.panel_context,
@@ -46,7 +47,7 @@ PANELS: dict[str, PanelContext] = {
     "activity": together.activity_context,
 }
 # Panels for features a server may not offer at all: their tab shows only when it does.
-OPTIONAL: dict[str, Callable[[McpSession], bool]] = {"skills": skills.offered}
+OPTIONAL: dict[str, Callable[[McpSession], bool]] = {"skills": skills.offered, "apps": apps.offered}
 # A tap session is driven by its host: only the panels that show what happened, none that act.
 TAP_PANELS = ("overview", "conformance", "activity")
 
@@ -107,8 +108,9 @@ async def panel(request: AuthedRequest, public_id: Any, name: str) -> HttpRespon
         raise Http404("No such panel")
     context = await sync_to_async(panel_context)(session, name, request)
     html = await sync_to_async(render_to_string)(f"sessions/panels/{name}.html", context, request)
+    names = await sync_to_async(visible)(session)  # the Apps tab's presence reads the tool listing
     tabs = render_to_string(
-        "sessions/_tabs.html", {"session": session, "tab": name, "panels": visible(session), "oob": True}
+        "sessions/_tabs.html", {"session": session, "tab": name, "panels": names, "oob": True}
     )
     return HttpResponse(html + tabs)
 
@@ -130,10 +132,27 @@ async def list_items(request: AuthedRequest, public_id: Any, kind: str) -> HttpR
 
 
 @require_POST
+async def list_tools(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """tools/list (``tools.list_tools``), with the tabs again when a listed tool has a view: the Apps tab
+    shows from that listing on."""
+    response = await tools.list_tools(request, public_id)
+    session = await owned_session(request, public_id)
+    names = await sync_to_async(visible)(session)
+    if "apps" in names:
+        # Not an out-of-band swap: a first list whose panel was redrawn meanwhile is swapped from a
+        # detached form, where htmx finds no #tabs; static/inspector/apps.js puts these in place.
+        tabs = render_to_string(
+            "sessions/_tabs_again.html", {"session": session, "tab": "tools", "panels": names}
+        )
+        response.content += tabs.encode()
+    return response
+
+
+@require_POST
 async def first_list(request: AuthedRequest, public_id: Any, name: str) -> HttpResponse:
     """A panel's list on its first open: what its List buttons ask for, in one request."""
     if name == "tools":
-        return await tools.list_tools(request, public_id)
+        return await list_tools(request, public_id)
     session = await owned_session(request, public_id)
     if name not in FIRST_LISTS:
         raise Http404("No such list")

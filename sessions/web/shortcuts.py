@@ -178,8 +178,11 @@ async def render_call(
     method: str,
     params: dict[str, Any] | None,
     timeout: float | None = None,
+    view: dict[str, Any] | None = None,
 ) -> HttpResponse:
-    """Send a request through the owner and render its call card (finished, or running with progress)."""
+    """Send a request through the owner and render its call card (finished, or running with progress);
+    with ``view`` (an MCP Apps tool's), the place its view opens in follows the card, outside it, so
+    the card's live finish leaves it be."""
     try:
         # A quick answer comes back in this response; a slow one shows its running card at once
         # and finishes over the live socket.
@@ -196,7 +199,10 @@ async def render_call(
         context = call_context(session, rpc_id, outcome=outcome, sent=sent)
         if outcome is None:
             context["running"] = True
-        return HttpResponse(render_to_string("sessions/_call.html", context, request))
+        html = render_to_string("sessions/_call.html", context, request)
+        if view is not None:
+            html += render_to_string("sessions/apps/_mount.html", {**view, "rpc_id": rpc_id}, request)
+        return HttpResponse(html)
 
     if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
         return card()

@@ -11,10 +11,11 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
-from sessions.engine import task_augmentable
+from sessions.engine import task_augmentable, tool_view_uri, tool_visibility
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
+from sessions.web.apps import mount_context
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
 from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel, session_for
@@ -44,6 +45,8 @@ def _tool_rows(pages: list[dict[str, Any]], q: str) -> list[dict[str, Any]]:
                     "title": tool.get("title") or annotations.get("title") or "",
                     "description": tool.get("description") or "",
                     "hints": [(k, annotations[k]) for k in HINTS if k in annotations],
+                    "view": tool_view_uri(tool),
+                    "visibility": tool_visibility(tool),
                 }
             )
     return rows
@@ -91,6 +94,8 @@ def _form_context(
     schema = _dict(tool.get("inputSchema"))
     annotations = _dict(tool.get("annotations"))
     return {
+        "view": tool_view_uri(tool),
+        "visibility": tool_visibility(tool),
         "task_support": _task_support(session, tool),
         "session": session,
         "tool": tool,
@@ -162,6 +167,7 @@ async def tool_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if tool is None:
         raise Http404("No such tool in the newest listing")
     context = await sync_to_async(_form_context)(session, tool)
+    context["in_apps"] = request.GET.get("in") == "apps"  # the Apps tab: the call and its view land there
     return await sync_to_async(render)(request, "sessions/tools/_form.html", context)
 
 
@@ -206,6 +212,7 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
             raw=raw or None,
             mode=mode,
         )
+        context["in_apps"] = request.POST.get("in") == "apps"
         response = HttpResponse(render_to_string("sessions/tools/_form.html", context, request), status=422)
         response["HX-Retarget"] = "#tool-form"
         response["HX-Reswap"] = "outerHTML"
@@ -213,4 +220,4 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
     params: dict[str, Any] = {"name": name, "arguments": arguments}
     if task is not None:
         params["task"] = task
-    return await render_call(request, session, "tools/call", params)
+    return await render_call(request, session, "tools/call", params, view=mount_context(session, tool))

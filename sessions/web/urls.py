@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from sessions.web import (
     account,
+    apps,
     calls,
     catalog,
     compare,
@@ -66,8 +67,12 @@ session_urls = [
     path("export", timeline.export, name="export"),
     path("export.html", timeline.export_html, name="export_html"),
     path("collection.json", timeline.export_collection, name="export_collection"),
-    path("tools/list", tools.list_tools, name="tools_list"),
+    path("tools/list", panels.list_tools, name="tools_list"),
     path("tools/form", tools.tool_form, name="tool_form"),
+    path("apps/open", apps.open_view, name="app_open"),
+    path("apps/request", apps.view_request, name="app_request"),
+    path("apps/messages", apps.view_messages, name="app_messages"),
+    path("apps/frame/<int:seq>", apps.view_frame, name="app_frame"),
     path("list/<str:kind>", panels.list_items, name="list_items"),
     path("resources/read-template", resources.read_template, name="read_template"),
     path("resources/subscribe", resources.subscribe, name="subscribe"),

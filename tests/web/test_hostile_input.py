@@ -100,7 +100,8 @@ FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "ru
 # The walk is one test per group of URLs (by URL name), so that pytest-xdist spreads it over its
 # workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
 GROUPS: dict[str, set[str]] = {
-    "tools": {"tool_call", "tool_form", "tools_list"},
+    "tools": {"tool_call", "tool_form", "tools_list", "app_open", "app_request", "app_frame",
+              "app_messages"},
     "connect": {"connect"},
     "first list": {"first_list"},
     "servers": {"home", "connect_saved", "edit_server", "delete_server", "import_servers",
