@@ -8,6 +8,7 @@ it is replayed against is the server's next build (``--next``), with planted cha
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -37,7 +38,8 @@ def test_replay_against_the_next_build_opens_the_two_timelines_side_by_side(
     )
     recording = home.url
 
-    home.get_by_role("link", name="Replay against…").click()
+    home.locator("#session-actions summary", has_text="Export").click()
+    home.get_by_role("link", name=re.compile("^Replay against…")).click()
     expect(home.get_by_role("heading", name="Replay against…")).to_be_visible()
     home.get_by_label("Replay against", exact=True).select_option(label="Saved server: next build")
     home.get_by_role("button", name="Replay", exact=True).click()
@@ -78,7 +80,8 @@ def test_the_replay_picker_offers_the_sessions_own_server_and_the_saved_ones(
 ) -> None:
     app_shell(live_app, TEAM + "team.servers.create(name='picked', command='python3', args=['server.py'])\n")
     connect(home, stdio=sdk_stdio)
-    home.get_by_role("link", name="Replay against…").click()
+    home.locator("#session-actions summary", has_text="Export").click()
+    home.get_by_role("link", name=re.compile("^Replay against…")).click()
     options = home.get_by_label("Replay against", exact=True).locator("option").all_inner_texts()
     assert options[0].startswith("This session's own server"), options
     assert "Saved server: picked" in options, options
