@@ -279,6 +279,10 @@ class StdioTransport:
             return
         await asyncio.to_thread(self.kill)
         await self._wait_exit(5)
+        # asyncio's own wait too: its exit callback closes the process's transport, which a loop that
+        # ends first would leave to the garbage collector (a ResourceWarning in whatever runs then).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), 5)
         await self._remove_home()
 
     async def _remove_home(self) -> None:
