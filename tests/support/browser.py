@@ -310,13 +310,17 @@ def connect(
 def open_tab(page: Any, name: str) -> None:
     from playwright.sync_api import expect
 
+    # Not while a panel load is on its way (the page's own move to Tools on readiness, a first list):
+    # its answer, queued before the click's, would land after the test looked.
+    busy = page.locator(".htmx-swapping, .htmx-settling, .htmx-request")
+    expect(busy).to_have_count(0, timeout=LONG)
     tab = page.get_by_role("tab", name=name, exact=True)
     tab.click()
-    expect(tab).to_have_attribute("aria-selected", "true")
+    expect(tab).to_have_attribute("aria-selected", "true", timeout=LONG)
     # htmx processes a swapped panel as it settles: a form pressed before then submits as plain HTML.
     # And no panel load or first list still on its way (the page's own move to Tools on readiness, a
     # list sent as the tab opened), whose answer would replace what the test opens next.
-    expect(page.locator(".htmx-swapping, .htmx-settling, .htmx-request")).to_have_count(0)
+    expect(busy).to_have_count(0, timeout=LONG)
 
 
 def list_tools(page: Any, *, until: tuple[str, ...] = (), timeout: float = LONG) -> None:
