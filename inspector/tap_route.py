@@ -34,7 +34,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from inspector.tap._http_gate import EventCutter, HttpGate, event_data, with_data
+from inspector.tap._http_gate import EventCutter, HttpGate, gated_events
 from inspector.tap._proxy import HOP_BY_HOP, _EndpointRewriter, _origin_key
 from inspector.tap_sessions import Endpoint, HostedTap, TapHub
 from inspector.tap_shared import RemoteTap
@@ -419,17 +419,7 @@ class _Exchange:
     async def _events(self, tap: HostedTap, xid: int | str, cutter: EventCutter, data: bytes) -> None:
         """Each whole event of the stream through the gate, in order; what the host got is recorded."""
         gate = tap.controls.traffic.http["in"]
-        for piece, whole in cutter.cut(data):
-            out = piece
-            message = event_data(piece) if whole and gate.on() else None
-            if message is not None:
-                verdict = await gate.decide(message)
-                if verdict.change is not None:
-                    tap.put("http-tap", xid, verdict.change)
-                if verdict.action != "forward":
-                    continue  # dropped: the host never gets it
-                if verdict.body != message:
-                    out = with_data(piece, verdict.body)
+        async for out in gated_events(gate, cutter, data, lambda change: tap.put("http-tap", xid, change)):
             await self.send({"type": "http.response.body", "body": out, "more_body": True})
             tap.put("http-chunk", xid, out)
 

@@ -19,13 +19,14 @@ import queue
 import random
 import re
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from inspector.tap._gate import WHO, Change, Gate, Traffic, TrafficError, _error
 from inspector.tap._match import Described, matches
 
-__all__ = ["EventCutter", "HttpGate", "HttpTraffic", "Verdict", "event_data", "with_data"]
+__all__ = ["EventCutter", "HttpGate", "HttpTraffic", "Verdict", "event_data", "gated_events", "with_data"]
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 
@@ -218,6 +219,24 @@ class EventCutter:
             pieces.append((block, True))
             self.tail = b"\n\n"
         return pieces
+
+
+async def gated_events(
+    gate: HttpGate, cutter: EventCutter, data: bytes, changed: Callable[[Change], None]
+) -> AsyncIterator[bytes]:
+    """What of ``data`` the host gets, in order: each whole event through ``gate`` (a dropped one left
+    out, an edited one carrying its new data); ``changed`` hears each change the gate made."""
+    for piece, whole in cutter.cut(data):
+        message = event_data(piece) if whole and gate.on() else None
+        if message is not None:
+            verdict = await gate.decide(message)
+            if verdict.change is not None:
+                changed(verdict.change)
+            if verdict.action != "forward":
+                continue  # dropped: the host never gets it
+            if verdict.body != message:
+                piece = with_data(piece, verdict.body)
+        yield piece
 
 
 def _ends_event(tail: bytes) -> bool:

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 import h11
 import httpx
 
-from inspector.tap._http_gate import EventCutter, HttpTraffic, Verdict, event_data, with_data
+from inspector.tap._http_gate import EventCutter, HttpTraffic, Verdict, gated_events
 
 __all__ = ["Proxy"]
 
@@ -389,16 +389,9 @@ class Proxy:
         """Each whole event of the stream through the gate, in order; what the host got is recorded."""
         assert self.traffic is not None
         gate = self.traffic.http["in"]
-        for piece, whole in cutter.cut(data):
-            message = event_data(piece) if whole and gate.on() else None
-            if message is not None:
-                verdict = await gate.decide(message)
-                if verdict.change is not None:
-                    self._put("http-tap", xid, verdict.change)
-                if verdict.action != "forward":
-                    continue  # dropped: the host never gets it
-                if verdict.body != message:
-                    piece = with_data(piece, verdict.body)
+        async for piece in gated_events(
+            gate, cutter, data, lambda change: self._put("http-tap", xid, change)
+        ):
             writer.write(conn.send(h11.Data(data=piece)))
             if legacy is not None:
                 legacy.wrote(piece)
