@@ -17,7 +17,7 @@ thread of their own (``_spool``), which loads the engine after the server has st
 imports Django.
 
 With ``--listen`` the tap is a reverse proxy for a Streamable HTTP or legacy SSE server at URL instead
-(``_proxy``: asyncio and h11 towards the host, httpx towards the server); its frames, in the engine's
+(``_proxy``: asyncio and h11 both ways, ``_upstream`` towards the server); its frames, in the engine's
 HTTP shapes, go through the same spool (``_http_spool``).
 """
 

@@ -2,10 +2,10 @@
 
 The listening side is asyncio streams with h11 (HTTP/1.1 as bytes in, events out, no server framework
 between the host and us: every header the host sent is seen with its own name and order, and a body is
-forwarded a chunk at a time as it arrives); the upstream side is httpx, as the engine's HTTP transports
-use it, with none of its default headers. A request goes to the same path and query on the server's
-origin, with every header unchanged but those a proxy must not forward (RFC 9110 §7.6.1: ``Connection``
-and the headers it names, ``Keep-Alive``, ``Proxy-Connection``, ``TE``, ``Trailer``,
+forwarded a chunk at a time as it arrives); the upstream side is h11 too (``_upstream``), adding no
+header of its own but ``Host`` and the body's length. A request goes to the same path and query on the
+server's origin, with every header unchanged but those a proxy must not forward (RFC 9110 §7.6.1:
+``Connection`` and the headers it names, ``Keep-Alive``, ``Proxy-Connection``, ``TE``, ``Trailer``,
 ``Transfer-Encoding``, ``Upgrade``, ``Proxy-Authenticate``, ``Proxy-Authorization``), and ``Host``, which
 names the server (its framing is the proxy's own). A response comes back the same way, its body passed
 on raw (still compressed, if it was) a chunk at a time, never held whole.
@@ -33,9 +33,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import h11
-import httpx
 
 from inspector.tap._http_gate import EventCutter, HttpTraffic, Verdict, gated_events
+from inspector.tap._upstream import Reply, Upstream, UpstreamError
 
 __all__ = ["Proxy"]
 
@@ -157,11 +157,7 @@ class Proxy:
         self.writers: set[asyncio.StreamWriter] = set()
         self.legacy: dict[str, _LegacyStream] = {}
         """A legacy SSE session's stream to its host, by the endpoint's path and query its POSTs go to."""
-        # No read timeout: SSE streams idle for minutes, and the host times its own requests.
-        timeout = httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
-        self.client = httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False)
-        self.client.headers.clear()  # no Accept, User-Agent, Accept-Encoding of httpx's own
+        self.client = Upstream(self.origin)
 
     def _put(self, what: str, *payload: Any) -> None:
         self.items.put((what, payload, time.time(), time.monotonic()))
@@ -247,12 +243,9 @@ class Proxy:
         forward = [(n, v) for n, v in headers if n.lower() not in _NOT_FORWARDED and n.lower() not in named]
         framed = any(n.lower() in (b"content-length", b"transfer-encoding") for n, _ in headers)
         try:
-            upstream = self.client.build_request(
-                method, self.origin + target, headers=forward, content=body if framed or body else None
-            )
-            response = await self.client.send(upstream, stream=True)
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            why = str(exc) or type(exc).__name__
+            response = await self.client.send(method, target, forward, body if framed or body else None)
+        except UpstreamError as exc:
+            why = str(exc)
             self._put("http-failed", xid, f"cannot reach {self.origin}: {why}")
             await _answer(conn, writer, 502, f"mcp-inspector tap: cannot reach {self.origin}: {why}")
             return True
@@ -267,10 +260,10 @@ class Proxy:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         method: str,
-        response: httpx.Response,
+        response: Reply,
         xid: int,
     ) -> bool:
-        raw = response.headers.raw
+        raw = response.headers
         named = {v.strip().lower() for n, v in raw if n.lower() == b"connection" for v in v.split(b",")}
         back = [(n, self._location(v) if n.lower() == b"location" else v) for n, v in raw]
         back = [(n, v) for n, v in back if n.lower() not in _NOT_RETURNED and n.lower() not in named]
@@ -279,9 +272,9 @@ class Proxy:
             back = self._challenges(back, xid)
             if method == "GET" and response.status_code == 200 and self._is_metadata(response):
                 return await self._metadata(conn, writer, response, back, reason, xid)
-        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        plain = response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity")
-        target = response.request.url.raw_path.decode("ascii", "replace")
+        ctype = response.header("content-type").split(";")[0].strip().lower()
+        plain = response.header("content-encoding", "identity").strip().lower() in ("", "identity")
+        target = response.target
         gate = self._gate("in", target) if plain and method == "POST" else None
         if gate is not None and ctype == "application/json" and response.status_code == 200:
             return await self._gated_json(conn, reader, writer, response, back, reason, xid)
@@ -314,7 +307,7 @@ class Proxy:
         self,
         conn: h11.Connection,
         writer: asyncio.StreamWriter,
-        response: httpx.Response,
+        response: Reply,
         xid: int,
         rewriter: _EndpointRewriter | None,
         cutter: EventCutter | None = None,
@@ -324,7 +317,7 @@ class Proxy:
         gate = self.traffic.http["in"] if self.traffic is not None else None
         legacy: _LegacyStream | None = None
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in response.chunks():
                 if rewriter is not None:
                     out = rewriter.feed(chunk)
                     if rewriter.given is not None:
@@ -347,7 +340,7 @@ class Proxy:
                 await writer.drain()
             if rewriter is not None and rewriter.held and not rewriter.done:
                 writer.write(conn.send(h11.Data(data=rewriter.held)))
-        except (httpx.HTTPError, h11.LocalProtocolError) as exc:
+        except (UpstreamError, h11.LocalProtocolError) as exc:
             # The server broke off: so does the tap, so the host sees an incomplete body as it would have.
             why = f"the server's response broke off: {str(exc) or type(exc).__name__}"
             self._put("http-end", xid, why, False)
@@ -403,7 +396,7 @@ class Proxy:
         conn: h11.Connection,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        response: httpx.Response,
+        response: Reply,
         back: list[tuple[bytes, bytes]],
         reason: bytes,
         xid: int,
@@ -426,7 +419,7 @@ class Proxy:
         back = [(n, v) for n, v in back if n.lower() != b"content-length"]
         back.append((b"Content-Length", str(len(body)).encode()))
         writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
-        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers)
         writer.write(conn.send(h11.Data(data=body)))
         self._put("http-chunk", xid, body)
         writer.write(conn.send(h11.EndOfMessage()))
@@ -434,18 +427,14 @@ class Proxy:
         await writer.drain()
         return True
 
-    async def _read_whole(
-        self, writer: asyncio.StreamWriter, response: httpx.Response, xid: int
-    ) -> bytes | None:
+    async def _read_whole(self, writer: asyncio.StreamWriter, response: Reply, xid: int) -> bytes | None:
         """The server's whole body; ``None`` when it broke off (recorded, and the host's connection cut)."""
         parts: list[bytes] = []
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in response.chunks():
                 parts.append(chunk)
-        except httpx.HTTPError as exc:
-            self._put(
-                "http-response", xid, response.status_code, response.reason_phrase, response.headers.raw
-            )
+        except UpstreamError as exc:
+            self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers)
             self._put(
                 "http-end", xid, f"the server's response broke off: {str(exc) or type(exc).__name__}", False
             )
@@ -477,9 +466,9 @@ class Proxy:
         ]
 
     @staticmethod
-    def _is_metadata(response: httpx.Response) -> bool:
-        path = response.request.url.path
-        ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    def _is_metadata(response: Reply) -> bool:
+        path = response.path
+        ctype = response.header("content-type").split(";")[0].strip().lower()
         return (
             path == _METADATA_PATH or path.startswith(_METADATA_PATH + "/")
         ) and ctype == "application/json"
@@ -488,7 +477,7 @@ class Proxy:
         self,
         conn: h11.Connection,
         writer: asyncio.StreamWriter,
-        response: httpx.Response,
+        response: Reply,
         back: list[tuple[bytes, bytes]],
         reason: bytes,
         xid: int,
@@ -499,7 +488,7 @@ class Proxy:
         if sent is None:
             return False
         body, given = sent, None
-        document = _json_body(sent, response.headers.get("content-encoding", ""))
+        document = _json_body(sent, response.header("content-encoding"))
         resource = document.get("resource") if isinstance(document, dict) else None
         if isinstance(document, dict) and isinstance(resource, str) and len(sent) <= _METADATA_BYTES:
             given = self._tap_url(resource)
@@ -510,7 +499,7 @@ class Proxy:
             back = [(n, v) for n, v in back if n.lower() not in framing]
             back.append((b"Content-Length", str(len(body)).encode()))
         writer.write(conn.send(h11.Response(status_code=response.status_code, headers=back, reason=reason)))
-        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers.raw)
+        self._put("http-response", xid, response.status_code, response.reason_phrase, response.headers)
         if given is not None:
             self._put("http-gave", xid, f"the tap gave the host resource {given}")
         writer.write(conn.send(h11.Data(data=body)))
