@@ -62,6 +62,37 @@ def test_is_error_turning_true_is_its_own_rule() -> None:
     assert found("tools/call", was, now) == [("$.result.isError", "isError changed", False, True)]
 
 
+def test_a_tool_now_failing_is_one_difference_though_its_text_says_why() -> None:
+    now = {"result": {"content": [{"type": "text", "text": "out of order"}], "isError": True}}
+    assert found("tools/call", text("2.0"), now) == [("$.result.isError", "isError changed", False, True)]
+    assert found("tools/call", now, text("2.0")) == [("$.result.isError", "isError changed", True, False)]
+
+
+def _tool(required: list[str]) -> dict[str, Any]:
+    properties = {"name": {"type": "string"}, "greeting": {"type": "string"}, "tone": {"type": "string"}}
+    schema = {"type": "object", "properties": properties, "required": required}
+    return {"result": {"tools": [{"name": "greet", "inputSchema": schema}]}}
+
+
+def test_a_schemas_required_names_are_a_set_and_a_field_made_required_is_one_difference() -> None:
+    assert found("tools/list", _tool(["name", "tone"]), _tool(["tone", "name"])) == []
+    path = '$.result.tools[?(@.name=="greet")].inputSchema.required'
+    # Inserted before the last name: by place, that would have read as two changes.
+    assert found("tools/list", _tool(["name", "tone"]), _tool(["name", "greeting", "tone"])) == [
+        (path, "required changed", ["name", "tone"], ["name", "greeting", "tone"])
+    ]
+    ignored = [Pattern("$..required")]
+    assert found("tools/list", _tool(["name"]), _tool(["name", "tone"]), ignore=ignored) == []
+
+
+def test_a_list_named_required_outside_a_schema_is_compared_by_place() -> None:
+    was, now = {"result": {"required": ["a", "b"]}}, {"result": {"required": ["b", "a"]}}
+    assert [f[:2] for f in found("tools/call", was, now)] == [
+        ("$.result.required[0]", "value changed"),
+        ("$.result.required[1]", "value changed"),
+    ]
+
+
 def test_a_value_of_another_json_type_is_a_type_change() -> None:
     was = {"result": {"structuredContent": {"n": 3}}}
     now = {"result": {"structuredContent": {"n": "3"}}}
