@@ -157,7 +157,21 @@ def _view_context(replay: McpSession) -> dict[str, Any]:
         if sides["replayed_seq"]:
             page = reverse("session", args=[replay.public_id])
             sides["replayed_href"] = f"{page}?frame={sides['replayed_seq']}"
-    return {"session": replay, "recording": recording, "replay": data}
+    own = replay.server_id is None and _target_text(replay) == _target_text(recording)
+    return {
+        "session": replay,
+        "recording": recording,
+        "replay": data,
+        "new_target": not own and _target_text(replay),
+    }
+
+
+def _target_text(session: McpSession) -> str:
+    """The session's command line or URL as the person typed it (its environment and headers left out)."""
+    config = session.config if isinstance(session.config, dict) else {}
+    if config.get("url"):
+        return str(config["url"])
+    return " ".join(str(word) for word in [config.get("command") or "", *(config.get("args") or [])]).strip()
 
 
 @require_GET

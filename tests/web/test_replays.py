@@ -229,6 +229,7 @@ async def test_a_replay_against_a_new_target_reports_the_planted_changes_and_may
             ("isError changed", "$.result.isError"),
         ]  # the wait step, half a second slower, is not counted: the person said timing is noise here
         assert "Note: a step that became slower is not counted as a change." in page
+        assert f"against a new target, <code>{html.escape(command)}</code>" in page
         assert steps_of(page)[4].startswith("4 tools/call wait unchanged")
 
 
