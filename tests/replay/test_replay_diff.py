@@ -440,6 +440,91 @@ def test_a_recording_without_initialize_cannot_be_replayed() -> None:
         Conversation.of(frames_of(recording()[4:]))
 
 
+STAMP = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+}
+ELICIT = {"method": "elicitation/create", "params": {"message": "Who?", "requestedSchema": {}}}
+
+
+def stateless_recording() -> list[bytes]:
+    """server/discover, then a call answered input_required twice (an elicitation, then roots and a
+    sampling request) before its result, each retry carrying the client's input responses."""
+
+    def call(rpc_id: int, **more: Any) -> dict[str, Any]:
+        params = {"name": "ask", "arguments": {"x": 1}, **more, "_meta": {**STAMP, "progressToken": rpc_id}}
+        return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+
+    def needs(rpc_id: int, asked: dict[str, Any], state: str) -> dict[str, Any]:
+        result = {"resultType": "input_required", "inputRequests": asked, "requestState": state}
+        return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+
+    discovered = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+    return [
+        frame(1, "out", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": STAMP}}),
+        frame(2, "in", {"jsonrpc": "2.0", "id": 0, "result": discovered}, pair_seq=1),
+        frame(3, "out", call(1)),
+        frame(4, "in", needs(1, {"who": ELICIT}, "s1"), pair_seq=3),
+        frame(5, "out", call(2, inputResponses={"who": {"action": "accept", "content": {"n": "Ada"}}},
+                             requestState="s1")),
+        frame(6, "in", needs(2, {"roots": {"method": "roots/list"},
+                                 "llm": {"method": "sampling/createMessage", "params": {}}}, "s2"), pair_seq=5),
+        frame(7, "out", call(3, inputResponses={"roots": {"roots": []}, "llm": sampled}, requestState="s2")),
+        frame(8, "in", {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "content": []}},
+              pair_seq=7, latency_ms=2.5),
+        frame(9, "out", {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": STAMP}}),
+        frame(10, "in", {"jsonrpc": "2.0", "id": 4, "result": {"tools": []}}, pair_seq=9),
+    ]  # fmt: skip
+
+
+def test_a_stateless_recording_opens_with_discovery_and_what_its_requests_declared() -> None:
+    conversation = Conversation.of(frames_of(stateless_recording()))
+    assert conversation.stateless and conversation.opening == "server/discover"
+    assert conversation.initialize == {
+        "protocolVersion": "2026-07-28",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "c", "version": "1"},
+    }
+    assert conversation.initialized == {
+        "result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    }
+    # The replaying session stamps its own revision, info and capabilities into each request's _meta.
+    assert [(s.number, s.method, s.params) for s in conversation.steps] == [
+        (1, "tools/call", {"name": "ask", "arguments": {"x": 1}}),
+        (2, "tools/list", {}),
+    ]
+
+
+def test_a_retry_after_input_required_is_part_of_its_step_and_its_responses_answer_the_server() -> None:
+    call, listed = Conversation.of(frames_of(stateless_recording())).steps
+    # The step's answer is the final one; the server's questions asked during it are the step's.
+    assert call.answer == {"result": {"resultType": "complete", "content": []}} and call.latency_ms == 2.5
+    assert call.asked == ["elicitation/create", "sampling/createMessage"] and call.progress
+    assert listed.after == [0]
+    assert Conversation.of(frames_of(stateless_recording())).answers == {
+        "elicitation/create": [{"result": {"action": "accept", "content": {"n": "Ada"}}}],
+        "roots/list": [{"result": {"roots": []}}],
+        "sampling/createMessage": [
+            {"result": {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
+        ],
+    }
+
+
+def test_a_discovery_that_failed_before_the_handshake_is_a_handshake_recording() -> None:
+    failed = {"jsonrpc": "2.0", "id": 9, "error": {"code": -32601, "message": "Method not found"}}
+    lines = [
+        frame(1, "out", {"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": STAMP}}),
+        frame(2, "in", failed, pair_seq=1),
+        frame(3, "out", INITIALIZE),
+        frame(4, "in", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25"}}, pair_seq=3),
+    ]
+    conversation = Conversation.of(frames_of(lines))
+    assert not conversation.stateless and conversation.initialize == INITIALIZE["params"]
+    assert conversation.initialized == {"result": {"protocolVersion": "2025-11-25"}}
+
+
 @pytest.mark.parametrize(
     ("line", "why"),
     [(b"not json\n", "line 1: not JSON"), (b'{"seq": 0, "kind": "message"}\n', "line 1: not a frame")],
