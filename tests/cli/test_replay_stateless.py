@@ -16,11 +16,7 @@ from support.paths import SERVERS
 pytestmark = pytest.mark.slow
 
 TIMEOUT = 60
-STATELESS = [
-    sys.executable,
-    str(Path(__file__).resolve().parents[1] / "servers" / "sdk_stateless.py"),
-    "stdio",
-]
+STATELESS = [sys.executable, str(SERVERS / "sdk_stateless.py"), "stdio"]
 CONVERSATION = {
     "steps": [
         {"method": "tools/list"},
