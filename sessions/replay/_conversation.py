@@ -22,9 +22,11 @@ __all__ = [
     "progress_token",
 ]
 
-# What the session itself sends: the handshake (or the stateless revision's discovery) is the replaying
-# session's own.
-OWN_METHODS = frozenset({"initialize", "notifications/initialized", "server/discover"})
+# What the session itself sends: the handshake (or the stateless revision's discovery, and its stream for
+# change notifications, which a session opens as it connects) is the replaying session's own.
+OWN_METHODS = frozenset(
+    {"initialize", "notifications/initialized", "server/discover", "subscriptions/listen"}
+)
 # The stateless revision's metadata every request carries: the replaying session stamps its own.
 PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
 INFO_META = "io.modelcontextprotocol/clientInfo"

@@ -465,6 +465,8 @@ def stateless_recording() -> list[bytes]:
     return [
         frame(1, "out", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": STAMP}}),
         frame(2, "in", {"jsonrpc": "2.0", "id": 0, "result": discovered}, pair_seq=1),
+        frame(20, "out", {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                          "params": {"notifications": {}, "_meta": STAMP}}),
         frame(3, "out", call(1)),
         frame(4, "in", needs(1, {"who": ELICIT}, "s1"), pair_seq=3),
         frame(5, "out", call(2, inputResponses={"who": {"action": "accept", "content": {"n": "Ada"}}},
@@ -490,7 +492,8 @@ def test_a_stateless_recording_opens_with_discovery_and_what_its_requests_declar
     assert conversation.initialized == {
         "result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
     }
-    # The replaying session stamps its own revision, info and capabilities into each request's _meta.
+    # The replaying session stamps its own revision, info and capabilities into each request's _meta,
+    # and opens its own listen stream as it connects.
     assert [(s.number, s.method, s.params) for s in conversation.steps] == [
         (1, "tools/call", {"name": "ask", "arguments": {"x": 1}}),
         (2, "tools/list", {}),

@@ -250,3 +250,24 @@ async def test_a_new_target_is_held_to_the_connect_forms_rules() -> None:
         assert response.status_code == 400, fields
         assert why in html.unescape(response.content.decode()), fields
     assert not await McpSession.objects.filter(replay_of=session).aexists()
+
+
+@pytest.mark.slow
+async def test_a_stateless_session_replays_statelessly(planted_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        config = stdio_config(
+            planted_stdio["command"], planted_stdio["args"], name="planted", protocol_version="2026-07-28"
+        )
+        session = await start_session(alice, config)
+        assert session.mode == "stateless"
+        assert "result" in await request(session, "tools/call", {"name": "hello", "arguments": {}})
+        replay, page = await replayed(client, session, "own", no_latency="on")
+        assert replay.status_note == "replay finished: 1 of 1 requests answered"
+        assert (replay.mode, replay.protocol_version) == ("stateless", "2026-07-28")
+        # Each session opened its own stream for change notifications: not a step of the conversation.
+        assert [step.split(" ")[:4] for step in steps_of(page)] == [
+            ["0", "server/discover", "unchanged", "–"],
+            ["1", "tools/call", "hello", "unchanged"],
+        ]
