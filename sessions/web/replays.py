@@ -93,6 +93,7 @@ def _replay_config(form: ReplayForm, session: McpSession, user_id: int) -> tuple
         assert form.new_config is not None
         config, server_id = form.new_config, None
     else:
+        assert form.saved_pk is not None
         server = ServerConfig.objects.filter(team_id=session.team_id, pk=form.saved_pk).first()
         if server is None:
             raise ValueError("No such saved server in this session's team.")

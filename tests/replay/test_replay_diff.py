@@ -462,6 +462,7 @@ def stateless_recording() -> list[bytes]:
 
     discovered = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
     sampled = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+    asked = {"roots": {"method": "roots/list"}, "llm": {"method": "sampling/createMessage", "params": {}}}
     return [
         frame(1, "out", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": STAMP}}),
         frame(2, "in", {"jsonrpc": "2.0", "id": 0, "result": discovered}, pair_seq=1),
@@ -471,8 +472,7 @@ def stateless_recording() -> list[bytes]:
         frame(4, "in", needs(1, {"who": ELICIT}, "s1"), pair_seq=3),
         frame(5, "out", call(2, inputResponses={"who": {"action": "accept", "content": {"n": "Ada"}}},
                              requestState="s1")),
-        frame(6, "in", needs(2, {"roots": {"method": "roots/list"},
-                                 "llm": {"method": "sampling/createMessage", "params": {}}}, "s2"), pair_seq=5),
+        frame(6, "in", needs(2, asked, "s2"), pair_seq=5),
         frame(7, "out", call(3, inputResponses={"roots": {"roots": []}, "llm": sampled}, requestState="s2")),
         frame(8, "in", {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "content": []}},
               pair_seq=7, latency_ms=2.5),
