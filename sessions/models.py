@@ -194,6 +194,9 @@ class McpSession(models.Model):
         related_name="replays",
         help_text="the session whose conversation this one sent again (Replay against…)",
     )
+    replay_latency = models.BooleanField(
+        default=True, help_text="a replay: whether a step that became slower counts as a change"
+    )
 
     class Meta:
         ordering = ["-created"]

@@ -42,6 +42,7 @@ os.environ.setdefault("INSPECTOR_DATA_DIR", tempfile.mkdtemp(prefix="mcp-inspect
 os.environ.setdefault("INSPECTOR_SANDBOX_READ", ",".join(SANDBOX_READ))
 EVERYTHING_JS = SERVERS_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 SDK_SERVER = SERVERS_DIR / "sdk_server.py"
+PLANTED_SERVER = SERVERS_DIR / "planted.py"
 BAD_STDIO = SERVERS_DIR / "bad_stdio.py"
 BAD_HTTP = SERVERS_DIR / "bad_http.py"
 BROWSER_FIXTURES = {"live_app", "browser", "app_context", "home"}
@@ -170,6 +171,12 @@ def everything_sse() -> Iterator[str]:
 def sdk_stdio() -> dict:
     """Launch spec for the SDK test server over stdio."""
     return {"command": sys.executable, "args": [str(SDK_SERVER), "stdio"]}
+
+
+@pytest.fixture(scope="session")
+def planted_stdio() -> dict:
+    """Launch spec for build A of the planted-changes server over stdio (``--build B`` after it: build B)."""
+    return {"command": sys.executable, "args": [str(PLANTED_SERVER), "stdio"]}
 
 
 def _sdk_http(*flags: str) -> Iterator[str]:

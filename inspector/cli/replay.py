@@ -179,12 +179,13 @@ async def run_once(
     """Replay the conversation against ``target`` once: initialize's result, each request's outcome, and
     notes on how it ran."""
     from inspector.cli.answers import handlers
-    from sessions.engine import HANDSHAKE_VERSIONS, ClientOptions, Frame, connect
+    from sessions.engine import HANDSHAKE_VERSIONS, MODERN_VERSIONS, ClientOptions, Frame, connect
     from sessions.replay import Asking, answering, client_info, converse, declared_note
 
     opening = conversation.initialize
     version = opening.get("protocolVersion")
-    if version not in HANDSHAKE_VERSIONS:
+    # A stateless revision's recording is replayed statelessly: the engine discovers rather than initializes.
+    if version not in HANDSHAKE_VERSIONS and version not in MODERN_VERSIONS:
         raise CannotReplay(f"the recording's protocol revision {version!r} is not one this client offers")
     declared = capabilities(opening.get("capabilities"), version)
     note = declared_note(conversation, declared, version)

@@ -22,8 +22,16 @@ __all__ = [
     "progress_token",
 ]
 
-# What the session itself sends: the handshake is the replaying session's own.
-OWN_METHODS = frozenset({"initialize", "notifications/initialized"})
+# What the session itself sends: the handshake (or the stateless revision's discovery, and its stream for
+# change notifications, which a session opens as it connects) is the replaying session's own.
+OWN_METHODS = frozenset(
+    {"initialize", "notifications/initialized", "server/discover", "subscriptions/listen"}
+)
+# The stateless revision's metadata every request carries: the replaying session stamps its own.
+PROTOCOL_META = "io.modelcontextprotocol/protocolVersion"
+INFO_META = "io.modelcontextprotocol/clientInfo"
+CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+STAMPED_META = frozenset({PROTOCOL_META, INFO_META, CAPABILITIES_META})
 # The server's requests that belong to the client request in flight (a tool asking the client's LLM or its
 # user); roots/list and ping come when the server pleases, so which step they fall in says nothing.
 ASKING_METHODS = frozenset({"sampling/createMessage", "elicitation/create"})
@@ -73,17 +81,31 @@ def progress_token(message: Mapping[str, Any]) -> str | int | None:
 
 
 def _unstamped(params: Any) -> tuple[dict[str, Any] | None, bool]:
-    """Recorded params without the progress token the recording session added; whether it had one."""
+    """Recorded params without the progress token the recording session added, nor the stateless
+    revision's protocol metadata; whether it had a progress token."""
     if not isinstance(params, dict):
         return None, False
     meta = params.get("_meta")
-    if not isinstance(meta, dict) or "progressToken" not in meta:
+    if not isinstance(meta, dict) or not ({"progressToken", *STAMPED_META} & meta.keys()):
         return dict(params), False
-    rest = {k: v for k, v in meta.items() if k != "progressToken"}
+    rest = {k: v for k, v in meta.items() if k != "progressToken" and k not in STAMPED_META}
     kept = {k: v for k, v in params.items() if k != "_meta"}
     if rest:
         kept["_meta"] = rest
-    return kept, True
+    return kept, "progressToken" in meta
+
+
+def _declared(params: Any) -> dict[str, Any]:
+    """What a stateless client declared in its request's ``_meta``, as initialize's params say it."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    declared: dict[str, Any] = {
+        "protocolVersion": meta.get(PROTOCOL_META),
+        "capabilities": meta.get(CAPABILITIES_META) if isinstance(meta.get(CAPABILITIES_META), dict) else {},
+    }
+    if isinstance(meta.get(INFO_META), dict):
+        declared["clientInfo"] = meta[INFO_META]
+    return declared
 
 
 @dataclass
@@ -126,6 +148,14 @@ class Conversation:
     steps: list[Step]
     answers: dict[str, list[dict[str, Any]]]
     """The recorded client's answers to the server's requests, by method, in order."""
+    stateless: bool = False
+    """Opened with server/discover (2026-07-28): ``initialize`` is what its requests' ``_meta`` declared,
+    ``initialized`` the discovery's answer."""
+
+    @property
+    def opening(self) -> str:
+        """The method of step 0: the handshake's, or the stateless revision's discovery."""
+        return "server/discover" if self.stateless else "initialize"
 
     @property
     def requests(self) -> list[Step]:
@@ -153,6 +183,9 @@ class _Reader:
         """Requests in flight, oldest first."""
         self.tokens: dict[str | int, int] = {}
         self.last_mono: float | None = None
+        self.stateless = False
+        self.awaiting_input: dict[int, dict[str, str]] = {}
+        """Stateless: requests answered input_required, with the method of each input request by its key."""
 
     def read(self, frames: Iterable[Frame]) -> Conversation:
         for frame in frames:
@@ -160,10 +193,10 @@ class _Reader:
                 self.see(frame, message_of(frame.raw))
         if self.initialize is None:
             raise RecordingProblem(
-                "the recording has no initialize from the client (a stateless 2026-07-28 recording, "
-                "or not a client's conversation)"
+                "the recording has no initialize (nor server/discover) from the client: not a client's "
+                "conversation"
             )
-        return Conversation(self.initialize, self.initialized, self.steps, self.answers)
+        return Conversation(self.initialize, self.initialized, self.steps, self.answers, self.stateless)
 
     def see(self, frame: Frame, message: dict[str, Any]) -> None:
         if frame.direction == "in":
@@ -199,17 +232,63 @@ class _Reader:
         if at is None or self.steps[at].answer is not None:
             return
         step = self.steps[at]
+        result = message.get("result")
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            self.input_required(at, result)
+            return
         step.answer, step.latency_ms = _answer(message), frame.latency_ms
         self.answered.append(at)
         self.pending.remove(at)
         self.last_mono = frame.mono
 
+    def input_required(self, at: int, result: dict[str, Any]) -> None:
+        """Not the answer yet: the client answers the requests it holds and asks again (a retry)."""
+        asked = result.get("inputRequests")
+        methods = {
+            key: str(request.get("method"))
+            for key, request in (asked.items() if isinstance(asked, dict) else ())
+            if isinstance(request, dict) and isinstance(request.get("method"), str)
+        }
+        self.steps[at].asked += [method for method in methods.values() if method in ASKING_METHODS]
+        self.awaiting_input[at] = methods
+
+    def retried(self, frame: Frame, method: str, params: Any) -> bool:
+        """A retry after input_required, with the client's input responses: part of the step it retries,
+        its responses the client's answers to the server's requests."""
+        if not isinstance(params, dict) or not ({"inputResponses", "requestState"} & params.keys()):
+            return False
+        at = next((at for at in reversed(self.awaiting_input) if self.steps[at].method == method), None)
+        if at is None:
+            return False
+        methods = self.awaiting_input.pop(at)
+        responses = params.get("inputResponses")
+        for key, response in responses.items() if isinstance(responses, dict) else ():
+            if key in methods:
+                self.answers.setdefault(methods[key], []).append({"result": response})
+        self.by_seq[frame.seq] = at
+        if frame.rpc_id is not None:
+            self.by_id[frame.rpc_id] = at
+        token = progress_token({"params": params})
+        if token is not None:
+            self.tokens[token] = at
+        return True
+
     def send(self, frame: Frame, message: dict[str, Any]) -> None:
         method = str(frame.method)
+        if (
+            frame.rpc_kind == "request"
+            and self.stateless
+            and self.retried(frame, method, message.get("params"))
+        ):
+            return
         if method in OWN_METHODS:
-            if method == "initialize" and self.initialize is None:
+            # A discovery that failed, then the handshake (a client in auto mode): the handshake opened it.
+            if method == "initialize" and (self.initialize is None or self.stateless):
                 params = message.get("params")
                 self.initialize = params if isinstance(params, dict) else {}
+                self.initialize_seq, self.initialized, self.stateless = frame.seq, None, False
+            elif method == "server/discover" and self.initialize is None:
+                self.initialize, self.stateless = _declared(message.get("params")), True
                 self.initialize_seq = frame.seq
             self.last_mono = frame.mono
             return

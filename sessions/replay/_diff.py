@@ -3,9 +3,11 @@
 An answer is compared as the JSON-RPC message's ``result`` or ``error`` (paths start at ``$``, the
 message: ``$.result.content[0].text``). Error against result, ``isError``, JSON types, content items
 by type, and every value are compared; the four list methods' items are matched by their name (or URI)
-rather than their place. Values that differ from run to run are not changes: ISO 8601 timestamps, times
-of day and UUIDs (also inside a longer text, and inside a base64 ``blob`` that holds text), the ids the
-replay mapped to the new server's (a cursor, a task id), and whatever an ignore pattern covers.
+rather than their place, and a schema's ``required`` names as a set. A tool result whose ``isError``
+flipped is that one change (its content says why it fails now, or why it failed). Values that differ
+from run to run are not changes: ISO 8601 timestamps, times of day and UUIDs (also inside a longer text,
+and inside a base64 ``blob`` that holds text), the ids the replay mapped to the new server's (a cursor,
+a task id), and whatever an ignore pattern covers.
 """
 
 from __future__ import annotations
@@ -162,6 +164,8 @@ class _Comparison:
             was, now = recorded.get(key, ABSENT), replayed.get(key, ABSENT)
             if key == "content" and isinstance(was, list) and isinstance(now, list):
                 self.content(here, was, now)
+            elif key == "required" and _schema(recorded, replayed) and _names(was) and _names(now):
+                self.required(here, was, now)
             else:
                 self.value(here, was, now)
 
@@ -181,6 +185,11 @@ class _Comparison:
         else:
             self.array(path, recorded, replayed)
 
+    def required(self, path: Path, recorded: list[str], replayed: list[str]) -> None:
+        """A schema's required names are a set: a name made required (or optional) is the one change."""
+        if not self.ignored(path) and set(recorded) != set(replayed):
+            self.add(path, "required changed", recorded, replayed)
+
     def listing(self, path: Path, names: tuple[str, ...], recorded: Any, replayed: Any) -> None:
         """A list result's items matched by name (or URI): added, removed, or changed in their paths."""
         if not (isinstance(recorded, list) and isinstance(replayed, list)):
@@ -193,6 +202,15 @@ class _Comparison:
         for item_key in [*was, *(k for k in now if k not in was)]:
             here = (*path, Item(item_key[0], item_key[1]))
             self.value(here, was.get(item_key, ABSENT), now.get(item_key, ABSENT))
+
+
+def _schema(recorded: dict[str, Any], replayed: dict[str, Any]) -> bool:
+    """Whether both objects are JSON Schemas of objects (their ``required`` names the properties)."""
+    return all("properties" in side or side.get("type") == "object" for side in (recorded, replayed))
+
+
+def _names(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
 def _content_type(item: Any) -> str:
@@ -248,9 +266,12 @@ def compare_answers(
         comparison.value(("result",), was, now)
         return comparison.found
     if bool(was.get("isError")) != bool(now.get("isError")) and not comparison.ignored(("result", "isError")):
+        # A tool that now fails (or no longer does) says why in its content: that is the one change, as an
+        # error where a result was is.
         comparison.add(
             ("result", "isError"), "isError changed", bool(was.get("isError")), bool(now.get("isError"))
         )
+        return comparison.found
     listed = LIST_KEYS.get(method)
     for key in [*was, *(k for k in now if k not in was)]:
         here: Path = ("result", key)

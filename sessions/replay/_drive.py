@@ -260,10 +260,10 @@ def reports(
     latency: bool = True,
 ) -> list[StepReport]:
     """Each step's report: initialize's answer (step 0), then each request's against the recorded one."""
-    first = StepReport(0, "initialize")
+    first = StepReport(0, conversation.opening)
     if conversation.initialized is not None:
         first.differences = compare_answers(
-            0, "initialize", conversation.initialized, {"result": initialized}, ignore=ignore
+            0, conversation.opening, conversation.initialized, {"result": initialized}, ignore=ignore
         )
     found = [first]
     cancelled = {step.cancels for step in conversation.steps if step.cancels is not None}

@@ -5,7 +5,7 @@ and records as for any session; the comparison is the read side's, from both ses
 
 from __future__ import annotations
 
-from sessions.engine import HANDSHAKE_VERSIONS, ClientOptions, ClientSession
+from sessions.engine import HANDSHAKE_VERSIONS, MODERN_VERSIONS, ClientOptions, ClientSession
 from sessions.replay import (
     Asking,
     Conversation,
@@ -43,13 +43,14 @@ class SessionReplay:
         except RecordingProblem as exc:
             raise CannotReplay(str(exc)) from None
         version = conversation.initialize.get("protocolVersion")
-        if version not in HANDSHAKE_VERSIONS:
+        if version not in HANDSHAKE_VERSIONS and version not in MODERN_VERSIONS:
             raise CannotReplay(f"the recording's protocol revision {version!r} is not one this client offers")
         return cls(conversation)
 
     def adjust(self, options: ClientOptions) -> None:
-        """Open as the recorded client did: its revision, capabilities and clientInfo; and send only its own
-        requests (no tools/list of the engine's before a call, no validation of the arguments)."""
+        """Open as the recorded client did: its revision, capabilities and clientInfo (a stateless revision
+        opens with server/discover: the handshake mode at that revision is stateless); and send only its
+        own requests (no tools/list of the engine's before a call, no validation of the arguments)."""
         version = str(self.conversation.initialize.get("protocolVersion"))
         options.protocol_version = version
         options.mode = "handshake"

@@ -30,8 +30,9 @@ def side_by_side(replay: McpSession, recording: McpSession) -> dict[str, Any]:
     except RecordingProblem:  # not initialized yet
         replayed = None
     complete = not replay.is_live
-    steps, sides, waiting = paired(recorded, replayed, complete=complete)
-    data = for_page({"notes": [], **summary(steps)})
+    steps, sides, waiting = paired(recorded, replayed, complete=complete, latency=replay.replay_latency)
+    notes = [] if replay.replay_latency else ["a step that became slower is not counted as a change."]
+    data = for_page({"notes": notes, **summary(steps)})
     for step in data["report"]:
         side = sides.get(step["step"])
         step["waiting"] = step["step"] in waiting

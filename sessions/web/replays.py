@@ -1,5 +1,5 @@
-"""Replay against…: a session's conversation sent again, as a new live session, to a saved server or the
-session's own target; and the side-by-side view of a replay beside its recording.
+"""Replay against…: a session's conversation sent again, as a new live session, to a saved server, the
+session's own target or a new command or URL; and the side-by-side view of a replay beside its recording.
 
 GET ``/s/<id>/replay`` shows the choice, POST ``/s/<id>/replay/start`` starts the replay (the runtime
 owns the connection: ``sessions/runtime/replaying.py``) and opens ``/s/<new>/replayed``, the view, which
@@ -25,12 +25,10 @@ from sessions.timeline.replays import conversation_of, side_by_side
 from sessions.web import together
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import with_callback
+from sessions.web.replay_forms import NEW, OWN, ReplayForm
 from sessions.web.shortcuts import owned_session
 
 __all__ = ["replay_form", "replay_view", "start_replay"]
-
-OWN = "own"
-"""The target choice that means the session's own server (its recorded config)."""
 
 
 def _own_target(session: McpSession) -> bool:
@@ -60,45 +58,58 @@ def _choices(session: McpSession) -> dict[str, Any]:
         "own": _own_target(session),
         "problem": _why_not(session),
         "can_start": can_start,
+        "form": ReplayForm(
+            initial={"target": OWN if _own_target(session) else (servers[0].pk if servers else NEW)}
+        ),
     }
 
 
 @require_GET
 async def replay_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
-    """Where to replay the session: a saved server of its team, or its own server."""
+    """Where to replay the session: a saved server of its team, its own server, or a new target."""
     session = await owned_session(request, public_id)
     context = await sync_to_async(_choices)(session)
     return await sync_to_async(render)(request, "replay/start.html", context)
 
 
-def _replay_config(request: AuthedRequest, session: McpSession, user_id: int) -> tuple[dict[str, Any], Any]:
+def _replay_config(form: ReplayForm, session: McpSession, user_id: int) -> tuple[dict[str, Any], Any]:
     """The config to replay with and its saved server; ``ValueError`` (400) or ``PermissionError`` (403)
     says why not."""
-    choice = str(request.POST.get("target") or "")
+    if not form.is_valid():
+        raise ValueError(form.problem)
+    choice = form.cleaned_data["target"]
     if choice == OWN:
         if not _own_target(session):
-            raise ValueError("This session has no server of its own to replay against: pick a saved server.")
+            raise ValueError(
+                "This session has no server of its own to replay against: "
+                "pick a saved server or a new target."
+            )
         problem = policy.reconnect_problem(session)
         if problem:
             raise PermissionError(problem)
         return policy.reconnect_config(session), session.server_id
-    if not choice.isascii() or not choice.isdigit() or len(choice) > 18:
-        raise ValueError("Pick a saved server or this session's own server to replay against.")
-    server = ServerConfig.objects.filter(team_id=session.team_id, pk=int(choice)).first()
-    if server is None:
-        raise ValueError("No such saved server in this session's team.")
     scope = access.Scope(user_id, session.team_id, "", Role.OPERATOR)
-    problem = policy.connect_problem(scope, server.snapshot())
+    if choice == NEW:
+        assert form.new_config is not None
+        config, server_id = form.new_config, None
+    else:
+        assert form.saved_pk is not None
+        server = ServerConfig.objects.filter(team_id=session.team_id, pk=form.saved_pk).first()
+        if server is None:
+            raise ValueError("No such saved server in this session's team.")
+        config, server_id = server.snapshot(), server.pk
+    problem = policy.connect_problem(scope, config)
     if problem:
         raise PermissionError(problem)
-    return policy.prepared(scope, server.snapshot()), server.pk
+    return policy.prepared(scope, config), server_id
 
 
 def _create(request: AuthedRequest, session: McpSession, user_id: int) -> McpSession:
     problem = _why_not(session)
     if problem:
         raise ValueError(problem)
-    config, server_id = _replay_config(request, session, user_id)
+    form = ReplayForm(request.POST)
+    config, server_id = _replay_config(form, session, user_id)
     return McpSession.objects.create(
         team_id=session.team_id,
         owner_id=user_id,
@@ -107,6 +118,7 @@ def _create(request: AuthedRequest, session: McpSession, user_id: int) -> McpSes
         config=with_callback(request, config),
         roots=session.roots,
         replay_of=session,
+        replay_latency=not form.cleaned_data["no_latency"],
     )
 
 
@@ -119,7 +131,11 @@ async def start_replay(request: AuthedRequest, public_id: Any) -> HttpResponse:
         replay = await sync_to_async(_create)(request, session, user.pk)
     except (ValueError, PermissionError) as exc:
         # The form is a plain one: the page again, saying why, rather than a bare fragment.
-        context = {**await sync_to_async(_choices)(session), "refused": str(exc)}
+        context = {
+            **await sync_to_async(_choices)(session),
+            "refused": str(exc),
+            "form": ReplayForm(request.POST),
+        }
         status = 403 if isinstance(exc, PermissionError) else 400
         return await sync_to_async(render)(request, "replay/start.html", context, status=status)
     await together.record(replay, user.pk, "connected")
@@ -142,7 +158,21 @@ def _view_context(replay: McpSession) -> dict[str, Any]:
         if sides["replayed_seq"]:
             page = reverse("session", args=[replay.public_id])
             sides["replayed_href"] = f"{page}?frame={sides['replayed_seq']}"
-    return {"session": replay, "recording": recording, "replay": data}
+    own = replay.server_id is None and _target_text(replay) == _target_text(recording)
+    return {
+        "session": replay,
+        "recording": recording,
+        "replay": data,
+        "new_target": not own and _target_text(replay),
+    }
+
+
+def _target_text(session: McpSession) -> str:
+    """The session's command line or URL as the person typed it (its environment and headers left out)."""
+    config = session.config if isinstance(session.config, dict) else {}
+    if config.get("url"):
+        return str(config["url"])
+    return " ".join(str(word) for word in [config.get("command") or "", *(config.get("args") or [])]).strip()
 
 
 @require_GET

@@ -75,6 +75,68 @@ def test_replay_against_the_next_build_opens_the_two_timelines_side_by_side(
     assert_clean(home)
 
 
+def test_replay_against_a_new_target_shows_the_planted_changes_beside_the_recording(
+    home: Any, live_app: LiveApp, planted_stdio: dict
+) -> None:
+    connect(home, stdio=planted_stdio)
+    for tool, arguments in [
+        ("hello", {}),
+        ("greet", {"name": "Ada", "greeting": "hey"}),
+        ("divide", {"a": 6, "b": 3}),
+    ]:
+        send_raw(home, "tools/call", json.dumps({"name": tool, "arguments": arguments}))
+        expect(call_card(home, "tools/call", tool).first.get_by_role("status")).to_have_text(
+            "done", timeout=LONG
+        )
+
+    home.locator("#session-actions summary", has_text="Export").click()
+    home.get_by_role("link", name=re.compile("^Replay against…")).click()
+    target = home.get_by_label("Replay against", exact=True)
+    expect(home.locator(".replay-new")).to_be_hidden()  # the session's own server is the first choice
+    target.select_option(label="A new target: a command or a URL")
+    new = home.locator(".replay-new")
+    expect(new.get_by_label("URL", exact=True)).to_be_hidden()  # stdio: a command
+    new.get_by_label("Command", exact=True).fill(
+        " ".join([planted_stdio["command"], *planted_stdio["args"], "--build", "B"])
+    )
+    home.get_by_role("button", name="Replay", exact=True).click()
+    home.wait_for_url("**/replayed")
+    body = home.locator("#replay-body")
+    expect(body).to_have_attribute("aria-busy", "false", timeout=LONG)
+    expect(body.locator(".replay-status")).to_contain_text("replay finished")
+
+    expect(home.locator(".replay-page header")).to_contain_text("against a new target, ")
+    expect(home.locator(".replay-page header code")).to_have_text(re.compile(r"planted\.py stdio --build B$"))
+
+    # The summary on top: n steps, n changed, the changes by kind.
+    summary = home.locator(".replay-summary")
+    expect(summary.get_by_role("heading")).to_have_text(re.compile(r"^\d+ steps, [1-9]\d* changed$"))
+    rules = summary.locator(".replay-rules")
+    for rule in ("removed", "added", "required changed", "value changed", "isError changed"):
+        expect(rules.get_by_role("cell", name=rule, exact=True)).to_be_visible()
+
+    # greet answered as recorded: folded, its two sides there once opened.
+    greet = home.locator(".replay-step", has=home.locator("summary", has_text="greet"))
+    expect(greet.locator("summary")).to_contain_text("unchanged")
+    expect(greet.locator("details")).not_to_have_attribute("open", "")
+    expect(greet.locator(".replay-sides")).to_be_hidden()
+    greet.locator("summary").click()
+    expect(greet.locator(".replay-sides pre").first).to_contain_text("hey, Ada")
+
+    # A change's detail: its rule, its path and both values.
+    hello = home.locator(".replay-step", has=home.locator("summary", has_text="hello"))
+    expect(hello.locator("details")).to_have_attribute("open", "")
+    change = hello.locator("tr.replay-change")
+    expect(change).to_have_count(1)
+    expect(change.locator(".verdict")).to_have_text("value changed")
+    expect(change.locator("code.replay-path")).to_have_text("$.result.content[0].text")
+    expect(change.locator("pre.d-del")).to_have_text("hello, world")
+    expect(change.locator("pre.d-add")).to_have_text("hello, world!")
+    divide = home.locator(".replay-step", has=home.locator("summary", has_text="divide"))
+    expect(divide.locator("tr.replay-change code.replay-path")).to_have_text("$.result.isError")
+    assert_clean(home)
+
+
 def test_the_replay_picker_offers_the_sessions_own_server_and_the_saved_ones(
     home: Any, live_app: LiveApp, sdk_stdio: dict
 ) -> None:
@@ -85,4 +147,5 @@ def test_the_replay_picker_offers_the_sessions_own_server_and_the_saved_ones(
     options = home.get_by_label("Replay against", exact=True).locator("option").all_inner_texts()
     assert options[0].startswith("This session's own server"), options
     assert "Saved server: picked" in options, options
+    assert options[-1] == "A new target: a command or a URL", options
     assert_clean(home)

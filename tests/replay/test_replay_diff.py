@@ -62,6 +62,37 @@ def test_is_error_turning_true_is_its_own_rule() -> None:
     assert found("tools/call", was, now) == [("$.result.isError", "isError changed", False, True)]
 
 
+def test_a_tool_now_failing_is_one_difference_though_its_text_says_why() -> None:
+    now = {"result": {"content": [{"type": "text", "text": "out of order"}], "isError": True}}
+    assert found("tools/call", text("2.0"), now) == [("$.result.isError", "isError changed", False, True)]
+    assert found("tools/call", now, text("2.0")) == [("$.result.isError", "isError changed", True, False)]
+
+
+def _tool(required: list[str]) -> dict[str, Any]:
+    properties = {"name": {"type": "string"}, "greeting": {"type": "string"}, "tone": {"type": "string"}}
+    schema = {"type": "object", "properties": properties, "required": required}
+    return {"result": {"tools": [{"name": "greet", "inputSchema": schema}]}}
+
+
+def test_a_schemas_required_names_are_a_set_and_a_field_made_required_is_one_difference() -> None:
+    assert found("tools/list", _tool(["name", "tone"]), _tool(["tone", "name"])) == []
+    path = '$.result.tools[?(@.name=="greet")].inputSchema.required'
+    # Inserted before the last name: by place, that would have read as two changes.
+    assert found("tools/list", _tool(["name", "tone"]), _tool(["name", "greeting", "tone"])) == [
+        (path, "required changed", ["name", "tone"], ["name", "greeting", "tone"])
+    ]
+    ignored = [Pattern("$..required")]
+    assert found("tools/list", _tool(["name"]), _tool(["name", "tone"]), ignore=ignored) == []
+
+
+def test_a_list_named_required_outside_a_schema_is_compared_by_place() -> None:
+    was, now = {"result": {"required": ["a", "b"]}}, {"result": {"required": ["b", "a"]}}
+    assert [f[:2] for f in found("tools/call", was, now)] == [
+        ("$.result.required[0]", "value changed"),
+        ("$.result.required[1]", "value changed"),
+    ]
+
+
 def test_a_value_of_another_json_type_is_a_type_change() -> None:
     was = {"result": {"structuredContent": {"n": 3}}}
     now = {"result": {"structuredContent": {"n": "3"}}}
@@ -407,6 +438,94 @@ def test_a_server_that_asks_otherwise_during_a_step_is_a_change() -> None:
 def test_a_recording_without_initialize_cannot_be_replayed() -> None:
     with pytest.raises(RecordingProblem, match="no initialize"):
         Conversation.of(frames_of(recording()[4:]))
+
+
+STAMP = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+}
+ELICIT = {"method": "elicitation/create", "params": {"message": "Who?", "requestedSchema": {}}}
+
+
+def stateless_recording() -> list[bytes]:
+    """server/discover, then a call answered input_required twice (an elicitation, then roots and a
+    sampling request) before its result, each retry carrying the client's input responses."""
+
+    def call(rpc_id: int, **more: Any) -> dict[str, Any]:
+        params = {"name": "ask", "arguments": {"x": 1}, **more, "_meta": {**STAMP, "progressToken": rpc_id}}
+        return {"jsonrpc": "2.0", "id": rpc_id, "method": "tools/call", "params": params}
+
+    def needs(rpc_id: int, asked: dict[str, Any], state: str) -> dict[str, Any]:
+        result = {"resultType": "input_required", "inputRequests": asked, "requestState": state}
+        return {"jsonrpc": "2.0", "id": rpc_id, "result": result}
+
+    discovered = {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    sampled = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
+    asked = {"roots": {"method": "roots/list"}, "llm": {"method": "sampling/createMessage", "params": {}}}
+    return [
+        frame(1, "out", {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": STAMP}}),
+        frame(2, "in", {"jsonrpc": "2.0", "id": 0, "result": discovered}, pair_seq=1),
+        frame(20, "out", {"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                          "params": {"notifications": {}, "_meta": STAMP}}),
+        frame(3, "out", call(1)),
+        frame(4, "in", needs(1, {"who": ELICIT}, "s1"), pair_seq=3),
+        frame(5, "out", call(2, inputResponses={"who": {"action": "accept", "content": {"n": "Ada"}}},
+                             requestState="s1")),
+        frame(6, "in", needs(2, asked, "s2"), pair_seq=5),
+        frame(7, "out", call(3, inputResponses={"roots": {"roots": []}, "llm": sampled}, requestState="s2")),
+        frame(8, "in", {"jsonrpc": "2.0", "id": 3, "result": {"resultType": "complete", "content": []}},
+              pair_seq=7, latency_ms=2.5),
+        frame(9, "out", {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": STAMP}}),
+        frame(10, "in", {"jsonrpc": "2.0", "id": 4, "result": {"tools": []}}, pair_seq=9),
+    ]  # fmt: skip
+
+
+def test_a_stateless_recording_opens_with_discovery_and_what_its_requests_declared() -> None:
+    conversation = Conversation.of(frames_of(stateless_recording()))
+    assert conversation.stateless and conversation.opening == "server/discover"
+    assert conversation.initialize == {
+        "protocolVersion": "2026-07-28",
+        "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "c", "version": "1"},
+    }
+    assert conversation.initialized == {
+        "result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}}
+    }
+    # The replaying session stamps its own revision, info and capabilities into each request's _meta,
+    # and opens its own listen stream as it connects.
+    assert [(s.number, s.method, s.params) for s in conversation.steps] == [
+        (1, "tools/call", {"name": "ask", "arguments": {"x": 1}}),
+        (2, "tools/list", {}),
+    ]
+
+
+def test_a_retry_after_input_required_is_part_of_its_step_and_its_responses_answer_the_server() -> None:
+    call, listed = Conversation.of(frames_of(stateless_recording())).steps
+    # The step's answer is the final one; the server's questions asked during it are the step's.
+    assert call.answer == {"result": {"resultType": "complete", "content": []}} and call.latency_ms == 2.5
+    assert call.asked == ["elicitation/create", "sampling/createMessage"] and call.progress
+    assert listed.after == [0]
+    assert Conversation.of(frames_of(stateless_recording())).answers == {
+        "elicitation/create": [{"result": {"action": "accept", "content": {"n": "Ada"}}}],
+        "roots/list": [{"result": {"roots": []}}],
+        "sampling/createMessage": [
+            {"result": {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}}
+        ],
+    }
+
+
+def test_a_discovery_that_failed_before_the_handshake_is_a_handshake_recording() -> None:
+    failed = {"jsonrpc": "2.0", "id": 9, "error": {"code": -32601, "message": "Method not found"}}
+    lines = [
+        frame(1, "out", {"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": STAMP}}),
+        frame(2, "in", failed, pair_seq=1),
+        frame(3, "out", INITIALIZE),
+        frame(4, "in", {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25"}}, pair_seq=3),
+    ]
+    conversation = Conversation.of(frames_of(lines))
+    assert not conversation.stateless and conversation.initialize == INITIALIZE["params"]
+    assert conversation.initialized == {"result": {"protocolVersion": "2025-11-25"}}
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 from typing import Any
 
 import pytest
@@ -35,9 +36,10 @@ async def recorded_session(user: Any, sdk_stdio: dict) -> McpSession:
     return session
 
 
-async def replayed(client: Any, session: McpSession, target: str) -> tuple[McpSession, str]:
-    """Replay ``session`` against ``target``; the replay once ended, and its side-by-side page."""
-    response = await client.post(f"/s/{session.public_id}/replay/start", {"target": target})
+async def replayed(client: Any, session: McpSession, target: str, **fields: str) -> tuple[McpSession, str]:
+    """Replay ``session`` against ``target`` (a new one's ``fields``); the replay once ended, and its
+    side-by-side page."""
+    response = await client.post(f"/s/{session.public_id}/replay/start", {"target": target, **fields})
     assert response.status_code == 302, response.content.decode()
     replay = await McpSession.objects.aget(replay_of=session)
     assert response["Location"] == f"/s/{replay.public_id}/replayed"
@@ -61,7 +63,7 @@ async def test_a_replay_against_the_next_build_shows_each_change_beside_the_reco
         client = await logged_in_client(alice)
         session = await recorded_session(alice, sdk_stdio)
         form = (await client.get(f"/s/{session.public_id}/replay")).content.decode()
-        assert '<option value="own">' in form and "csrfmiddlewaretoken" in form
+        assert '<option value="own" selected>' in form and "csrfmiddlewaretoken" in form
         nxt = await ServerConfig.objects.acreate(
             team=await ateam_of(alice), name="next build", command=sdk_stdio["command"],
             args=[*sdk_stdio["args"], "--next"],
@@ -141,6 +143,17 @@ def _frames(session: McpSession, lines: list[bytes]) -> None:
         TimelineFrame.objects.create(session=session, **frame_row(frame, 0))
 
 
+INITIALIZE = (
+    b'{"seq": 1, "kind": "message", "direction": "out", "rpc_kind": "request", "method": "initialize",'
+    b' "rpc_id": 0, "raw": "{\\"jsonrpc\\": \\"2.0\\", \\"id\\": 0, \\"method\\": \\"initialize\\",'
+    b' \\"params\\": {\\"protocolVersion\\": \\"2025-11-25\\", \\"capabilities\\": {}}}"}'
+)
+PING = (
+    b'{"seq": 2, "kind": "message", "direction": "out", "rpc_kind": "request", "method": "ping",'
+    b' "rpc_id": 1, "raw": "{\\"jsonrpc\\": \\"2.0\\", \\"id\\": 1, \\"method\\": \\"ping\\"}"}'
+)
+
+
 async def test_a_recording_replays_only_against_a_saved_server_of_its_team() -> None:
     alice, dave = await make_user(), await make_user("dave")
     client = await logged_in_client(alice)
@@ -148,18 +161,9 @@ async def test_a_recording_replays_only_against_a_saved_server_of_its_team() -> 
     recording = await McpSession.objects.acreate(
         team=team, owner=alice, name="rec", config={}, status="closed", recording_sha256="0" * 64
     )
-    initialize = (
-        b'{"seq": 1, "kind": "message", "direction": "out", "rpc_kind": "request", "method": "initialize",'
-        b' "rpc_id": 0, "raw": "{\\"jsonrpc\\": \\"2.0\\", \\"id\\": 0, \\"method\\": \\"initialize\\",'
-        b' \\"params\\": {\\"protocolVersion\\": \\"2025-11-25\\", \\"capabilities\\": {}}}"}'
-    )
-    ping = (
-        b'{"seq": 2, "kind": "message", "direction": "out", "rpc_kind": "request", "method": "ping",'
-        b' "rpc_id": 1, "raw": "{\\"jsonrpc\\": \\"2.0\\", \\"id\\": 1, \\"method\\": \\"ping\\"}"}'
-    )
-    await _frames(recording, [initialize, ping])
+    await _frames(recording, [INITIALIZE, PING])
     page = (await client.get(f"/s/{recording.public_id}/replay")).content.decode()
-    assert '<option value="own">' not in page and "save one from the home page" in page
+    assert '<option value="own"' not in page and '<option value="new" selected>' in page
     response = await client.post(f"/s/{recording.public_id}/replay/start", {"target": "own"})
     assert response.status_code == 400 and "no server of its own" in response.content.decode()
     elsewhere = await ServerConfig.objects.acreate(team=await ateam_of(dave), name="dave's", command="x")
@@ -185,3 +189,85 @@ async def test_a_viewer_sees_the_choice_but_is_not_offered_to_start_nor_may_star
     assert "your role here is viewer" in page
     assert 'name="target"' not in page
     assert (await viewer.post(f"/s/{session.public_id}/replay/start", {"target": "own"})).status_code == 403
+
+
+@pytest.mark.slow
+async def test_a_replay_against_a_new_target_reports_the_planted_changes_and_may_leave_latency_out(
+    planted_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        session = await start_session(
+            alice, stdio_config(planted_stdio["command"], planted_stdio["args"], name="planted")
+        )
+        for method, params in [
+            ("tools/list", {}),
+            ("tools/call", {"name": "hello", "arguments": {}}),
+            ("tools/call", {"name": "divide", "arguments": {"a": 6, "b": 3}}),
+            ("tools/call", {"name": "wait", "arguments": {}}),
+        ]:
+            assert "result" in await request(session, method, params)
+        command = shlex.join([planted_stdio["command"], *planted_stdio["args"], "--build", "B"])
+        replay, page = await replayed(
+            client, session, "new", transport="stdio", command=command, env="PLANTED=1", no_latency="on"
+        )
+        assert replay.status_note == "replay finished: 4 of 4 requests answered"
+        assert (replay.server_id, replay.replay_latency) == (None, False)
+        assert replay.config["args"][-2:] == ["--build", "B"] and replay.config["env"] == {"PLANTED": "1"}
+        found = re.findall(
+            r'<td><span class="verdict sev-warning">([a-zA-Z ]+)</span></td>\s*<td><code class="replay-path">'
+            r"([^<]+)</code>",
+            page,
+        )
+        assert [(rule, html.unescape(path)) for rule, path in found] == [
+            ("removed", "$.result.capabilities.prompts"),
+            ("required changed", '$.result.tools[?(@.name=="greet")].inputSchema.required'),
+            ("removed", '$.result.tools[?(@.name=="retired")]'),
+            ("added", '$.result.tools[?(@.name=="fresh")]'),
+            ("value changed", "$.result.content[0].text"),
+            ("isError changed", "$.result.isError"),
+        ]  # the wait step, half a second slower, is not counted: the person said timing is noise here
+        assert "Note: a step that became slower is not counted as a change." in page
+        assert f"against a new target, <code>{html.escape(command)}</code>" in page
+        assert steps_of(page)[4].startswith("4 tools/call wait unchanged")
+
+
+async def test_a_new_target_is_held_to_the_connect_forms_rules() -> None:
+    alice = await make_user()
+    client = await logged_in_client(alice)
+    session = await McpSession.objects.acreate(
+        team=await ateam_of(alice), owner=alice, name="s", config={"command": "x"}, status="closed"
+    )
+    await _frames(session, [INITIALIZE, PING])
+    for fields, why in [
+        ({"transport": "stdio", "command": ""}, "a stdio server needs a command"),
+        ({"transport": "http", "url": "ftp://x"}, "an HTTP server needs an http:// or https:// URL"),
+        ({"transport": "stdio", "command": "srv", "env": "NOEQUALS"}, "expected KEY=value"),
+        ({"transport": "carrier pigeon", "command": "srv"}, "Select a valid choice"),
+    ]:
+        response = await client.post(f"/s/{session.public_id}/replay/start", {"target": "new", **fields})
+        assert response.status_code == 400, fields
+        assert why in html.unescape(response.content.decode()), fields
+    assert not await McpSession.objects.filter(replay_of=session).aexists()
+
+
+@pytest.mark.slow
+async def test_a_stateless_session_replays_statelessly(planted_stdio: dict) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        client = await logged_in_client(alice)
+        config = stdio_config(
+            planted_stdio["command"], planted_stdio["args"], name="planted", protocol_version="2026-07-28"
+        )
+        session = await start_session(alice, config)
+        assert session.mode == "stateless"
+        assert "result" in await request(session, "tools/call", {"name": "hello", "arguments": {}})
+        replay, page = await replayed(client, session, "own", no_latency="on")
+        assert replay.status_note == "replay finished: 1 of 1 requests answered"
+        assert (replay.mode, replay.protocol_version) == ("stateless", "2026-07-28")
+        # Each session opened its own stream for change notifications: not a step of the conversation.
+        assert [step.split(" ")[:4] for step in steps_of(page)] == [
+            ["0", "server/discover", "unchanged", "–"],
+            ["1", "tools/call", "hello", "unchanged"],
+        ]
