@@ -109,6 +109,23 @@
     }
   }, true);
 
+  // The tab bar is one line that scrolls: the selected tab is kept in view (a page opened on it, a
+  // panel changed by Back, the arrow keys), without moving the page itself.
+  htmx.onLoad(function (elt) {
+    var tabs = elt.id === "tabs" ? elt : elt.querySelector && elt.querySelector("#tabs");
+    var selected = tabs && tabs.querySelector('[role="tab"][aria-selected="true"]');
+    if (!selected) {
+      return;
+    }
+    var bar = tabs.getBoundingClientRect();
+    var tab = selected.getBoundingClientRect();
+    if (tab.left < bar.left) {
+      tabs.scrollLeft -= bar.left - tab.left + 16;
+    } else if (tab.right > bar.right) {
+      tabs.scrollLeft += tab.right - bar.right + 16;
+    }
+  });
+
   // The state arrives with the page, or pushed by the live socket when it changes.
   htmx.onLoad(function (elt) {
     if (elt.id === "session-state" || (elt.querySelector && elt.querySelector("#session-state"))) {
