@@ -180,18 +180,21 @@ KNOWN: tuple[Known, ...] = (
     Known("tasks.requests.elicitation.create", (CLIENT,), since="2025-11-25", until="2025-11-25"),
     Known("tasks.requests.tools.call", (SERVER,), since="2025-11-25", until="2025-11-25"),
     Known("experimental", (CLIENT, SERVER)),
-    Known("extensions", (CLIENT, SERVER), since="2026-07-28"),
+    # The map is the 2026-07-28 schema's, yet hosts declare extensions in it on earlier revisions too
+    # (MCP Apps on 2025-11-25): a declaration there is not one the revision fails to define.
+    Known("extensions", (CLIENT, SERVER)),
 )
 
 # The connect form's client toggles (ServerConfig.capabilities), and the capability each declares.
 # Absent toggles are on (sessions.servers.build_options).
-TOGGLES = {
-    "roots": "roots",
-    "roots_list_changed": "roots.listChanged",
-    "sampling": "sampling",
-    "elicitation_form": "elicitation.form",
-    "elicitation_url": "elicitation.url",
-    "tasks": "tasks",
+TOGGLES: dict[str, tuple[str, ...]] = {
+    "roots": ("roots",),
+    "roots_list_changed": ("roots", "listChanged"),
+    "sampling": ("sampling",),
+    "elicitation_form": ("elicitation", "form"),
+    "elicitation_url": ("elicitation", "url"),
+    "tasks": ("tasks",),
+    "apps": ("extensions", "io.modelcontextprotocol/ui"),  # an extension's name holds dots
 }
 
 
@@ -263,11 +266,13 @@ def _toggle_rows(
 ) -> dict[Path, list[tuple[str, bool]]]:
     """The toggles to show on each row (the capability each declares in this revision)."""
     rows: dict[Path, list[tuple[str, bool]]] = {}
-    for name, dotted in TOGGLES.items():
-        if dotted not in known and dotted.startswith("elicitation.") and "elicitation" in known:
-            dotted = "elicitation"  # 2025-06-18: one elicitation capability, declared by either toggle
-        if dotted in known and name in toggles:
-            rows.setdefault(tuple(dotted.split(".")), []).append((name, toggles[name]))
+    for name, path in TOGGLES.items():
+        dotted = ".".join(path)
+        if dotted not in known and path[0] == "elicitation" and "elicitation" in known:
+            path = ("elicitation",)  # 2025-06-18: one elicitation capability, declared by either toggle
+        member = len(path) == 2 and path[0] in OPEN_SETS and path[0] in known
+        if (".".join(path) in known or member) and name in toggles:
+            rows.setdefault(path, []).append((name, toggles[name]))
     return rows
 
 
@@ -301,6 +306,9 @@ def capability_rows(
     order = {path: i for i, path in enumerate(sides)}
     ordered = sorted(sides, key=lambda p: [order[p[:i]] for i in range(1, len(p) + 1)])[:MAX_ROWS]
     toggle_rows = _toggle_rows(known, toggles)
+    for path in [p for p in toggle_rows if p not in sides and p[:1] in sides]:
+        # An open set's member nobody declared (its toggle off): the toggle shows on the set's row.
+        toggle_rows.setdefault(path[:1], []).extend(toggle_rows.pop(path))
     rows = []
     for path in ordered:
         dotted = ".".join(path)

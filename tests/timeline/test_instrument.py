@@ -78,6 +78,18 @@ def test_a_row_says_who_declared_it_and_shows_the_toggles_the_client_connected_w
     assert june["elicitation"].toggles == [("elicitation_form", True), ("elicitation_url", True)]
 
 
+def test_the_apps_extension_is_a_declared_member_of_extensions_on_2025_11_25_with_its_toggle() -> None:
+    ui = {"extensions": {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}}
+    rows = rows_by_path("2025-11-25", ui, {})
+    assert rows["extensions"].known and rows["extensions"].client == "declared"
+    member = rows["extensions.io.modelcontextprotocol/ui"]
+    assert member.known and member.client == "declared" and member.toggles == [("apps", True)]
+    # Switched off, nothing declares it: the toggle shows on the extensions row.
+    off = rows_by_path("2025-11-25", {}, {}, toggles={**toggles_of({}), "apps": False})
+    assert "extensions.io.modelcontextprotocol/ui" not in off
+    assert off["extensions"].toggles == [("apps", False)]
+
+
 def test_subcapabilities_follow_their_capability_and_nest_deeper() -> None:
     rows = capability_rows("2025-11-25", EVERYTHING_CLIENT, EVERYTHING_SERVER, toggles_of({}), {})
     paths = [row.path for row in rows]
@@ -120,7 +132,8 @@ def test_what_a_side_declared_beyond_the_revision_is_a_row_too() -> None:
     member = rows["experimental.com.example/feature.v2"]  # a name with dots is one capability
     assert (member.server, member.known, member.depth) == ("declared", True, 1)
     assert not rows["madeUp"].known and rows["madeUp.deeper.still"].value == 1
-    assert not rows["extensions"].known  # 2025-11-25 has no extensions
+    # Not in 2025-11-25's schema, yet where hosts declare extensions (MCP Apps): not flagged.
+    assert rows["extensions"].known and rows["extensions.io.x/y"].known
     hostile: dict[str, Any] = {}
     level = hostile
     for _ in range(1000):
