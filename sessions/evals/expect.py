@@ -83,11 +83,11 @@ def _call_reasons(expect: Expect, made: list[dict[str, Any]]) -> list[str]:
         return [f"expected a call of {_describe(c)}; {_calls_seen(made)}" for c in missing]
     at = 0
     for number, call in enumerate(expect.calls):
-        found = next((i for i in range(at, len(made)) if _fits(call, made[i])), None)
-        if found is None:
+        index = next((i for i in range(at, len(made)) if _fits(call, made[i])), None)
+        if index is None:
             after = f" after {_describe(expect.calls[number - 1])}" if number else ""
             return [f"expected a call of {_describe(call)}{after}; {_calls_seen(made)}"]
-        at = found + 1
+        at = index + 1
     return []
 
 

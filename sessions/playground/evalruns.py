@@ -117,7 +117,9 @@ async def _step(run: EvalRun, user_id: int) -> None:
     if result is None:
         await sync_to_async(_finish)(run)
         return
-    session = await McpSession.objects.filter(pk=run.session_id, team_id=run.team_id).afirst()
+    session = None
+    if run.session_id is not None:
+        session = await McpSession.objects.filter(pk=run.session_id, team_id=run.team_id).afirst()
     if session is None or not session.is_live:
         await sync_to_async(_finish)(run, "Stopped: the session is not live any more; its tests did not run.")
         return
