@@ -12,6 +12,7 @@ ORDERS = ("in_order", "exact", "any")
 MAX_TESTS = 200
 MAX_TURNS = 20  # the model's answers to one prompt, at most
 DEFAULT_TURNS = 10
+MAX_DEPTH = 32  # levels of an expected call's arguments
 _TEST_KEYS = {"name", "prompt", "expect"}
 _EXPECT_KEYS = {"calls", "order", "answer_contains", "answer_matches", "no_tool_error", "max_turns"}
 _SUITE_KEYS = {"name", "system", "temperature", "tests"}
@@ -82,8 +83,10 @@ def _call(value: Any, where: str) -> ExpectedCall:
     return ExpectedCall(_text(value.get("tool"), f"{where}.tool"), arguments)
 
 
-def _check_patterns(value: Any, where: str) -> None:
+def _check_patterns(value: Any, where: str, depth: int = 0) -> None:
     """A ``$regex`` that does not compile is the suite's mistake, said now rather than as a failing test."""
+    if depth > MAX_DEPTH:
+        raise SuiteProblem(f"{where}: nested more than {MAX_DEPTH} levels deep")
     if isinstance(value, dict):
         if "$regex" in value:
             if set(value) != {"$regex"} or not isinstance(value["$regex"], str):
@@ -96,10 +99,10 @@ def _check_patterns(value: Any, where: str) -> None:
         if "$any" in value and set(value) != {"$any"}:
             raise SuiteProblem(f'{where}: a pattern is {{"$any": true}} alone')
         for key, item in value.items():
-            _check_patterns(item, f"{where}.{key}")
+            _check_patterns(item, f"{where}.{key}", depth + 1)
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            _check_patterns(item, f"{where}[{index}]")
+            _check_patterns(item, f"{where}[{index}]", depth + 1)
 
 
 def _expect(value: Any, where: str) -> Expect:
@@ -143,11 +146,17 @@ def _expect(value: Any, where: str) -> Expect:
     )
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_suite(data: Any) -> Suite:
     """The suite of a JSON document (its text, or the value); ``SuiteProblem`` says what is wrong."""
     if isinstance(data, str | bytes):
         try:
-            data = json.loads(data)
+            data = json.loads(data, parse_constant=_no_constant)
+        except RecursionError:
+            raise SuiteProblem("not JSON a suite holds: nested too deeply") from None
         except ValueError as exc:
             raise SuiteProblem(f"not JSON: {exc}") from None
     if not isinstance(data, dict):

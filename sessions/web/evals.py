@@ -111,17 +111,19 @@ def _suite_context(
     }
 
 
-@require_GET
-def evals_page(request: AuthedRequest) -> HttpResponse:
-    """The team's suites, each with its newest run's pass rate."""
-    scope = person_scope(request)
+def _list_context(scope: access.Scope, **extra: Any) -> dict[str, Any]:
     suites = list(EvalSuite.objects.filter(team_id=scope.team_id))
     for suite in suites:
         newest = suite.runs.first()
         suite.newest = newest  # type: ignore[attr-defined]
         suite.table = evalruns.rate_table(newest) if newest else None  # type: ignore[attr-defined]
-    context = {"suites": suites, "can_act": scope.allows(Role.OPERATOR), "scope": scope}
-    return render(request, "evals/list.html", context)
+    return {"suites": suites, "can_act": scope.allows(Role.OPERATOR), **extra}
+
+
+@require_GET
+def evals_page(request: AuthedRequest) -> HttpResponse:
+    """The team's suites, each with its newest run's pass rate."""
+    return render(request, "evals/list.html", _list_context(person_scope(request)))
 
 
 @require_POST
@@ -130,9 +132,9 @@ def new_suite(request: AuthedRequest) -> HttpResponse:
     scope = person_scope(request, Role.OPERATOR)
     name = str(request.POST.get("name") or "").strip()[:200]
     if not name:
-        suites = list(EvalSuite.objects.filter(team_id=scope.team_id))
-        context = {"suites": suites, "can_act": True, "scope": scope, "new_error": "Name the suite."}
-        return render(request, "evals/list.html", context, status=400)
+        return render(
+            request, "evals/list.html", _list_context(scope, new_error="Name the suite."), status=400
+        )
     definition = {**STARTER, "name": name}
     suite = EvalSuite.objects.create(
         team_id=scope.team_id, name=name, definition=definition, created_by=request.user

@@ -26,6 +26,10 @@ from sessions.evals import (
 from sessions.evals.suite import Expect
 from sessions.providers import ModelConfig
 
+DEEP: Any = 1
+for _ in range(40):
+    DEEP = {"m": DEEP}
+
 
 def expect(**fields: Any) -> Expect:
     return parse_suite({"tests": [{"name": "t", "prompt": "p", "expect": fields}]}).tests[0].expect
@@ -77,6 +81,16 @@ def test_a_suite_is_read_with_its_defaults() -> None:
     ("suite", "said"),
     [
         ("{", "not JSON"),
+        ('{"tests": [{"name": "a", "prompt": "p", "expect": {"answer_matches": NaN}}]}', "NaN is not JSON"),
+        ("[" * 100_000, "nested too deeply"),
+        (
+            {
+                "tests": [
+                    {"name": "a", "prompt": "p", "expect": {"calls": [{"tool": "x", "arguments": DEEP}]}}
+                ]
+            },
+            "nested more than 32 levels deep",
+        ),
         ([], "a suite is a JSON object"),
         ({"tests": []}, "tests must be a non-empty list"),
         ({"tests": [{"prompt": "p"}]}, "test 1's name must be a non-empty string"),
