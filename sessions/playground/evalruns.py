@@ -175,6 +175,12 @@ def rate_table(run: EvalRun) -> dict[str, Any]:
 WIDTH, HEIGHT = 600, 200  # the history plot's coordinates (its viewBox), scaled by the page
 
 
+def _cell(run: EvalRun, count: list[int] | None) -> dict[str, Any]:
+    if count is None:
+        return {"run": run, "total": 0}
+    return {"run": run, "passed": count[0], "total": count[1], "all": count[0] == count[1]}
+
+
 def history(suite: EvalSuite) -> dict[str, Any]:
     """The pass rate of each model in the suite's newest runs, oldest first: polylines for an SVG, and
     each point's run, so a drop (a regression) stands out and is a click away."""
@@ -182,15 +188,23 @@ def history(suite: EvalSuite) -> dict[str, Any]:
     if not runs:
         return {"series": [], "runs": 0}
     counts: dict[tuple[int, str], list[int]] = {}
+    by_test: dict[tuple[str, str], dict[int, list[int]]] = {}
     rows = (
         EvalResult.objects.filter(run__in=runs)
         .exclude(state=State.PENDING)
-        .values_list("run_id", "model_key", "state")
+        .values_list("run_id", "test", "model_key", "state")
     )
-    for run_id, key, state in rows:
-        count = counts.setdefault((run_id, key), [0, 0])
-        count[0] += state == State.PASSED
-        count[1] += 1
+    for run_id, test, key, state in rows:
+        for count in (
+            counts.setdefault((run_id, key), [0, 0]),
+            by_test.setdefault((test, key), {}).setdefault(run_id, [0, 0]),
+        ):
+            count[0] += state == State.PASSED
+            count[1] += 1
+    grid = [
+        {"test": test, "model": key, "cells": [_cell(run, by_run.get(run.pk)) for run in runs]}
+        for (test, key), by_run in by_test.items()
+    ]
     keys = list(dict.fromkeys(key for run in runs for key in run.model_keys))
     step = WIDTH / max(len(runs) - 1, 1)
     series = []
@@ -208,6 +222,7 @@ def history(suite: EvalSuite) -> dict[str, Any]:
         series.append({"model": key, "points": points, "line": line, "colour": index % 6})
     return {
         "series": series,
+        "grid": grid,
         "runs": len(runs),
         "width": WIDTH,
         "height": HEIGHT,

@@ -121,6 +121,10 @@ async def test_a_suite_run_three_times_against_two_models_shows_the_planted_regr
             assert "Pass rate by run" in page and "(2 runs," in page
             assert "claude: 14/15 passed, run" in page and "claude: 5/5 passed, run" in page
             assert page.count('class="eval-point series-') == 4
+            grid = page[page.index('aria-label="Pass rate of each test and model by run"') :]
+            assert re.search(
+                r'<th scope="row">sum</th><td>claude</td><td class="eval-cell eval-some">.*?>2/3</a>', grid
+            )
 
             listing = (await client.get("/evals")).content.decode()
             assert f'href="/evals/{suite.pk}"' in listing and "10/10 passed" in listing
