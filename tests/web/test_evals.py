@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 from django.test import override_settings
 from support.eval_scenario import KEY, SUITE, models, scripted_model
-from support.web import frames_of, live_runtime, logged_in_client, make_user, start_session, stdio_config
+from support.web import (
+    frames_of,
+    live_runtime,
+    logged_in_client,
+    make_user,
+    start_session,
+    stdio_config,
+    wait_until,
+)
 
 from sessions.models import McpSession
 from sessions.playground.models import EvalResult, EvalRun, EvalSuite
@@ -173,3 +181,21 @@ async def test_a_run_that_cannot_be_made_is_refused_saying_why(
                 response = await client.post(f"/evals/{suite.pk}/run", form)
                 assert response.status_code == 400 and said in response.content.decode(), said
             assert not await EvalRun.objects.aexists()
+
+            # A model that cannot be reached fails its test saying so; a session that ends stops the run.
+            run = await start(client, suite, session, "gpt", "claude", runs=2)
+            response = await client.post(f"/evals/runs/{run.pk}/step")
+            assert response.status_code == 200
+            first = await EvalResult.objects.filter(run=run).afirst()
+            assert first is not None and first.state == "failed"
+            assert first.reasons[0].startswith(
+                "gpt could not answer: cannot reach gpt at http://127.0.0.1:9/v1"
+            )
+            assert (await client.post(f"/s/{session.public_id}/disconnect")).status_code < 400
+            await wait_until(lambda: not McpSession.objects.get(pk=session.pk).is_live, what="session ended")
+            html = (await client.post(f"/evals/runs/{run.pk}/step")).content.decode()
+            await run.arefresh_from_db()
+            assert run.state == "stopped" and "Stopped: the session is not live any more" in html
+            assert not STEP.search(html)
+            states = [r.state async for r in EvalResult.objects.filter(run=run)]
+            assert states == ["failed"] * 4
