@@ -1,5 +1,5 @@
 """The mcp-inspector command: the web inspector by default, a one-shot CLI with --cli, a tap with ``tap``,
-a replay of a recording with ``replay``."""
+a replay of a recording with ``replay``, an eval suite run with ``eval``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from inspector.cli import replay
 
         return replay.main(args[1:])
+    if args[:1] == ["eval"]:
+        from inspector.cli import evals
+
+        return evals.main(args[1:])
     if "--cli" in args:
         from inspector import cli
 
@@ -50,7 +54,7 @@ def run() -> NoReturn:
         from inspector.tap._forward import end_process as end_tap
 
         end_tap(main())
-    cli = "--cli" in sys.argv[1:] or sys.argv[1:2] == ["replay"]
+    cli = "--cli" in sys.argv[1:] or sys.argv[1:2] in (["replay"], ["eval"])
     if cli:
         gc.set_threshold(100_000)
     code = main()

@@ -90,3 +90,81 @@ class ChatEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.pk} of chat {self.chat_id}"
+
+
+class EvalSuite(models.Model):
+    """A team's saved eval suite: its tests as the CLI's suite file holds them (``sessions.evals``)."""
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="eval_suites")
+    name = models.CharField(max_length=200)
+    definition = models.JSONField(default=dict)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "pk"]
+
+    def __str__(self) -> str:
+        return f"eval suite {self.name}"
+
+
+class EvalRun(models.Model):
+    """A suite run against models over a live session's tools, N times; the suite as it was then, so
+    the history stays true when the suite is edited."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        DONE = "done"
+        STOPPED = "stopped"
+
+    suite = models.ForeignKey(EvalSuite, on_delete=models.CASCADE, related_name="runs")
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="eval_runs")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    session = models.ForeignKey(
+        McpSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="eval_runs"
+    )
+    server_label = models.CharField(max_length=200, blank=True, default="")
+    definition = models.JSONField(default=dict)
+    model_keys = models.JSONField(default=list)
+    runs = models.PositiveSmallIntegerField(default=1)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.RUNNING)
+    note = models.TextField(blank=True, default="")
+    # Set while a step runs one test: a second tab's step waits for it.
+    busy_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} of {self.suite_id}"
+
+
+class EvalResult(models.Model):
+    """One test run once against one model: pending, or passed or failed with the reasons and the
+    transcript (``sessions.evals.run_case``'s)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        PASSED = "passed"
+        FAILED = "failed"
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    position = models.PositiveIntegerField()
+    test = models.CharField(max_length=200)
+    model_key = models.CharField(max_length=64)
+    attempt = models.PositiveSmallIntegerField()
+    state = models.CharField(max_length=8, choices=State.choices, default=State.PENDING)
+    reasons = models.JSONField(default=list, blank=True)
+    transcript = models.JSONField(default=list, blank=True)
+    ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position"]
+
+    def __str__(self) -> str:
+        return f"{self.test} with {self.model_key}, run {self.attempt}"

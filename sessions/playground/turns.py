@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
-import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -19,20 +18,21 @@ from django.utils import timezone
 from sessions.models import McpSession
 from sessions.playground.models import Chat, ChatEntry
 from sessions.playground.transcript import conversation, result_text
-from sessions.providers import (
-    ChatRequest,
-    ModelConfig,
-    ProviderError,
-    Reply,
-    complete,
-    parse_models,
-    tool_specs,
-)
+from sessions.providers import ModelConfig, Turn, parse_models, take_turn
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.timeline.listings import stored_pages
 
-__all__ = ["TOOL_WAIT", "configured", "model_named", "needs_approval", "next_work", "offered", "step"]
+__all__ = [
+    "TOOL_WAIT",
+    "configured",
+    "listed_tools",
+    "model_named",
+    "needs_approval",
+    "next_work",
+    "offered",
+    "step",
+]
 
 MAX_ANSWERS = 10  # the model's answers to one message of the person before the chat stops and says so
 TOOL_WAIT = 60.0  # seconds a tool call may run within a step; a longer one is left to the timeline
@@ -138,36 +138,47 @@ async def _model_turn(
             chat, f"Stopped: the model answered {answers} times to one message. Say something to go on."
         )
         return
-    tools = await sync_to_async(offered)(session)
-    if not tools and session.is_live and "tools" in (session.server_capabilities or {}):
-        # Nothing listed yet: list the tools through the session, so the listing is on its timeline too.
-        with contextlib.suppress(client.CommandFailed, ConnectionError):
-            await client.request(session, m.Request("tools/list", None, wait=10.0, user_id=user_id))
-        tools = await sync_to_async(offered)(session)
-    request = ChatRequest(chat.system_prompt, conversation(entries), tool_specs(tools), chat.temperature)
-    started = time.perf_counter()
+    tools = await listed_tools(session, user_id)
 
     async def streamed(text: str) -> None:
         await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
 
     try:
         # A write per chunk would be one per token: the page asks twice a second.
-        reply = await complete(config, request, on_text=streamed, text_every=STREAM_EVERY)
-    except ProviderError as exc:
-        await sync_to_async(_error)(chat, f"{config.label} could not answer: {exc}")
-        return
+        turn = await take_turn(
+            config,
+            chat.system_prompt,
+            conversation(entries),
+            tools,
+            chat.temperature,
+            on_text=streamed,
+            text_every=STREAM_EVERY,
+        )
     finally:
         await Chat.objects.filter(pk=chat.pk).aupdate(streaming="")
-    ms = (time.perf_counter() - started) * 1000
-    await sync_to_async(_record_reply)(chat, reply, request, tools, ms)
+    if turn.reply is None:
+        await sync_to_async(_error)(chat, turn.error)
+        return
+    await sync_to_async(_record_turn)(chat, turn, tools)
+
+
+async def listed_tools(session: McpSession, user_id: int) -> list[dict[str, Any]]:
+    """The tools to offer the model: the session's newest listing, listed through the session (so the
+    listing is on its timeline too) when there is none yet."""
+    tools = await sync_to_async(offered)(session)
+    if not tools and session.is_live and "tools" in (session.server_capabilities or {}):
+        with contextlib.suppress(client.CommandFailed, ConnectionError):
+            await client.request(session, m.Request("tools/list", None, wait=10.0, user_id=user_id))
+        tools = await sync_to_async(offered)(session)
+    return tools
 
 
 @transaction.atomic
-def _record_reply(
-    chat: Chat, reply: Reply, request: ChatRequest, tools: list[dict[str, Any]], ms: float
-) -> None:
+def _record_turn(chat: Chat, turn: Turn, tools: list[dict[str, Any]]) -> None:
     """The model's answer, and a card for each tool call it made: waiting for approval, approved, or
     unable to run (no such tool, arguments that are not a JSON object), which the model is told."""
+    reply = turn.reply
+    assert reply is not None
     ChatEntry.objects.create(
         chat=chat,
         kind=Kind.ASSISTANT,
@@ -175,29 +186,24 @@ def _record_reply(
         model_name=reply.model[:200],
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
-        ms=ms,
+        ms=turn.ms,
     )
-    specs = {spec.name: spec for spec in request.tools}
     by_name = {str(t.get("name")): t for t in tools}
-    for call in reply.tool_calls:
-        spec = specs.get(call.name)
+    for judged in turn.calls:
+        call = judged.call
         entry = ChatEntry(
             chat=chat,
             kind=Kind.TOOL,
             call_id=call.id[:200],
             tool_name=call.name[:200],
-            mcp_name=spec.mcp_name if spec else "",
+            mcp_name=judged.mcp_name,
             arguments=call.arguments,
             raw_arguments=call.raw,
         )
-        if spec is None:
-            entry.status, entry.is_error = Status.INVALID, True
-            entry.text = f"There is no tool named {call.name!r} in this session: it was not called."
-        elif call.problem:
-            entry.status, entry.is_error = Status.INVALID, True
-            entry.text = f"The call of {call.name!r} was not made: {call.problem}."
+        if judged.problem:
+            entry.status, entry.is_error, entry.text = Status.INVALID, True, judged.problem
         else:
-            tool = by_name.get(spec.mcp_name)
+            tool = by_name.get(judged.mcp_name)
             entry.status = Status.PENDING if needs_approval(chat, tool) else Status.APPROVED
         entry.save()
 

@@ -12,6 +12,7 @@ from sessions.providers._types import ToolCall, ToolSpec
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME = 64
+MAX_RESULT_TEXT = 20_000  # what a model is sent of one tool's result; a page or a frame shows it all
 
 
 def _provider_name(mcp_name: str, taken: set[str]) -> str:
@@ -58,3 +59,26 @@ def read_arguments(call_id: str, name: str, raw: Any) -> ToolCall:
     if not isinstance(value, dict):
         return ToolCall(call_id, name, {}, text, "its arguments are not a JSON object")
     return ToolCall(call_id, name, value, text)
+
+
+def result_text(result: Any, error: Any = None) -> str:
+    """A tool's result as the model reads it: its text blocks, other blocks named, the structured
+    content when there is no text; an MCP error as what it says."""
+    if error is not None:
+        message = error.get("message") if isinstance(error, dict) else error
+        return f"error: {message}"[:MAX_RESULT_TEXT]
+    if not isinstance(result, dict):
+        return ""
+    parts = []
+    for block in result.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "resource_link":
+            parts.append(f"[resource link {block.get('uri', '')}]")
+        else:
+            parts.append(f"[{block.get('type', 'unknown')} content]")
+    if not parts and "structuredContent" in result:
+        parts.append(json.dumps(result["structuredContent"], ensure_ascii=False))
+    return "\n".join(parts)[:MAX_RESULT_TEXT]

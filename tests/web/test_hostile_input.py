@@ -45,7 +45,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
-from sessions.playground.models import Chat, ChatEntry
+from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -126,6 +126,8 @@ GROUPS: dict[str, set[str]] = {
                        "tap_endpoint_create", "tap_endpoint_revoke"},
     "playground": {"playground_new", "playground_chat", "playground_settings", "playground_send",
                    "playground_step", "playground_stream", "playground_decide"},
+    "evals": {"evals", "eval_new", "eval_suite", "eval_suite_json", "eval_save", "eval_start", "eval_run",
+              "eval_step", "eval_result", "eval_delete"},
     "the rest": set(),
 }  # fmt: skip
 
@@ -522,6 +524,27 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             # A model nothing listens for: each step's answer is an error in the chat, at once.
             stack.enter_context(override_settings(INSPECTOR_LLM_MODELS=NOWHERE_MODEL))
             pages += [f"{base}?tab=playground", f"{base}panel/playground", f"{base}playground/{chat.pk}"]
+        definition = {"tests": [{"name": "t", "prompt": "Echo hi", "expect": {"calls": ["echo"]}}]}
+        suite = await EvalSuite.objects.acreate(team_id=session.team_id, name="walk", definition=definition)
+        run = await EvalRun.objects.acreate(
+            suite=suite,
+            team_id=session.team_id,
+            session=session,
+            definition=definition,
+            model_keys=["nowhere"],
+        )
+        result = await EvalResult.objects.acreate(
+            run=run, position=0, test="t", model_key="nowhere", attempt=1
+        )
+        if group == "evals":
+            # A model nothing listens for: the run's step fails its test at once, saying so.
+            stack.enter_context(override_settings(INSPECTOR_LLM_MODELS=NOWHERE_MODEL))
+            pages += [
+                "/evals",
+                f"/evals/{suite.pk}",
+                f"/evals/runs/{run.pk}",
+                f"/evals/runs/{run.pk}/results/{result.pk}",
+            ]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -540,6 +563,9 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             "chat_id": str(chat.pk),
             "call_id": str(call.pk),
             "decision": "approve",
+            "suite_id": str(suite.pk),
+            "run_id": str(run.pk),
+            "result_id": str(result.pk),
             **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }

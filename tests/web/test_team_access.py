@@ -28,7 +28,7 @@ from support.web import scripted_servers, session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.playground.models import Chat, ChatEntry
+from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import (
     CatalogServer,
     Invitation,
@@ -213,6 +213,16 @@ URLS: dict[str, tuple[str, str]] = {
     "playground_step": ("POST", "act"),
     "playground_stream": ("GET", "read"),
     "playground_decide": ("POST", "act"),
+    "evals": ("GET", "team-read"),
+    "eval_new": ("POST", "team-act"),
+    "eval_suite": ("GET", "read"),
+    "eval_suite_json": ("GET", "read"),
+    "eval_save": ("POST", "act-on-team-id"),
+    "eval_delete": ("POST", "act-on-team-id"),
+    "eval_start": ("POST", "act-on-team-id"),
+    "eval_run": ("GET", "read"),
+    "eval_step": ("POST", "act-on-team-id"),
+    "eval_result": ("GET", "read"),
 }
 # Requests that log the person out: they are logged in again before the next.
 LOGS_OUT = {"logout"}
@@ -261,6 +271,9 @@ class TeamIds:
     tap: TapEndpoint
     chat: Chat
     call: ChatEntry
+    suite: EvalSuite
+    run: EvalRun
+    result: EvalResult
 
 
 def _team(name: str) -> Team:
@@ -314,8 +327,28 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     call = ChatEntry.objects.create(
         chat=chat, kind="tool", tool_name="echo", mcp_name="echo", status="pending"
     )
+    suite = EvalSuite.objects.create(team=team, name="suite", definition={"tests": []})
+    run = EvalRun.objects.create(suite=suite, team=team, session=session, state="done", model_keys=["gpt"])
+    result = EvalResult.objects.create(
+        run=run, position=0, test="t", model_key="gpt", attempt=1, state="failed"
+    )
     return TeamIds(
-        team, session, review, server, catalog, admin, invitation, login, token, share, tap, chat, call
+        team,
+        session,
+        review,
+        server,
+        catalog,
+        admin,
+        invitation,
+        login,
+        token,
+        share,
+        tap,
+        chat,
+        call,
+        suite,
+        run,
+        result,
     )
 
 
@@ -345,6 +378,9 @@ def _url(route: str, ids: TeamIds) -> str:
         "endpoint_id": str(ids.tap.pk),
         "chat_id": str(ids.chat.pk),
         "call_id": str(ids.call.pk),
+        "suite_id": str(ids.suite.pk),
+        "run_id": str(ids.run.pk),
+        "result_id": str(ids.result.pk),
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -368,6 +404,8 @@ UNKNOWN_ID = (
     "No such login",
     "No such share link",
     "No such tap endpoint",
+    "No such eval suite",
+    "No such eval run",
 )
 
 
@@ -382,7 +420,8 @@ def _outcome(status: int, body: str) -> str:
 def _restore(world: dict[str, TeamIds]) -> None:
     """Put back what an allowed request deleted or changed, so every request meets the same world."""
     teams = list(world.values())
-    for part in ("session", "server", "review", "share", "catalog", "login"):  # parents first
+    # Parents first.
+    for part in ("session", "server", "review", "share", "catalog", "login", "suite", "run", "result"):
         kept = [getattr(ids, part) for ids in teams]
         there = set(type(kept[0]).objects.filter(pk__in=[k.pk for k in kept]).values_list("pk", flat=True))
         for gone in (k for k in kept if k.pk not in there):
