@@ -23,6 +23,9 @@
   // Past this many a second, a view's messages are ignored (counted, and said on the timeline): a
   // view must not keep the page from answering the person.
   var HEARD_PER_SECOND = 300;
+  // Past this many in a second the view is stopped (its frame removed): the page's main thread
+  // receives every message a frame posts, read or not, and a person's input waits behind them.
+  var STOP_PER_SECOND = 2000;
   var hosts = [];
 
   function csrfToken() {
@@ -293,13 +296,7 @@
     }
     this.heard += 1;
     if (this.heard > HEARD_PER_SECOND) {
-      this.ignored = (this.ignored || 0) + 1;
-      this.dropped += 1;
-      this.flushSoon();
-      if (this.ignored % 100 === 1) {
-        this.section.dataset.flooded = "true";
-        this.say("the view sends too many messages: " + this.ignored + " ignored");
-      }
+      this.ignore();
       return;
     }
     if (!message || typeof message !== "object" || message.jsonrpc !== "2.0") {
@@ -331,6 +328,47 @@
       return;
     }
     this.onRequest(message.id, message.method, params);
+  };
+
+  // Past its share of a second, a message is counted, not read; past the stopping point the frame is
+  // removed, which ends the stream at its source (each message still costs the page an event).
+  Host.prototype.ignore = function () {
+    var host = this;
+    this.ignored = (this.ignored || 0) + 1;
+    this.dropped += 1;
+    this.flushSoon();
+    this.section.dataset.flooded = "true";
+    if (this.heard > STOP_PER_SECOND && !this.gone) {
+      this.stop();
+      return;
+    }
+    if (!this.telling && !this.gone) {
+      this.telling = true;
+      window.requestAnimationFrame(function () {
+        host.telling = false;
+        if (!host.gone) {
+          host.say("the view sends too many messages: " + host.ignored + " ignored");
+        }
+      });
+    }
+  };
+
+  Host.prototype.stop = function () {
+    var host = this;
+    this.gone = true;
+    if (this.frame) {
+      this.frame.remove();
+    }
+    hosts = hosts.filter(function (other) {
+      return other !== host;
+    });
+    this.section.dataset.state = "stopped";
+    window.setTimeout(function () {
+      host.say(
+        "stopped: the view sent more than " + STOP_PER_SECOND + " messages in a second (" + host.ignored + " ignored, counted on the timeline)"
+      );
+      host.flush();
+    }, FLUSH_MS);
   };
 
   Host.prototype.onNotification = function (method, params) {
