@@ -111,6 +111,7 @@ async def open_view(request: AuthedRequest, public_id: Any) -> JsonResponse:
             },
             "uri": uri,
             "frame": reverse("app_frame", args=[session.public_id, seq]),
+            "source": reverse("frame", args=[session.public_id, seq]),
             "read_rpc_id": outcome.get("rpc_id"),
             "mime_type": view.mime_type,
             "mime_ok": view.mime_type == UI_MIME_TYPE,

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
+from sessions.timeline.apps import recorded_view
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
@@ -43,7 +44,9 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
     user = await signed_in_user(request)
     notes = await sync_to_async(together.frame_context)(session, seq, user.pk)
     chat_call = await sync_to_async(playground.call_of_frame)(session, seq)
-    context = {"session": session, **detail, **notes, "chat_call": chat_call}
+    frames = TimelineFrame.objects.filter(session=session)
+    app_view = await sync_to_async(recorded_view)(session, detail["frame"], frames)
+    context = {"session": session, **detail, **notes, "chat_call": chat_call, "app_view": app_view}
     return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 

@@ -96,6 +96,8 @@
     this.dropped = 0;
     this.flushing = null;
     this.flushTimer = null;
+    // A view in a share: rendered from the recording, nothing sent to the server, nothing recorded.
+    this.readonly = section.dataset.readonly === "true";
     var host = this;
     section.querySelector(".app-close").addEventListener("click", function () {
       host.close(true);
@@ -108,6 +110,9 @@
 
   // One message for the timeline (as a frame of its own), with the verdict the host gave it.
   Host.prototype.record = function (direction, message, violation) {
+    if (this.readonly) {
+      return;
+    }
     if (this.outbox.length >= OUTBOX_LIMIT) {
       this.dropped += 1;
       this.flushSoon();
@@ -196,6 +201,20 @@
 
   Host.prototype.start = function () {
     var host = this;
+    if (this.readonly) {
+      var recorded = this.section.querySelector('script[type="application/json"]');
+      this.render({
+        uri: this.section.dataset.uri,
+        frame: this.section.dataset.frameUrl,
+        call: recorded ? JSON.parse(recorded.textContent) : null,
+        read_rpc_id: "",
+        mime_ok: true,
+        ui: {},
+        tool: null,
+      });
+      this.say("rendered from the recorded resources/read #" + this.section.dataset.readSeq + ": read-only, no network");
+      return;
+    }
     var form = new FormData();
     form.append("name", this.tool);
     form.append("rpc_id", this.rpcId);
@@ -226,6 +245,17 @@
     frame.src = opened.frame;
     this.frame = frame;
     this.slot.append(frame);
+    if (opened.source && !this.section.querySelector(".app-source-open")) {
+      // The resource's HTML and _meta.ui, read in the frame detail beside the timeline.
+      var source = document.createElement("button");
+      source.type = "button";
+      source.className = "app-source-open";
+      source.textContent = "Source";
+      source.addEventListener("click", function () {
+        htmx.ajax("GET", opened.source, { target: "#frame-detail" });
+      });
+      this.section.querySelector(".app-close").before(source, " ");
+    }
     this.section.dataset.state = "loading";
     this.say(
       "rendered from resources/read #" + opened.read_rpc_id + (opened.mime_ok ? "" : " (mimeType " + opened.mime_type + ", not text/html;profile=mcp-app)")
@@ -268,6 +298,21 @@
 
   Host.prototype.fail = function (id, code, message) {
     this.send({ id: id, error: { code: code, message: message } });
+  };
+
+  Host.prototype.capabilities = function () {
+    var capabilities = {
+      openLinks: {},
+      logging: {},
+      message: {},
+      updateModelContext: {},
+      sandbox: { csp: this.opened.ui.csp || {} },
+    };
+    if (!this.readonly) {
+      capabilities.serverTools = {};
+      capabilities.serverResources = {};
+    }
+    return capabilities;
   };
 
   Host.prototype.hostContext = function () {
@@ -422,19 +467,13 @@
       this.reply(id, {
         protocolVersion: PROTOCOL_VERSIONS.indexOf(asked) >= 0 ? asked : PROTOCOL_VERSIONS[0],
         hostInfo: { name: "mcp-inspector", version: "0.1.0" },
-        hostCapabilities: {
-          openLinks: {},
-          serverTools: {},
-          serverResources: {},
-          logging: {},
-          message: {},
-          updateModelContext: {},
-          sandbox: { csp: this.opened.ui.csp || {} },
-        },
+        hostCapabilities: this.capabilities(),
         hostContext: this.hostContext(),
       });
     } else if (method === "ping") {
       this.reply(id, {});
+    } else if ((method === "tools/call" || method === "resources/read") && this.readonly) {
+      this.fail(id, -32603, "this is a read-only share: the view cannot call tools or read resources");
     } else if (method === "tools/call" || method === "resources/read") {
       // The view's message is on the timeline before the request it causes.
       this.flush()

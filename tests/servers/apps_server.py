@@ -32,7 +32,8 @@ from mcp.server.mcpserver import MCPServer
 
 UI = "ui://weather/view.html"
 MIME = "text/html;profile=mcp-app"
-CSP: dict[str, Any] = {"connectDomains": [], "resourceDomains": []}
+# One domain a live view may load from, and a planted source that would widen its policy: dropped.
+CSP: dict[str, Any] = {"connectDomains": [], "resourceDomains": ["https://cdn.example.com", "'unsafe-eval'"]}
 
 server = MCPServer("apps-test-server", version="1.0.0", log_level="WARNING")
 

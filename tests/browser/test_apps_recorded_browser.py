@@ -1,0 +1,114 @@
+"""MCP Apps in Chromium, read back from the recording: a view's "Source", and a view over a share link
+(read-only, rendered from the recorded resource and result, with no network, unable to call tools).
+
+A real `mcp-inspector`, Debian's Chromium and our App server (tests/servers/apps_server.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import pytest
+from support.browser import (
+    LONG,
+    LiveApp,
+    assert_clean,
+    connect,
+    list_tools,
+    new_context,
+    open_page,
+    open_tool,
+    timeline_rows,
+)
+
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+APPS_SERVER = Path(__file__).parents[1] / "servers/apps_server.py"
+SHOTS = Path("/tmp/mcp-inspector-apps")
+
+
+def _call_with_view(page: Any, city: str) -> Any:
+    connect(page, stdio={"command": sys.executable, "args": [str(APPS_SERVER), "stdio"]})
+    list_tools(page, until=("show_weather",))
+    form = open_tool(page, "show_weather")
+    form.get_by_label("city").fill(city)
+    form.get_by_role("button", name="Call show_weather").click()
+    view = page.get_by_role("region", name="View of show_weather").first
+    inside = view.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text(f"{city}: ", timeout=LONG)
+    return view
+
+
+def test_source_shows_the_views_html_as_text_and_its_meta_ui_with_the_verdicts(home: Any) -> None:
+    view = _call_with_view(home, "Oslo")
+    view.get_by_role("button", name="Source", exact=True).click()
+    detail = home.locator("#frame-detail")
+    source = detail.locator("details.app-source")
+    expect(source).to_contain_text("Source of the view ui://weather/view.html")
+    source.locator("summary").click()
+    # The HTML is text: its markup is shown, never made into elements of our page.
+    expect(source.locator(".app-source-html")).to_contain_text("<h1>Weather</h1>")
+    expect(source.locator(".app-source-html")).to_contain_text("window.parent.postMessage")
+    expect(detail.locator("h1")).to_have_count(0)
+    expect(detail.get_by_role("button", name="Flood the host")).to_have_count(0)
+    expect(source).to_contain_text('"prefersBorder": true')
+    # The planted source that would widen the view's policy is flagged, and left out of the policy.
+    expect(source.locator(".verdict-list")).to_contain_text("apps-csp-dropped")
+    expect(source.locator(".verdict-list")).to_contain_text("'unsafe-eval'")
+    policy = source.locator("pre.raw").first
+    expect(policy).to_contain_text("script-src 'unsafe-inline' https://cdn.example.com;")
+    expect(policy).not_to_contain_text("unsafe-eval")
+    SHOTS.mkdir(exist_ok=True)
+    home.screenshot(path=str(SHOTS / "apps-source.png"), full_page=True)
+    assert_clean(home)
+
+
+def test_a_share_renders_the_view_from_the_recording_read_only_and_with_no_network(
+    app_context: Any, browser: Any, live_app: LiveApp
+) -> None:
+    alice = open_page(app_context, live_app.url("/"))
+    _call_with_view(alice, "Cairo")
+    alice.get_by_text("Share", exact=True).click()
+    form = alice.locator("#share-form")
+    form.get_by_label("Who may open it").select_option("anyone")
+    form.get_by_role("button", name="Make the link").click()
+    url = alice.locator("#share-url").input_value()
+
+    visitor = new_context(browser, viewport={"width": 1400, "height": 1000})  # no account
+    visitor.set_default_timeout(LONG)
+    carol = open_page(visitor, url)
+    requests: list[Any] = []
+    carol.on("request", lambda request: requests.append(request))
+    timeline_rows(carol, "tools/call").filter(has_text="show_weather").first.click()
+    view = carol.get_by_role("region", name="View of show_weather")
+    inside = view.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text("Cairo: 31 °C")
+    expect(inside.locator("#input")).to_have_text('{"city":"Cairo"}')
+    expect(view.locator(".app-view-head")).to_contain_text("read-only, no network")
+    # The view asks for a tool: refused by the page, saying why; nothing reaches the server.
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_contain_text("error: this is a read-only share")
+    expect(timeline_rows(alice, "tools/call").filter(has_text="refresh_weather")).to_have_count(0)
+    SHOTS.mkdir(exist_ok=True)
+    carol.screenshot(path=str(SHOTS / "apps-share.png"), full_page=True)
+
+    # Its document comes from the recording, under a policy that reaches no network at all (the live
+    # view's declared domain is gone too); the frame made no request but for its document.
+    frame_element = view.locator("iframe.app-frame")
+    document = urljoin(carol.url, frame_element.get_attribute("src") or "")
+    assert "/shared/" in document
+    policy = carol.request.get(document).headers["content-security-policy"]
+    assert "connect-src 'none'" in policy and "sandbox allow-scripts" in policy
+    assert "cdn.example.com" not in policy
+    from_view = [r.url for r in requests if r.frame.url.startswith(document) and r.url != document]
+    assert from_view == []
+    # Nothing the share page does posts anything: no form, no hx-post, no view message recorded.
+    assert not [r.url for r in requests if r.method != "GET"]
+    assert_clean(alice, carol)
+    visitor.close()
