@@ -187,14 +187,18 @@ def app_frames(view: str, messages: list[Any], dropped: int = 0) -> Iterator[Fra
         direction = "in" if entry.get("direction") == "in" else "out"
         message = entry.get("message")
         raw = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        app: dict[str, Any] = {"view": view[:2000], "direction": direction, "what": _what(message)}
+        caused = entry.get("caused")
+        if direction == "out" and (
+            (isinstance(caused, int) and not isinstance(caused, bool))
+            or (isinstance(caused, str) and len(caused) <= 100)
+        ):
+            app["caused"] = caused  # the id of the request the view's request made, which this answers
         frame = Frame(
             "state",
             "local",
             raw=raw,
-            transport={
-                "state": APP_MESSAGE_STATE,
-                "app": {"view": view[:2000], "direction": direction, "what": _what(message)},
-            },
+            transport={"state": APP_MESSAGE_STATE, "app": app},
             note=f"{_ARROWS[direction]} {_what(message)}",
         )
         violation = entry.get("violation")

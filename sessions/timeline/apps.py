@@ -8,7 +8,15 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from sessions.engine import View, tool_view_uri, tool_visibility, view_checks, view_csp, view_of
+from sessions.engine import (
+    APP_MESSAGE_STATE,
+    View,
+    tool_view_uri,
+    tool_visibility,
+    view_checks,
+    view_csp,
+    view_of,
+)
 from sessions.frames import message_of, pretty_json
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.listings import latest_result, stored_pages
@@ -125,11 +133,17 @@ def recorded_view(
 ) -> dict[str, Any] | None:
     """What the frame detail shows of a view: for a resources/read answer carrying one, its source;
     for a tools/call of a tool with a view, the call and the recorded read to render it from."""
+    if _app_message(frame):
+        caused = _caused_by(frames, frame, shown)
+        return {"caused": caused} if caused else None
     if frame.method == "resources/read" and frame.direction == "in" and frame.rpc_kind == "result":
         view = view_document(session, frame.seq, frames, shown)
         return None if view is None else {"source": _source(view), "read_seq": frame.seq}
+    cause = (
+        _cause_of(frames, frame, shown) if frame.direction == "out" and frame.rpc_kind == "request" else None
+    )
     if frame.method != "tools/call" or not frame.rpc_id:
-        return None
+        return {"cause": cause} if cause else None
     request = (
         frames.filter(direction="out", rpc_kind="request", method="tools/call", rpc_id=frame.rpc_id)
         .filter(seq__lte=frame.seq)
@@ -137,12 +151,12 @@ def recorded_view(
         .first()
     )
     if request is None:
-        return None
+        return {"cause": cause} if cause else None
     params = _dict(message_of(shown(request).raw).get("params"))
     name = str(params.get("name") or "")
     uri = tool_view_uri(_tool_at(frames, name, request.seq, shown))
     if uri is None:
-        return None
+        return {"cause": cause} if cause else None
     read_seq = _read_of(frames, uri, shown)
     response = (
         frames.filter(
@@ -157,7 +171,79 @@ def recorded_view(
         call["result" if "result" in message else "error"] = _dict(
             message.get("result", message.get("error"))
         )
-    return {"uri": uri, "tool": name, "call": call, "read_seq": read_seq, "rpc_id": request.rpc_id}
+    return {
+        "uri": uri,
+        "tool": name,
+        "call": call,
+        "read_seq": read_seq,
+        "rpc_id": request.rpc_id,
+        "cause": cause,
+    }
+
+
+def _app_message(frame: TimelineFrame) -> dict[str, Any] | None:
+    """The ``transport.app`` of a view↔host message frame, or None for any other frame."""
+    transport = _dict(frame.transport)
+    return _dict(transport.get("app")) if transport.get("state") == APP_MESSAGE_STATE else None
+
+
+def _app_messages(frames: QuerySet[TimelineFrame]) -> QuerySet[TimelineFrame]:
+    return frames.filter(kind="state", transport__state=APP_MESSAGE_STATE)
+
+
+def _caused_by(frames: QuerySet[TimelineFrame], frame: TimelineFrame, shown: Shown) -> dict[str, Any] | None:
+    """For a view's request, the request it made the host send the server (the host's answer to the
+    view names it), and that answer."""
+    app = _app_message(frame) or {}
+    if app.get("direction") != "in" or app.get("what") not in ("tools/call", "resources/read"):
+        return None
+    message_id = message_of(shown(frame).raw).get("id")
+    answers = [f"result #{str(message_id)[:40]}", f"error #{str(message_id)[:40]}"]
+    answer = (
+        _app_messages(frames)
+        .filter(seq__gt=frame.seq, transport__app__direction="out", transport__app__what__in=answers)
+        .filter(transport__app__view=app.get("view"))
+        .order_by("seq")
+        .first()
+    )
+    caused = (_app_message(answer) or {}).get("caused") if answer is not None else None
+    if caused is None:
+        return {"answer_seq": answer.seq} if answer is not None else None
+    request = (
+        frames.filter(direction="out", rpc_kind="request", rpc_id=json.dumps(caused), seq__gt=frame.seq)
+        .order_by("seq")
+        .first()
+    )
+    return {
+        "answer_seq": answer.seq if answer else None,
+        "seq": request.seq if request else None,
+        "rpc_id": caused,
+    }
+
+
+def _cause_of(frames: QuerySet[TimelineFrame], frame: TimelineFrame, shown: Shown) -> int | None:
+    """For a request the host sent for a view, the seq of the view's message that asked for it."""
+    try:
+        rpc_id = json.loads(frame.rpc_id or "null")
+    except ValueError:
+        return None
+    if rpc_id is None:
+        return None
+    answer = (
+        _app_messages(frames).filter(seq__gt=frame.seq, transport__app__caused=rpc_id).order_by("seq").first()
+    )
+    if answer is None:
+        return None
+    message_id = message_of(shown(answer).raw).get("id")
+    asked = (
+        _app_messages(frames)
+        .filter(seq__lt=frame.seq, transport__app__direction="in", transport__app__what=frame.method)
+        .order_by("-seq")
+    )
+    for candidate in asked[:50]:
+        if message_of(shown(candidate).raw).get("id") == message_id:
+            return candidate.seq
+    return None
 
 
 def call_exchange(session: McpSession, rpc_id: int) -> dict[str, Any] | None:

@@ -109,7 +109,9 @@
   };
 
   // One message for the timeline (as a frame of its own), with the verdict the host gave it.
-  Host.prototype.record = function (direction, message, violation) {
+  // ``caused``: the id on the timeline of the request a view's request made (the host's answer to the
+  // view carries it, which links the two).
+  Host.prototype.record = function (direction, message, violation, caused) {
     if (this.readonly) {
       return;
     }
@@ -125,7 +127,11 @@
       text = "";
     }
     var kept = text && text.length <= MESSAGE_CHARS ? message : { truncated: true, size: text.length, head: text.slice(0, 4096) };
-    this.outbox.push({ direction: direction, message: kept, violation: violation || "" });
+    var entry = { direction: direction, message: kept, violation: violation || "" };
+    if (caused !== undefined && caused !== null) {
+      entry.caused = caused;
+    }
+    this.outbox.push(entry);
     this.flushSoon();
   };
 
@@ -263,13 +269,13 @@
     hosts.push(this);
   };
 
-  Host.prototype.send = function (message, violation) {
+  Host.prototype.send = function (message, violation, caused) {
     if (!this.frame || !this.frame.contentWindow) {
       return;
     }
     message.jsonrpc = "2.0";
     this.log("out", message);
-    this.record("out", message, violation);
+    this.record("out", message, violation, caused);
     // The frame's origin is opaque: "*" is the only target origin that reaches it.
     this.frame.contentWindow.postMessage(message, "*");
   };
@@ -484,12 +490,12 @@
           var note = answer.rpc_id !== undefined && answer.rpc_id !== null ? "→ " + method + " #" + answer.rpc_id : "";
           if (answer.error) {
             host.log("in", { method: method, params: params }, "refused or failed: " + answer.error.message);
-            host.send({ id: id, error: answer.error }, answer.refused || "");
+            host.send({ id: id, error: answer.error }, answer.refused || "", answer.rpc_id);
           } else {
             if (note) {
               host.log("in", { method: method, params: params }, note + " on the timeline");
             }
-            host.reply(id, answer.result);
+            host.send({ id: id, result: answer.result }, "", answer.rpc_id);
           }
         })
         .catch(function (error) {

@@ -6,6 +6,7 @@ A real `mcp-inspector`, Debian's Chromium and our App server (tests/servers/apps
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,50 @@ def test_a_share_renders_the_view_from_the_recording_read_only_and_with_no_netwo
     assert not [r.url for r in requests if r.method != "GET"]
     assert_clean(alice, carol)
     visitor.close()
+
+
+def test_a_views_tools_call_is_linked_both_ways_and_its_messages_are_a_filter_and_a_flow_lane(
+    home: Any,
+) -> None:
+    view = _call_with_view(home, "Lisbon")
+    inside = view.frame_locator("iframe.app-frame")
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_have_text("refreshed Lisbon: 20 °C")
+    rows = home.locator("#timeline-rows > .frame")
+    asked = rows.filter(has_text="app ⇠ tools/call")
+    expect(asked).to_have_count(1)
+    # The host's answer to the view (recorded with the next batch) names the request it caused.
+    expect(rows.filter(has_text="app ⇢ result #2")).to_have_count(1)  # the view's second request
+    # The timeline's filter of their own: only what passed between the view and the page.
+    home.get_by_label("view ↔ host").check()
+    expect(rows.filter(has_text="resources/read")).to_have_count(0)
+    expect(rows.first).to_contain_text("app ")
+    assert all("app " in text for text in rows.all_inner_texts())
+    asked.click()
+    detail = home.locator("#frame-detail")
+    expect(detail.locator(".detail-head")).to_contain_text("local state")
+    # From the view's message to the request it caused, and back.
+    link = detail.get_by_role("link", name=re.compile(r"^request #\d+$"))
+    expect(link).to_be_visible()
+    asked_seq = asked.get_attribute("data-seq")
+    request_seq = (link.inner_text()).removeprefix("request #")
+    link.click()
+    expect(detail.locator(".detail-head")).to_contain_text(f"#{request_seq} out message tools/call")
+    expect(detail).to_contain_text('"refresh_weather"')
+    back = detail.get_by_role("link", name=f"the view's message #{asked_seq}")
+    back.click()
+    expect(detail.locator(".detail-head")).to_contain_text(f"#{asked_seq} local state")
+    home.get_by_label("view ↔ host").uncheck()
+
+    # The flow has a lane for them; the host's answer to the view points at its message and at the
+    # request to the server.
+    home.get_by_role("button", name="Flow", exact=True).click()
+    lane = home.locator("#timeline-rows.flow > .flow-row.lane-app")
+    expect(lane.filter(has_text="ui/initialize").first).to_be_visible()
+    answer = lane.filter(has=home.locator('[title="host → view result #2"]'))
+    expect(answer).to_have_count(1)
+    home.screenshot(path=str(SHOTS / "apps-flow-lane.png"), full_page=True)
+    pairs = (answer.get_attribute("data-pair") or "").split()
+    assert asked_seq in pairs and request_seq in pairs, pairs
+    home.get_by_role("button", name="Table", exact=True).click()
+    assert_clean(home)
