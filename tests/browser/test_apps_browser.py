@@ -313,7 +313,8 @@ WATCH_INPUT = """() => {
   window.inspectorInput = {keys: [], long: []};
   document.addEventListener("keydown", (event) => {
     const taken = event.timeStamp, handled = performance.now();
-    requestAnimationFrame(() => window.inspectorInput.keys.push([handled - taken, performance.now() - taken]));
+    const shown = () => window.inspectorInput.keys.push([handled - taken, performance.now() - taken]);
+    requestAnimationFrame(shown);
   }, true);
   new PerformanceObserver((list) => {
     list.getEntries().forEach((entry) => window.inspectorInput.long.push(entry.duration));
