@@ -325,8 +325,8 @@
     var width = this.slot.clientWidth || 0;
     var context = {
       theme: theme(),
-      displayMode: "inline",
-      availableDisplayModes: ["inline"],
+      displayMode: this.mode || "inline",
+      availableDisplayModes: Host.DISPLAY_MODES,
       containerDimensions: { width: width, maxHeight: MAX_HEIGHT },
       locale: navigator.language || "en",
       timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
@@ -470,6 +470,8 @@
     if (method === "ui/initialize") {
       this.answeredInitialize = true;
       var asked = params.protocolVersion;
+      var declared = params.appCapabilities && params.appCapabilities.availableDisplayModes;
+      this.viewModes = Array.isArray(declared) ? declared.slice(0, 10) : ["inline"];
       this.reply(id, {
         protocolVersion: PROTOCOL_VERSIONS.indexOf(asked) >= 0 ? asked : PROTOCOL_VERSIONS[0],
         hostInfo: { name: "mcp-inspector", version: "0.1.0" },
@@ -507,74 +509,10 @@
       this.showForModel(method, params);
       this.reply(id, {});
     } else if (method === "ui/request-display-mode") {
-      this.reply(id, { mode: "inline" });
+      this.reply(id, { mode: this.requestDisplayMode(params.mode) });
     } else {
       this.fail(id, -32601, "the host does not handle " + String(method).slice(0, 100));
     }
-  };
-
-  Host.prototype.showForModel = function (method, params) {
-    this.model.hidden = false;
-    var list = this.model.querySelector(".app-model-list");
-    var item = document.createElement("li");
-    var label = document.createElement("strong");
-    label.textContent =
-      method === "ui/message"
-        ? "A message the view would add to the conversation (role " + String(params.role || "user") + "):"
-        : "Context the view would give the model on its next turn (replacing the last):";
-    var body = document.createElement("pre");
-    body.className = "json";
-    body.textContent = JSON.stringify(params.content !== undefined ? params.content : params, null, 2);
-    item.append(label, body);
-    if (method === "ui/update-model-context") {
-      list.querySelectorAll("li[data-kind=context]").forEach(function (old) {
-        old.remove();
-      });
-      item.dataset.kind = "context";
-    }
-    list.append(item);
-  };
-
-  Host.prototype.askToOpen = function (id, url) {
-    var host = this;
-    var parsed = null;
-    try {
-      parsed = new URL(String(url));
-    } catch (error) {
-      parsed = null;
-    }
-    if (!parsed || (parsed.protocol !== "https:" && parsed.protocol !== "http:")) {
-      this.reply(id, { isError: true });
-      this.log("in", { method: "ui/open-link", params: { url: url } }, "refused: only http and https links open");
-      return;
-    }
-    var ask = document.createElement("div");
-    ask.className = "app-ask notice";
-    ask.setAttribute("role", "alert");
-    var text = document.createElement("p");
-    text.textContent = "The view asks to open a link on ";
-    var hostName = document.createElement("strong");
-    hostName.textContent = parsed.host;
-    var full = document.createElement("code");
-    full.textContent = parsed.href;
-    text.append(hostName, ": ", full);
-    var open = document.createElement("button");
-    open.type = "button";
-    open.textContent = "Open link";
-    var refuse = document.createElement("button");
-    refuse.type = "button";
-    refuse.textContent = "Refuse";
-    ask.append(text, open, " ", refuse);
-    this.asks.append(ask);
-    open.addEventListener("click", function () {
-      ask.remove();
-      window.open(parsed.href, "_blank", "noopener,noreferrer");
-      host.reply(id, {});
-    });
-    refuse.addEventListener("click", function () {
-      ask.remove();
-      host.reply(id, { isError: true });
-    });
   };
 
   // Teardown before the frame goes: asked, and waited for (a little) when the person closes it.
@@ -659,6 +597,18 @@
       section.dataset.mounted = "1";
       var host = new Host(section);
       section.appsHost = host;
+      if (section.dataset.deferred === "true") {
+        // Opened again later (a call's frame detail): it reads the view again, so only on request.
+        var open = document.createElement("button");
+        open.type = "button";
+        open.textContent = "Open view";
+        open.addEventListener("click", function () {
+          open.remove();
+          host.start();
+        });
+        section.querySelector(".app-close").before(open, " ");
+        return;
+      }
       whenAnswered(section, function () {
         host.start();
       });
@@ -699,6 +649,9 @@
       htmx.process(added);
     });
   }
+
+  // What the person sees beyond the frame (apps-ui.js) is added to the host from there.
+  window.InspectorApps = { Host: Host };
 
   document.addEventListener("htmx:load", function (event) {
     tabsAgain(event.target);

@@ -160,3 +160,41 @@ def test_a_views_tools_call_is_linked_both_ways_and_its_messages_are_a_filter_an
     assert asked_seq in pairs and request_seq in pairs, pairs
     home.get_by_role("button", name="Table", exact=True).click()
     assert_clean(home)
+
+
+def test_a_view_goes_fullscreen_when_it_asks_and_back_on_escape_and_opens_again_after_a_reload(
+    home: Any,
+) -> None:
+    view = _call_with_view(home, "Oslo")
+    inside = view.frame_locator("iframe.app-frame")
+    # A mode the host does not offer is not given: the answer says the mode the view has.
+    inside.get_by_role("button", name="Picture in picture").click()
+    expect(inside.locator("#log")).to_contain_text("display mode inline")
+    inside.get_by_role("button", name="Go fullscreen").click()
+    expect(inside.locator("#log")).to_contain_text("display mode fullscreen")
+    expect(inside.locator("#log")).to_contain_text("now fullscreen")  # host-context-changed
+    expect(view).to_have_attribute("data-display-mode", "fullscreen")
+    box = view.locator("iframe.app-frame").bounding_box()
+    size = home.viewport_size
+    assert box is not None and size is not None
+    assert box["width"] > size["width"] * 0.9 and box["height"] > size["height"] * 0.8, (box, size)
+    home.screenshot(path=str(SHOTS / "apps-fullscreen.png"))
+    home.keyboard.press("Escape")  # focus is on the host's Exit fullscreen, in our page
+    expect(view).to_have_attribute("data-display-mode", "inline")
+    expect(inside.locator("#log")).to_contain_text("now inline")
+    expect(view.get_by_role("button", name="Exit fullscreen")).to_be_hidden()
+
+    # After a reload the call's frame detail opens its view again, when asked: read again, with the
+    # call's recorded arguments and result, and live (its tools/call goes through the session).
+    home.reload()
+    timeline_rows(home, "tools/call").filter(has_text="show_weather").first.click()
+    again = home.locator("#frame-detail").get_by_role("region", name="View of show_weather")
+    expect(again.locator(".app-view-state")).to_contain_text("not open")
+    expect(again.locator("iframe")).to_have_count(0)
+    again.get_by_role("button", name="Open view").click()
+    inside = again.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text("Oslo: 4", timeout=LONG)
+    expect(inside.locator("#input")).to_have_text('{"city":"Oslo"}')
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
+    assert_clean(home)
