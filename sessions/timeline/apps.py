@@ -25,6 +25,11 @@ __all__ = ["call_exchange", "offers_views", "recorded_view", "tool_views", "view
 
 # How a frame is shown: as stored, or redacted (a share).
 Shown = Callable[[TimelineFrame], TimelineFrame]
+# The requests a view may make through the host.
+FORWARDED = ("tools/call", "resources/read")
+# How far apart (in frames) a view's request, the request it caused and the host's answer may be: the
+# host records what waits before it sends, and answers the view once the server has.
+NEAR = 5000
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -139,9 +144,8 @@ def recorded_view(
     if frame.method == "resources/read" and frame.direction == "in" and frame.rpc_kind == "result":
         view = view_document(session, frame.seq, frames, shown)
         return None if view is None else {"source": _source(view), "read_seq": frame.seq}
-    cause = (
-        _cause_of(frames, frame, shown) if frame.direction == "out" and frame.rpc_kind == "request" else None
-    )
+    forwarded = frame.direction == "out" and frame.rpc_kind == "request" and frame.method in FORWARDED
+    cause = _cause_of(frames, frame, shown) if forwarded else None
     if frame.method != "tools/call" or not frame.rpc_id:
         return {"cause": cause} if cause else None
     request = (
@@ -201,7 +205,8 @@ def _caused_by(frames: QuerySet[TimelineFrame], frame: TimelineFrame, shown: Sho
     answers = [f"result #{str(message_id)[:40]}", f"error #{str(message_id)[:40]}"]
     answer = (
         _app_messages(frames)
-        .filter(seq__gt=frame.seq, transport__app__direction="out", transport__app__what__in=answers)
+        .filter(seq__gt=frame.seq, seq__lte=frame.seq + NEAR)
+        .filter(transport__app__direction="out", transport__app__what__in=answers)
         .filter(transport__app__view=app.get("view"))
         .order_by("seq")
         .first()
@@ -230,14 +235,18 @@ def _cause_of(frames: QuerySet[TimelineFrame], frame: TimelineFrame, shown: Show
     if rpc_id is None:
         return None
     answer = (
-        _app_messages(frames).filter(seq__gt=frame.seq, transport__app__caused=rpc_id).order_by("seq").first()
+        _app_messages(frames)
+        .filter(seq__gt=frame.seq, seq__lte=frame.seq + NEAR, transport__app__caused=rpc_id)
+        .order_by("seq")
+        .first()
     )
     if answer is None:
         return None
     message_id = message_of(shown(answer).raw).get("id")
     asked = (
         _app_messages(frames)
-        .filter(seq__lt=frame.seq, transport__app__direction="in", transport__app__what=frame.method)
+        .filter(seq__lt=frame.seq, seq__gte=frame.seq - NEAR)
+        .filter(transport__app__direction="in", transport__app__what=frame.method)
         .order_by("-seq")
     )
     for candidate in asked[:50]:
