@@ -365,6 +365,8 @@ def shared_frame(request: HttpRequest, token: str, seq: int) -> HttpResponse:
         # The team's notes on the frame, read-only; "export": their links point within this page.
         notes = {"note_seq": seq, "threads": found, "can_note": False, "export": True}
         app_view = recorded_view(shared.session, detail["frame"], shared.frames(), shared.shown)
+        if app_view and app_view.get("read_seq"):
+            app_view["frame_url"] = f"{base['shared']['base']}apps/frame/{app_view['read_seq']}"
         context = {**base, "session": shared.session, **detail, **notes, "app_view": app_view}
         return render(request, "sessions/_frame_detail.html", context)
 

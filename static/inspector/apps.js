@@ -481,7 +481,8 @@
     } else if (method === "ping") {
       this.reply(id, {});
     } else if ((method === "tools/call" || method === "resources/read") && this.readonly) {
-      this.fail(id, -32603, "this is a read-only share: the view cannot call tools or read resources");
+      var why = this.section.dataset.readonlyWhy || "read-only";
+      this.fail(id, -32603, why + ": the view, drawn from the recording, cannot call tools or read resources");
     } else if (method === "tools/call" || method === "resources/read") {
       // The view's message is on the timeline before the request it causes.
       this.flush()

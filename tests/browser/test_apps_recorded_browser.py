@@ -22,6 +22,7 @@ from support.browser import (
     new_context,
     open_page,
     open_tool,
+    status,
     timeline_rows,
 )
 
@@ -162,7 +163,7 @@ def test_a_views_tools_call_is_linked_both_ways_and_its_messages_are_a_filter_an
     assert_clean(home)
 
 
-def test_a_view_goes_fullscreen_when_it_asks_and_back_on_escape_and_opens_again_after_a_reload(
+def test_a_view_goes_fullscreen_and_back_and_opens_again_after_a_reload_live_or_from_the_recording(
     home: Any,
 ) -> None:
     view = _call_with_view(home, "Oslo")
@@ -197,4 +198,25 @@ def test_a_view_goes_fullscreen_when_it_asks_and_back_on_escape_and_opens_again_
     expect(inside.locator("#input")).to_have_text('{"city":"Oslo"}')
     inside.get_by_role("button", name="Refresh").click()
     expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
+
+    # Once the session has ended, the call's view is drawn from the recording, as a share draws it.
+    # (First the host's answer to the view is on the timeline: the first view's ui/request-display-mode
+    # was its request #2 too.)
+    expect(home.locator("#timeline-rows > .frame").filter(has_text="app ⇢ result #2")).to_have_count(2)
+    home.get_by_role("button", name="Disconnect").click()
+    expect(status(home)).to_have_text("closed", timeout=LONG)
+    home.reload()
+    timeline_rows(home, "tools/call").filter(has_text="show_weather").first.click()
+    recorded = home.locator("#frame-detail").get_by_role("region", name="View of show_weather")
+    expect(recorded.locator(".app-view-head")).to_contain_text(
+        "read-only, no network (the session is closed)"
+    )
+    inside = recorded.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text("Oslo: 4", timeout=LONG)
+    source = recorded.locator("iframe.app-frame").get_attribute("src") or ""
+    assert source.endswith("?offline=1")
+    policy = home.request.get(urljoin(home.url, source)).headers["content-security-policy"]
+    assert "cdn.example.com" not in policy and "connect-src 'none'" in policy
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_contain_text("error: the session is closed: the view, drawn from")
     assert_clean(home)
