@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # at run time each name loads its module on first use (__geta
         app_frames,
         tool_view_uri,
         tool_visibility,
+        view_checks,
         view_csp,
         view_of,
     )
@@ -179,6 +180,7 @@ __all__ = [
     "app_frames",
     "tool_view_uri",
     "tool_visibility",
+    "view_checks",
     "view_csp",
     "view_of",
 ]
@@ -259,6 +261,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "View": ("_apps", "View"),
     "tool_view_uri": ("_apps", "tool_view_uri"),
     "tool_visibility": ("_apps", "tool_visibility"),
+    "view_checks": ("_apps", "view_checks"),
     "view_csp": ("_apps", "view_csp"),
     "view_of": ("_apps", "view_of"),
     "Skill": ("_skills", "Skill"),

@@ -29,6 +29,7 @@ __all__ = [
     "app_frames",
     "tool_view_uri",
     "tool_visibility",
+    "view_checks",
     "view_csp",
     "view_of",
 ]
@@ -75,9 +76,10 @@ def _sources(value: Any) -> list[str]:
     return [v for v in value[:MAX_SOURCES] if isinstance(v, str) and _SOURCE.match(v)]
 
 
-def view_csp(ui: Any) -> str:
-    """The policy a view runs under: its inline code, plus only the domains its ``csp`` declares."""
-    csp = _dict(_dict(ui).get("csp"))
+def view_csp(ui: Any, *, offline: bool = False) -> str:
+    """The policy a view runs under: its inline code, plus only the domains its ``csp`` declares
+    (none when ``offline``: a view rendered from a recording reaches no network at all)."""
+    csp = {} if offline else _dict(_dict(ui).get("csp"))
     connect = _sources(csp.get("connectDomains"))
     resources = _sources(csp.get("resourceDomains"))
     frames = _sources(csp.get("frameDomains"))
@@ -106,6 +108,24 @@ def view_csp(ui: Any) -> str:
             "sandbox allow-scripts",
         ]
     )
+
+
+def view_checks(view: View) -> list[tuple[str, str]]:
+    """What a view's resource gets wrong against the extension's rules: (code, message) pairs."""
+    checks = []
+    if view.mime_type != UI_MIME_TYPE:
+        checks.append(("apps-mime-type", f"mimeType is {view.mime_type!r}, not {UI_MIME_TYPE!r}"))
+    csp = _dict(view.ui.get("csp"))
+    for key in ("connectDomains", "resourceDomains", "frameDomains", "baseUriDomains"):
+        declared = csp.get(key)
+        if declared is not None and not isinstance(declared, list):
+            checks.append(("apps-csp-malformed", f"csp.{key} is not a list: ignored"))
+            continue
+        dropped = [v for v in declared or [] if v not in _sources(declared)]
+        if dropped:
+            shown = ", ".join(repr(v)[:80] for v in dropped[:5])
+            checks.append(("apps-csp-dropped", f"csp.{key}: {shown} not an origin or host pattern: dropped"))
+    return checks
 
 
 @dataclass(frozen=True)
@@ -167,14 +187,18 @@ def app_frames(view: str, messages: list[Any], dropped: int = 0) -> Iterator[Fra
         direction = "in" if entry.get("direction") == "in" else "out"
         message = entry.get("message")
         raw = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        app: dict[str, Any] = {"view": view[:2000], "direction": direction, "what": _what(message)}
+        caused = entry.get("caused")
+        if direction == "out" and (
+            (isinstance(caused, int) and not isinstance(caused, bool))
+            or (isinstance(caused, str) and len(caused) <= 100)
+        ):
+            app["caused"] = caused  # the id of the request the view's request made, which this answers
         frame = Frame(
             "state",
             "local",
             raw=raw,
-            transport={
-                "state": APP_MESSAGE_STATE,
-                "app": {"view": view[:2000], "direction": direction, "what": _what(message)},
-            },
+            transport={"state": APP_MESSAGE_STATE, "app": app},
             note=f"{_ARROWS[direction]} {_what(message)}",
         )
         violation = entry.get("violation")

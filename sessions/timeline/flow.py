@@ -4,8 +4,8 @@ Pure Python over the rows the timeline already reads (``sessions.frames.SUMMARY_
 database here (``flow_window`` brings what a window needs from around it). A ``FlowState`` is fed
 rows in seq order and gives each one its place in the diagram:
 
-- its **lane**: a JSON-RPC message between the client and the server, an HTTP exchange, or the
-  side lane (stderr, state, exit);
+- its **lane**: a JSON-RPC message between the client and the server, an HTTP exchange, a message
+  between an MCP Apps view and its host (the page), or the side lane (stderr, state, exit);
 - its **pairs**: the frames it answers or that answer it (the engine's ``pair_seq``, or the id of a
   request still open, for a late answer or a batch);
 - its **parent**: the client's call a server→client request (sampling, elicitation, roots, ping)
@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from sessions.engine import APP_MESSAGE_STATE
 
 __all__ = ["MAX_DEPTH", "Call", "FlowItem", "FlowState", "batch_members", "json_id"]
 
@@ -52,7 +54,7 @@ class Call:
 class FlowItem:
     """Where a row goes in the diagram; the template draws it."""
 
-    lane: str  # "message", "http" or "side"
+    lane: str  # "message", "http", "app" or "side"
     shape: str  # request, response, error, notification, batch, invalid, http, stderr, state, exit
     pairs: list[int] = field(default_factory=list)
     latency_ms: float | None = None
@@ -133,6 +135,22 @@ def _stream_of(row: Mapping[str, Any]) -> str:
     return stream if isinstance(stream, str) else ""
 
 
+def _app_of(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``transport.app`` of a view↔host message row, or None."""
+    transport = row.get("transport")
+    if not isinstance(transport, dict) or transport.get("state") != APP_MESSAGE_STATE:
+        return None
+    app = transport.get("app")
+    return app if isinstance(app, dict) else {}
+
+
+def _remember(seen: dict[Any, int], key: Any, seq: int) -> None:
+    """Keep ``key`` → ``seq``, forgetting the oldest past ``MAX_OPEN``."""
+    seen[key] = seq
+    if len(seen) > MAX_OPEN:
+        del seen[next(iter(seen))]
+
+
 def _other(direction: str) -> str:
     return "in" if direction == "out" else "out"
 
@@ -156,6 +174,10 @@ class FlowState:
         self.batches = dict(batches or {})
         # Requests their sender cancelled, by (direction, id): an answer may still come, late.
         self.given_up: dict[tuple[str, str], Call] = {}
+        # A view's requests and the host's (by direction, view, id) not answered yet; and the client's
+        # requests by id, for the host's answer to a view that names the request it caused.
+        self.app_open: dict[tuple[str, str, str], int] = {}
+        self.sent: dict[str, int] = {}
 
     def seed(self, calls: Iterable[Call]) -> None:
         """Calls opened before the rows to come and answered during or after them."""
@@ -176,6 +198,8 @@ class FlowState:
         kind = row.get("kind")
         if kind == "http":
             return self._http(row)
+        if kind == "state" and _app_of(row) is not None:
+            return self._app(row)
         if kind != "message":
             if kind == "state" and _starts_connection(row):
                 self.base = int(row["seq"]) - 1
@@ -218,6 +242,8 @@ class FlowState:
         )  # fmt: skip
         item.root = call.root
         self._open(call)
+        if direction == "out" and call.rpc_id:
+            _remember(self.sent, call.rpc_id, seq)
         return self._busy(item)
 
     def _response(self, row: Mapping[str, Any]) -> FlowItem:
@@ -261,6 +287,31 @@ class FlowState:
         for call in closed:
             self.open.remove(call)
         return item
+
+    def _app(self, row: Mapping[str, Any]) -> FlowItem:
+        """A message between a view and its host: a request paired with its answer, and the host's
+        answer with the request to the server the view's request caused."""
+        app = _app_of(row) or {}
+        direction, view, what = (
+            str(app.get("direction") or ""),
+            str(app.get("view") or ""),
+            str(app.get("what") or ""),
+        )
+        seq = int(row["seq"])
+        kind, _, answered = what.partition(" #")
+        if kind in ("result", "error") and answered:
+            item = FlowItem("app", "error" if kind == "error" else "response", method=what)
+            asked = self.app_open.pop((_other(direction), view, answered), None)
+            item.pairs = [asked] if asked is not None else []
+            caused = self.sent.get(json_id(app.get("caused")))
+            if caused is not None:
+                item.pairs.append(caused)
+            return self._busy(item)
+        message_id = _field_of(str(row.get("preview") or ""), "id")
+        if not message_id or not what:
+            return self._busy(FlowItem("app", "notification" if what else "state", method=what))
+        _remember(self.app_open, (direction, view, str(json.loads(message_id))[:40]), seq)
+        return self._busy(FlowItem("app", "request", method=what))
 
     def _notification(self, row: Mapping[str, Any]) -> FlowItem:
         method = str(row.get("method") or "")

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from django.db import connections
 from django.db.models import Count, QuerySet
 
+from sessions.engine import APP_MESSAGE_STATE
 from sessions.frames import SUMMARY_FIELDS, message_of, pretty_json
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Note
@@ -41,6 +42,7 @@ class TimelineFilter:
     errors: bool = False
     violations: bool = False
     hide_http: bool = False
+    apps: bool = False  # only the messages between an MCP Apps view and its host
     rule: str = ""
 
     @classmethod
@@ -58,6 +60,7 @@ class TimelineFilter:
             errors=flag("errors"),
             violations=flag("violations"),
             hide_http=flag("hide_http"),
+            apps=flag("apps"),
         )
 
     @property
@@ -79,6 +82,8 @@ class TimelineFilter:
             rows = rows.filter(worst__in=("error", "warning"))
         if self.hide_http:
             rows = rows.exclude(kind="http")
+        if self.apps:
+            rows = rows.filter(kind="state", transport__state=APP_MESSAGE_STATE)
         if self.rule:
             # The code in quotes inside the stored verdicts (JSON text on SQLite, jsonb on PostgreSQL).
             rows = rows.exclude(worst="").filter(verdicts__icontains=f'"{self.rule}"')
@@ -95,7 +100,16 @@ class TimelineFilter:
             return False
         if self.rule and not any(v.get("code") == self.rule for v in row["verdicts"] or ()):
             return False
+        if self.apps and not _is_app_message(row):
+            return False
         return not (self.hide_http and row["kind"] == "http")
+
+
+def _is_app_message(row: dict[str, Any]) -> bool:
+    transport = row.get("transport")
+    return (
+        row["kind"] == "state" and isinstance(transport, dict) and transport.get("state") == APP_MESSAGE_STATE
+    )
 
 
 def page_of_rows(

@@ -112,6 +112,10 @@ class SharedSession:
             None if frame is None else detail_of(self.redactor.frame(self.seams.frame(frame)), replay=False)
         )
 
+    def shown(self, frame: TimelineFrame) -> TimelineFrame:
+        """A frame of the scope as the share shows it: redacted, a secret split across frames masked."""
+        return self.redactor.frame(self.seams.frame(frame))
+
     def shown_session(self) -> McpSession:
         """The session's name, server URL, config and facts redacted (a copy that is never saved)."""
         return self.redactor.session(self.session)

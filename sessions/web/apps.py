@@ -111,6 +111,7 @@ async def open_view(request: AuthedRequest, public_id: Any) -> JsonResponse:
             },
             "uri": uri,
             "frame": reverse("app_frame", args=[session.public_id, seq]),
+            "source": reverse("frame", args=[session.public_id, seq]),
             "read_rpc_id": outcome.get("rpc_id"),
             "mime_type": view.mime_type,
             "mime_ok": view.mime_type == UI_MIME_TYPE,
@@ -123,13 +124,14 @@ async def open_view(request: AuthedRequest, public_id: Any) -> JsonResponse:
 
 @require_GET
 async def view_frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpResponse:
-    """A view's document, from the stored resources/read answer (frame ``seq``), sandboxed by its CSP."""
+    """A view's document, from the stored resources/read answer (frame ``seq``), sandboxed by its CSP;
+    with ``?offline=1`` (a recorded view of an ended session), with no network at all."""
     session = await owned_session(request, public_id)
     view = await sync_to_async(view_document)(session, seq)
     if view is None:
         raise Http404("No view document in that frame")
     response = HttpResponse(view.html, content_type="text/html; charset=utf-8")
-    response["Content-Security-Policy"] = view_csp(view.ui)
+    response["Content-Security-Policy"] = view_csp(view.ui, offline=request.GET.get("offline") == "1")
     response["Referrer-Policy"] = "no-referrer"
     response["X-Content-Type-Options"] = "nosniff"
     response["Cross-Origin-Resource-Policy"] = "same-origin"

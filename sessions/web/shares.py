@@ -25,9 +25,11 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
+from sessions.engine import view_csp
 from sessions.models import McpSession
 from sessions.teams import access
 from sessions.teams.models import Role, Share, token_digest
+from sessions.timeline.apps import recorded_view, view_document
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter
 from sessions.timeline.redaction import Redactor, Rules
@@ -49,6 +51,7 @@ __all__ = [
     "shared_page",
     "shared_panel",
     "shared_timeline",
+    "shared_view_frame",
     "shares_panel",
 ]
 
@@ -361,10 +364,32 @@ def shared_frame(request: HttpRequest, token: str, seq: int) -> HttpResponse:
             note.text = shared.redactor.text(note.text)  # shown, never saved
         # The team's notes on the frame, read-only; "export": their links point within this page.
         notes = {"note_seq": seq, "threads": found, "can_note": False, "export": True}
-        context = {**base, "session": shared.session, **detail, **notes}
+        app_view = recorded_view(shared.session, detail["frame"], shared.frames(), shared.shown)
+        if app_view and app_view.get("read_seq"):
+            app_view["frame_url"] = f"{base['shared']['base']}apps/frame/{app_view['read_seq']}"
+        context = {**base, "session": shared.session, **detail, **notes, "app_view": app_view}
         return render(request, "sessions/_frame_detail.html", context)
 
     return _shared(request, token, frame)
+
+
+@login_not_required
+@never_cache
+@require_GET
+def shared_view_frame(request: HttpRequest, token: str, seq: int) -> HttpResponse:
+    """A view's document from the share's recorded resources/read (redacted), with no network at all."""
+
+    def document(share: Share, shared: SharedSession, base: dict[str, Any]) -> HttpResponse:
+        view = view_document(shared.session, seq, shared.frames(), shared.shown)
+        if view is None:
+            raise Http404("No view document in that frame")
+        response = HttpResponse(view.html, content_type="text/html; charset=utf-8")
+        response["Content-Security-Policy"] = view_csp(view.ui, offline=True)
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Cross-Origin-Resource-Policy"] = "same-origin"
+        return response
+
+    return _shared(request, token, document)
 
 
 async def _export(request: HttpRequest, token: str) -> tuple[HttpResponse | None, SharedSession | None]:

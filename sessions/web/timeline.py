@@ -8,10 +8,12 @@ from typing import Any, TypeVar
 from asgiref.sync import sync_to_async
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from sessions.models import McpSession, TimelineFrame
 from sessions.teams.models import Role
+from sessions.timeline.apps import recorded_view
 from sessions.timeline.exports import collection, document, jsonl_lines
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.redaction import Redactor
@@ -43,7 +45,14 @@ async def frame(request: AuthedRequest, public_id: Any, seq: int) -> HttpRespons
     user = await signed_in_user(request)
     notes = await sync_to_async(together.frame_context)(session, seq, user.pk)
     chat_call = await sync_to_async(playground.call_of_frame)(session, seq)
-    context = {"session": session, **detail, **notes, "chat_call": chat_call}
+    frames = TimelineFrame.objects.filter(session=session)
+    app_view = await sync_to_async(recorded_view)(session, detail["frame"], frames)
+    if app_view and app_view.get("read_seq"):
+        # An ended session's view is drawn from the recording, with no network (as a share draws it).
+        app_view["frame_url"] = (
+            reverse("app_frame", args=[session.public_id, app_view["read_seq"]]) + "?offline=1"
+        )
+    context = {"session": session, **detail, **notes, "chat_call": chat_call, "app_view": app_view}
     return await sync_to_async(render)(request, "sessions/_frame_detail.html", context)
 
 

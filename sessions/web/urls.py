@@ -121,6 +121,7 @@ shared_urls = [
     path("panel/<str:name>", shares.shared_panel, name="shared_panel"),
     path("timeline", shares.shared_timeline, name="shared_timeline"),
     path("frames/<int:seq>", shares.shared_frame, name="shared_frame"),
+    path("apps/frame/<int:seq>", shares.shared_view_frame, name="shared_app_frame"),
     path("export", shares.shared_export, name="shared_export"),
     path("export.html", shares.shared_export_html, name="shared_export_html"),
     path("collection.json", shares.shared_collection, name="shared_collection"),

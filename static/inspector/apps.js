@@ -23,6 +23,9 @@
   // Past this many a second, a view's messages are ignored (counted, and said on the timeline): a
   // view must not keep the page from answering the person.
   var HEARD_PER_SECOND = 300;
+  // Past this many in a second the view is stopped (its frame removed): the page's main thread
+  // receives every message a frame posts, read or not, and a person's input waits behind them.
+  var STOP_PER_SECOND = 2000;
   var hosts = [];
 
   function csrfToken() {
@@ -93,6 +96,8 @@
     this.dropped = 0;
     this.flushing = null;
     this.flushTimer = null;
+    // A view in a share: rendered from the recording, nothing sent to the server, nothing recorded.
+    this.readonly = section.dataset.readonly === "true";
     var host = this;
     section.querySelector(".app-close").addEventListener("click", function () {
       host.close(true);
@@ -104,7 +109,12 @@
   };
 
   // One message for the timeline (as a frame of its own), with the verdict the host gave it.
-  Host.prototype.record = function (direction, message, violation) {
+  // ``caused``: the id on the timeline of the request a view's request made (the host's answer to the
+  // view carries it, which links the two).
+  Host.prototype.record = function (direction, message, violation, caused) {
+    if (this.readonly) {
+      return;
+    }
     if (this.outbox.length >= OUTBOX_LIMIT) {
       this.dropped += 1;
       this.flushSoon();
@@ -117,7 +127,11 @@
       text = "";
     }
     var kept = text && text.length <= MESSAGE_CHARS ? message : { truncated: true, size: text.length, head: text.slice(0, 4096) };
-    this.outbox.push({ direction: direction, message: kept, violation: violation || "" });
+    var entry = { direction: direction, message: kept, violation: violation || "" };
+    if (caused !== undefined && caused !== null) {
+      entry.caused = caused;
+    }
+    this.outbox.push(entry);
     this.flushSoon();
   };
 
@@ -193,6 +207,20 @@
 
   Host.prototype.start = function () {
     var host = this;
+    if (this.readonly) {
+      var recorded = this.section.querySelector('script[type="application/json"]');
+      this.render({
+        uri: this.section.dataset.uri,
+        frame: this.section.dataset.frameUrl,
+        call: recorded ? JSON.parse(recorded.textContent) : null,
+        read_rpc_id: "",
+        mime_ok: true,
+        ui: {},
+        tool: null,
+      });
+      this.say("rendered from the recorded resources/read #" + this.section.dataset.readSeq + ": read-only, no network");
+      return;
+    }
     var form = new FormData();
     form.append("name", this.tool);
     form.append("rpc_id", this.rpcId);
@@ -223,6 +251,17 @@
     frame.src = opened.frame;
     this.frame = frame;
     this.slot.append(frame);
+    if (opened.source && !this.section.querySelector(".app-source-open")) {
+      // The resource's HTML and _meta.ui, read in the frame detail beside the timeline.
+      var source = document.createElement("button");
+      source.type = "button";
+      source.className = "app-source-open";
+      source.textContent = "Source";
+      source.addEventListener("click", function () {
+        htmx.ajax("GET", opened.source, { target: "#frame-detail" });
+      });
+      this.section.querySelector(".app-close").before(source, " ");
+    }
     this.section.dataset.state = "loading";
     this.say(
       "rendered from resources/read #" + opened.read_rpc_id + (opened.mime_ok ? "" : " (mimeType " + opened.mime_type + ", not text/html;profile=mcp-app)")
@@ -230,13 +269,13 @@
     hosts.push(this);
   };
 
-  Host.prototype.send = function (message, violation) {
+  Host.prototype.send = function (message, violation, caused) {
     if (!this.frame || !this.frame.contentWindow) {
       return;
     }
     message.jsonrpc = "2.0";
     this.log("out", message);
-    this.record("out", message, violation);
+    this.record("out", message, violation, caused);
     // The frame's origin is opaque: "*" is the only target origin that reaches it.
     this.frame.contentWindow.postMessage(message, "*");
   };
@@ -267,12 +306,27 @@
     this.send({ id: id, error: { code: code, message: message } });
   };
 
+  Host.prototype.capabilities = function () {
+    var capabilities = {
+      openLinks: {},
+      logging: {},
+      message: {},
+      updateModelContext: {},
+      sandbox: { csp: this.opened.ui.csp || {} },
+    };
+    if (!this.readonly) {
+      capabilities.serverTools = {};
+      capabilities.serverResources = {};
+    }
+    return capabilities;
+  };
+
   Host.prototype.hostContext = function () {
     var width = this.slot.clientWidth || 0;
     var context = {
       theme: theme(),
-      displayMode: "inline",
-      availableDisplayModes: ["inline"],
+      displayMode: this.mode || "inline",
+      availableDisplayModes: Host.DISPLAY_MODES,
       containerDimensions: { width: width, maxHeight: MAX_HEIGHT },
       locale: navigator.language || "en",
       timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
@@ -293,13 +347,7 @@
     }
     this.heard += 1;
     if (this.heard > HEARD_PER_SECOND) {
-      this.ignored = (this.ignored || 0) + 1;
-      this.dropped += 1;
-      this.flushSoon();
-      if (this.ignored % 100 === 1) {
-        this.section.dataset.flooded = "true";
-        this.say("the view sends too many messages: " + this.ignored + " ignored");
-      }
+      this.ignore();
       return;
     }
     if (!message || typeof message !== "object" || message.jsonrpc !== "2.0") {
@@ -331,6 +379,47 @@
       return;
     }
     this.onRequest(message.id, message.method, params);
+  };
+
+  // Past its share of a second, a message is counted, not read; past the stopping point the frame is
+  // removed, which ends the stream at its source (each message still costs the page an event).
+  Host.prototype.ignore = function () {
+    var host = this;
+    this.ignored = (this.ignored || 0) + 1;
+    this.dropped += 1;
+    this.flushSoon();
+    this.section.dataset.flooded = "true";
+    if (this.heard > STOP_PER_SECOND && !this.gone) {
+      this.stop();
+      return;
+    }
+    if (!this.telling && !this.gone) {
+      this.telling = true;
+      window.requestAnimationFrame(function () {
+        host.telling = false;
+        if (!host.gone) {
+          host.say("the view sends too many messages: " + host.ignored + " ignored");
+        }
+      });
+    }
+  };
+
+  Host.prototype.stop = function () {
+    var host = this;
+    this.gone = true;
+    if (this.frame) {
+      this.frame.remove();
+    }
+    hosts = hosts.filter(function (other) {
+      return other !== host;
+    });
+    this.section.dataset.state = "stopped";
+    window.setTimeout(function () {
+      host.say(
+        "stopped: the view sent more than " + STOP_PER_SECOND + " messages in a second (" + host.ignored + " ignored, counted on the timeline)"
+      );
+      host.flush();
+    }, FLUSH_MS);
   };
 
   Host.prototype.onNotification = function (method, params) {
@@ -381,22 +470,19 @@
     if (method === "ui/initialize") {
       this.answeredInitialize = true;
       var asked = params.protocolVersion;
+      var declared = params.appCapabilities && params.appCapabilities.availableDisplayModes;
+      this.viewModes = Array.isArray(declared) ? declared.slice(0, 10) : ["inline"];
       this.reply(id, {
         protocolVersion: PROTOCOL_VERSIONS.indexOf(asked) >= 0 ? asked : PROTOCOL_VERSIONS[0],
         hostInfo: { name: "mcp-inspector", version: "0.1.0" },
-        hostCapabilities: {
-          openLinks: {},
-          serverTools: {},
-          serverResources: {},
-          logging: {},
-          message: {},
-          updateModelContext: {},
-          sandbox: { csp: this.opened.ui.csp || {} },
-        },
+        hostCapabilities: this.capabilities(),
         hostContext: this.hostContext(),
       });
     } else if (method === "ping") {
       this.reply(id, {});
+    } else if ((method === "tools/call" || method === "resources/read") && this.readonly) {
+      var why = this.section.dataset.readonlyWhy || "read-only";
+      this.fail(id, -32603, why + ": the view, drawn from the recording, cannot call tools or read resources");
     } else if (method === "tools/call" || method === "resources/read") {
       // The view's message is on the timeline before the request it causes.
       this.flush()
@@ -407,12 +493,12 @@
           var note = answer.rpc_id !== undefined && answer.rpc_id !== null ? "→ " + method + " #" + answer.rpc_id : "";
           if (answer.error) {
             host.log("in", { method: method, params: params }, "refused or failed: " + answer.error.message);
-            host.send({ id: id, error: answer.error }, answer.refused || "");
+            host.send({ id: id, error: answer.error }, answer.refused || "", answer.rpc_id);
           } else {
             if (note) {
               host.log("in", { method: method, params: params }, note + " on the timeline");
             }
-            host.reply(id, answer.result);
+            host.send({ id: id, result: answer.result }, "", answer.rpc_id);
           }
         })
         .catch(function (error) {
@@ -424,74 +510,10 @@
       this.showForModel(method, params);
       this.reply(id, {});
     } else if (method === "ui/request-display-mode") {
-      this.reply(id, { mode: "inline" });
+      this.reply(id, { mode: this.requestDisplayMode(params.mode) });
     } else {
       this.fail(id, -32601, "the host does not handle " + String(method).slice(0, 100));
     }
-  };
-
-  Host.prototype.showForModel = function (method, params) {
-    this.model.hidden = false;
-    var list = this.model.querySelector(".app-model-list");
-    var item = document.createElement("li");
-    var label = document.createElement("strong");
-    label.textContent =
-      method === "ui/message"
-        ? "A message the view would add to the conversation (role " + String(params.role || "user") + "):"
-        : "Context the view would give the model on its next turn (replacing the last):";
-    var body = document.createElement("pre");
-    body.className = "json";
-    body.textContent = JSON.stringify(params.content !== undefined ? params.content : params, null, 2);
-    item.append(label, body);
-    if (method === "ui/update-model-context") {
-      list.querySelectorAll("li[data-kind=context]").forEach(function (old) {
-        old.remove();
-      });
-      item.dataset.kind = "context";
-    }
-    list.append(item);
-  };
-
-  Host.prototype.askToOpen = function (id, url) {
-    var host = this;
-    var parsed = null;
-    try {
-      parsed = new URL(String(url));
-    } catch (error) {
-      parsed = null;
-    }
-    if (!parsed || (parsed.protocol !== "https:" && parsed.protocol !== "http:")) {
-      this.reply(id, { isError: true });
-      this.log("in", { method: "ui/open-link", params: { url: url } }, "refused: only http and https links open");
-      return;
-    }
-    var ask = document.createElement("div");
-    ask.className = "app-ask notice";
-    ask.setAttribute("role", "alert");
-    var text = document.createElement("p");
-    text.textContent = "The view asks to open a link on ";
-    var hostName = document.createElement("strong");
-    hostName.textContent = parsed.host;
-    var full = document.createElement("code");
-    full.textContent = parsed.href;
-    text.append(hostName, ": ", full);
-    var open = document.createElement("button");
-    open.type = "button";
-    open.textContent = "Open link";
-    var refuse = document.createElement("button");
-    refuse.type = "button";
-    refuse.textContent = "Refuse";
-    ask.append(text, open, " ", refuse);
-    this.asks.append(ask);
-    open.addEventListener("click", function () {
-      ask.remove();
-      window.open(parsed.href, "_blank", "noopener,noreferrer");
-      host.reply(id, {});
-    });
-    refuse.addEventListener("click", function () {
-      ask.remove();
-      host.reply(id, { isError: true });
-    });
   };
 
   // Teardown before the frame goes: asked, and waited for (a little) when the person closes it.
@@ -576,6 +598,18 @@
       section.dataset.mounted = "1";
       var host = new Host(section);
       section.appsHost = host;
+      if (section.dataset.deferred === "true") {
+        // Opened again later (a call's frame detail): it reads the view again, so only on request.
+        var open = document.createElement("button");
+        open.type = "button";
+        open.textContent = "Open view";
+        open.addEventListener("click", function () {
+          open.remove();
+          host.start();
+        });
+        section.querySelector(".app-close").before(open, " ");
+        return;
+      }
       whenAnswered(section, function () {
         host.start();
       });
@@ -616,6 +650,9 @@
       htmx.process(added);
     });
   }
+
+  // What the person sees beyond the frame (apps-ui.js) is added to the host from there.
+  window.InspectorApps = { Host: Host };
 
   document.addEventListener("htmx:load", function (event) {
     tabsAgain(event.target);

@@ -15,9 +15,11 @@ from sessions.engine import (
     MODERN_VERSIONS,
     UI_EXTENSION,
     ClientCapabilities,
+    View,
     app_frames,
     tool_view_uri,
     tool_visibility,
+    view_checks,
     view_csp,
     view_of,
 )
@@ -179,3 +181,39 @@ def test_a_saved_or_connect_form_config_turns_the_extension_off_with_its_switch(
     on = build_options({"capabilities": {}}).capabilities.to_wire("2025-11-25")
     off = build_options({"capabilities": {"apps": False}}).capabilities.to_wire("2025-11-25")
     assert on["extensions"] == DECLARED and "extensions" not in off
+
+
+def test_the_hosts_answer_to_a_view_names_the_request_it_caused_and_nothing_else_does() -> None:
+    batch = [
+        {"direction": "in", "message": {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}, "caused": 7},
+        {"direction": "out", "message": {"jsonrpc": "2.0", "id": 2, "result": {}}, "caused": 7},
+        {"direction": "out", "message": {"jsonrpc": "2.0", "id": 3, "result": {}}, "caused": True},
+        {"direction": "out", "message": {"jsonrpc": "2.0", "id": 4, "result": {}}, "caused": "x" * 101},
+    ]
+    frames = list(app_frames(UI, batch))
+    assert [f.transport["app"].get("caused") for f in frames] == [None, 7, None, None]
+
+
+def test_a_recorded_view_reaches_no_network_whatever_it_declares() -> None:
+    declared = {"csp": {"connectDomains": ["https://api.example.com"], "resourceDomains": ["https://cdn.x"]}}
+    assert "https://api.example.com" in view_csp(declared)
+    policy = _directives(view_csp(declared, offline=True))
+    assert policy == _directives(view_csp({}))
+    assert policy["connect-src"] == ["'none'"]
+
+
+def test_a_views_resource_is_checked_against_the_extensions_rules() -> None:
+    good = View(UI, "<p>", "text/html;profile=mcp-app", {"csp": {"resourceDomains": ["https://cdn.x"]}})
+    assert view_checks(good) == []
+    bad = View(
+        UI,
+        "<p>",
+        "text/html",
+        {"csp": {"resourceDomains": ["https://cdn.x", "'unsafe-eval'"], "connectDomains": "https://a"}},
+    )
+    codes = [(code, message.split(":")[0]) for code, message in view_checks(bad)]
+    assert codes == [
+        ("apps-mime-type", "mimeType is 'text/html', not 'text/html;profile=mcp-app'"),
+        ("apps-csp-malformed", "csp.connectDomains is not a list"),
+        ("apps-csp-dropped", "csp.resourceDomains"),
+    ]

@@ -17,9 +17,13 @@ The view (``ui://weather/view.html``, ``text/html;profile=mcp-app``) speaks the 
 ext-apps protocol in its own inline script: ``ui/initialize``, ``ui/notifications/initialized``, then
 shows the tool input and result it is sent, reports its size, and has buttons that call
 ``refresh_weather``, try ``model_only_secret``, ask to open a link, and send ``ui/message`` and
-``ui/update-model-context``, and one that floods the host (6,000 messages at once, its size growing
-without end). It answers ``ui/resource-teardown``. What it saw is written into its own
-page (``#log``), where a browser test reads it.
+``ui/update-model-context``, ask for fullscreen (which it lists in ``availableDisplayModes``) and for
+picture-in-picture (which it does not), and one that floods the host (10,000 messages a second for
+three seconds, its size growing without end). It answers ``ui/resource-teardown``. What it saw is
+written into its own page (``#log``), where a browser test reads it.
+
+Its ``_meta.ui.csp`` declares one resource domain and a planted source that would widen its policy
+(``'unsafe-eval'``), which the host drops and flags.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from mcp.server.mcpserver import MCPServer
 
 UI = "ui://weather/view.html"
 MIME = "text/html;profile=mcp-app"
-CSP: dict[str, Any] = {"connectDomains": [], "resourceDomains": []}
+# One domain a live view may load from, and a planted source that would widen its policy: dropped.
+CSP: dict[str, Any] = {"connectDomains": [], "resourceDomains": ["https://cdn.example.com", "'unsafe-eval'"]}
 
 server = MCPServer("apps-test-server", version="1.0.0", log_level="WARNING")
 

@@ -188,3 +188,34 @@ def test_http_exchanges_and_the_process_lane_are_placed_beside_the_messages() ->
     items = state.feed([connecting, http, priming, row(10, "local", "", kind="stderr")])
     assert [i.lane for i in items] == ["side", "http", "http", "side"]
     assert state.base == 0 and items[1].pairs == items[2].pairs == [2]
+
+
+def app_row(
+    seq: int, direction: str, what: str, message: dict[str, Any], caused: Any = None
+) -> dict[str, Any]:
+    """A view↔host message as the host records it: a local state frame."""
+    app: dict[str, Any] = {"view": "ui://v", "direction": direction, "what": what}
+    if caused is not None:
+        app["caused"] = caused
+    return {
+        **row(seq, "local", "", kind="state"),
+        "preview": json.dumps({"jsonrpc": "2.0", **message})[:300],
+        "transport": {"state": "app-message", "app": app},
+    }
+
+
+def test_view_host_messages_have_a_lane_and_the_hosts_answer_points_at_the_view_and_the_server_call() -> None:
+    items = FlowState().feed(
+        [
+            app_row(1, "in", "tools/call", {"id": 2, "method": "tools/call"}),
+            row(2, "out", "request", "tools/call", 9),
+            row(3, "in", "result", "tools/call", 9, pair=2),
+            app_row(4, "out", "result #2", {"id": 2, "result": {}}, caused=9),
+            app_row(5, "in", "ui/notifications/size-changed", {"method": "ui/notifications/size-changed"}),
+            app_row(6, "out", "result #5", {"id": 5, "result": {}}),  # answers nothing the view asked
+        ]
+    )
+    assert [i.lane for i in items] == ["app", "message", "message", "app", "app", "app"]
+    assert [i.shape for i in items if i.lane == "app"] == ["request", "response", "notification", "response"]
+    assert items[3].pairs == [1, 2]
+    assert items[5].pairs == []

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from support.teams import team_of
 
-from sessions.engine import Frame
+from sessions.engine import Frame, app_frames
 from sessions.frames import frame_row
 from sessions.models import McpSession, TimelineFrame
 from sessions.timeline.conformance import latency_rows
@@ -94,3 +94,17 @@ def test_latency_by_method_counts_a_result_with_is_error_as_an_error() -> None:
     assert (row["method"], row["calls"], row["errors"]) == ("tools/call", 3, 2)
     [found] = results(McpSession.objects.filter(team=session.team), "method:tools/call")["latency_rows"]
     assert found["errors"] == 2  # the search page's table says the same
+
+
+def test_the_view_host_filter_finds_only_the_messages_between_a_view_and_its_host() -> None:
+    session = _session()
+    _store(session, ("out", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}}))
+    batch = [{"direction": "in", "message": {"jsonrpc": "2.0", "id": 1, "method": "ui/initialize"}}]
+    state = Frame("state", "local", seq=3, transport={"state": "ready"})
+    frames = [*app_frames("ui://v", batch), state]
+    for seq, frame in enumerate(frames, start=2):
+        frame.seq = seq
+    TimelineFrame.objects.bulk_create(TimelineFrame(session=session, **frame_row(f, 0)) for f in frames)
+    apps = TimelineFilter.from_data({"apps": "1"})
+    assert [r["seq"] for r in page_of_rows(session, apps)] == [2]
+    assert [apps.matches(r) for r in page_of_rows(session, TimelineFilter())] == [False, True, False]

@@ -96,7 +96,7 @@ REVIEW_OF = [
     ("sampling", SAMPLING), ("draft", SAMPLING), ("consent", "elicitation/url"),
     ("elicitation", "elicitation/create"), ("roots", "roots/list"), ("", SAMPLING),
 ]  # fmt: skip
-FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "rule")
+FILTER_FIELDS = ("method", "direction", "errors", "violations", "hide_http", "apps", "rule")
 # The walk is one test per group of URLs (by URL name), so that pytest-xdist spreads it over its
 # workers; the groups are of about the same cost. A URL no group names is walked in "the rest".
 GROUPS: dict[str, set[str]] = {
@@ -118,7 +118,8 @@ GROUPS: dict[str, set[str]] = {
     "requests": {"request", "call", "cancel", "ping", "tasks_list", "task_action", "set_level", "check_skill",
                  "add_note", "frame_raw"},
     "shares": {"shares_panel", "share_preview", "share_create", "share_revoke", "shared", "shared_panel",
-               "shared_timeline", "shared_frame", "shared_export", "shared_export_html", "shared_collection"},
+               "shared_timeline", "shared_frame", "shared_app_frame", "shared_export", "shared_export_html",
+               "shared_collection"},
     "oauth and taps": {"forget_session_tokens", "open_authorization", "cancel_authorization",
                        "oauth_debugger", "oauth_debug_step", "forget_server_tokens", "oauth_callback",
                        "oauth_debug",

@@ -1,0 +1,131 @@
+// The MCP Apps host's dealings with the person (apps.js is the protocol): a link the view asks to
+// open, what a model would receive, and the view's display mode (inline or fullscreen).
+(function () {
+  "use strict";
+
+  var Host = window.InspectorApps.Host;
+  // The display modes this host can give a view; a view gets one only if it says it supports it.
+  var DISPLAY_MODES = ["inline", "fullscreen"];
+  Host.DISPLAY_MODES = DISPLAY_MODES;
+
+  Host.prototype.showForModel = function (method, params) {
+    this.model.hidden = false;
+    var list = this.model.querySelector(".app-model-list");
+    var item = document.createElement("li");
+    var label = document.createElement("strong");
+    label.textContent =
+      method === "ui/message"
+        ? "A message the view would add to the conversation (role " + String(params.role || "user") + "):"
+        : "Context the view would give the model on its next turn (replacing the last):";
+    var body = document.createElement("pre");
+    body.className = "json";
+    body.textContent = JSON.stringify(params.content !== undefined ? params.content : params, null, 2);
+    item.append(label, body);
+    if (method === "ui/update-model-context") {
+      list.querySelectorAll("li[data-kind=context]").forEach(function (old) {
+        old.remove();
+      });
+      item.dataset.kind = "context";
+    }
+    list.append(item);
+  };
+
+  Host.prototype.askToOpen = function (id, url) {
+    var host = this;
+    var parsed = null;
+    try {
+      parsed = new URL(String(url));
+    } catch (error) {
+      parsed = null;
+    }
+    if (!parsed || (parsed.protocol !== "https:" && parsed.protocol !== "http:")) {
+      this.reply(id, { isError: true });
+      this.log("in", { method: "ui/open-link", params: { url: url } }, "refused: only http and https links open");
+      return;
+    }
+    var ask = document.createElement("div");
+    ask.className = "app-ask notice";
+    ask.setAttribute("role", "alert");
+    var text = document.createElement("p");
+    text.textContent = "The view asks to open a link on ";
+    var hostName = document.createElement("strong");
+    hostName.textContent = parsed.host;
+    var full = document.createElement("code");
+    full.textContent = parsed.href;
+    text.append(hostName, ": ", full);
+    var open = document.createElement("button");
+    open.type = "button";
+    open.textContent = "Open link";
+    var refuse = document.createElement("button");
+    refuse.type = "button";
+    refuse.textContent = "Refuse";
+    ask.append(text, open, " ", refuse);
+    this.asks.append(ask);
+    open.addEventListener("click", function () {
+      ask.remove();
+      window.open(parsed.href, "_blank", "noopener,noreferrer");
+      host.reply(id, {});
+    });
+    refuse.addEventListener("click", function () {
+      ask.remove();
+      host.reply(id, { isError: true });
+    });
+  };
+
+  // The mode the view asked for if both sides support it, else the one it has; answered either way.
+  Host.prototype.requestDisplayMode = function (mode) {
+    var supported = this.viewModes || ["inline"];
+    if (DISPLAY_MODES.indexOf(mode) < 0 || supported.indexOf(mode) < 0) {
+      return this.mode || "inline";
+    }
+    this.displayIn(mode, false);
+    return mode;
+  };
+
+  Host.prototype.displayIn = function (mode, byPerson) {
+    var host = this;
+    if ((this.mode || "inline") === mode) {
+      return;
+    }
+    this.mode = mode;
+    this.section.dataset.displayMode = mode;
+    this.section.classList.toggle("app-fullscreen", mode === "fullscreen");
+    var exit = this.section.querySelector(".app-exit-fullscreen");
+    if (mode === "fullscreen" && !exit) {
+      exit = document.createElement("button");
+      exit.type = "button";
+      exit.className = "app-exit-fullscreen";
+      exit.textContent = "Exit fullscreen";
+      exit.addEventListener("click", function () {
+        host.displayIn("inline", true);
+      });
+      this.section.querySelector(".app-close").before(exit, " ");
+    }
+    if (exit) {
+      exit.hidden = mode !== "fullscreen";
+      if (mode === "fullscreen") {
+        exit.focus();
+      }
+    }
+    var context = { displayMode: mode, containerDimensions: this.hostContext().containerDimensions };
+    if (byPerson) {
+      this.notify("ui/notifications/host-context-changed", context);
+    } else {
+      // After the answer to the view's request, which says the mode first.
+      window.setTimeout(function () {
+        host.notify("ui/notifications/host-context-changed", context);
+      });
+    }
+  };
+
+  // Escape takes a fullscreen view back inline, as the person expects of anything fullscreen.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") {
+      return;
+    }
+    var section = document.querySelector("section.app-view.app-fullscreen");
+    if (section && section.appsHost) {
+      section.appsHost.displayIn("inline", true);
+    }
+  });
+})();
