@@ -30,6 +30,56 @@
     list.append(item);
   };
 
+  // What a view's _meta.ui.permissions may ask for, and the iframe's permission policy for each.
+  var PERMISSIONS = {
+    camera: ["camera", "the camera"],
+    microphone: ["microphone", "the microphone"],
+    geolocation: ["geolocation", "your location"],
+    clipboardWrite: ["clipboard-write", "writing to the clipboard"],
+  };
+
+  // The permissions a view asks for are the person's to grant, before its frame exists (a frame's
+  // policy is fixed when it is made); ``done`` gets the features granted, none when refused.
+  Host.prototype.askPermissions = function (ui, done) {
+    var asked = ui && typeof ui.permissions === "object" && ui.permissions ? ui.permissions : {};
+    var names = Object.keys(PERMISSIONS).filter(function (name) {
+      return Object.prototype.hasOwnProperty.call(asked, name);
+    });
+    if (!names.length || this.readonly) {
+      done([]);
+      return;
+    }
+    var ask = document.createElement("div");
+    ask.className = "app-ask notice";
+    ask.setAttribute("role", "alert");
+    var text = document.createElement("p");
+    text.textContent =
+      "The view asks for " +
+      names.map(function (name) { return PERMISSIONS[name][1]; }).join(", ") +
+      ". The browser still asks you before any is used.";
+    var allow = document.createElement("button");
+    allow.type = "button";
+    allow.textContent = "Allow";
+    var refuse = document.createElement("button");
+    refuse.type = "button";
+    refuse.textContent = "Render without";
+    ask.append(text, allow, " ", refuse);
+    this.asks.append(ask);
+    this.say("waiting for you: the view asks for permissions");
+    allow.addEventListener("click", function () {
+      ask.remove();
+      done(names);
+    });
+    refuse.addEventListener("click", function () {
+      ask.remove();
+      done([]);
+    });
+  };
+
+  Host.prototype.permissionPolicy = function (granted) {
+    return granted.map(function (name) { return PERMISSIONS[name][0]; }).join("; ");
+  };
+
   Host.prototype.askToOpen = function (id, url) {
     var host = this;
     var parsed = null;

@@ -236,14 +236,28 @@
   };
 
   Host.prototype.render = function (opened) {
+    var host = this;
+    if (this.gone) {
+      return;
+    }
+    this.askPermissions(opened.ui, function (granted) {
+      host.frameFor(opened, granted);
+    });
+  };
+
+  Host.prototype.frameFor = function (opened, granted) {
     if (this.gone) {
       return;
     }
     this.opened = opened;
+    this.granted = granted;
     this.call = opened.call;
     var frame = document.createElement("iframe");
     // Scripts only: no allow-same-origin (an opaque origin), no forms, popups or top navigation.
     frame.setAttribute("sandbox", "allow-scripts");
+    if (granted.length) {
+      frame.setAttribute("allow", this.permissionPolicy(granted));
+    }
     frame.setAttribute("referrerpolicy", "no-referrer");
     frame.setAttribute("title", "View " + opened.uri);
     frame.className = "app-frame";
@@ -312,13 +326,21 @@
       logging: {},
       message: {},
       updateModelContext: {},
-      sandbox: { csp: this.opened.ui.csp || {} },
+      sandbox: { csp: this.opened.ui.csp || {}, permissions: this.grantedPermissions() },
     };
     if (!this.readonly) {
       capabilities.serverTools = {};
       capabilities.serverResources = {};
     }
     return capabilities;
+  };
+
+  Host.prototype.grantedPermissions = function () {
+    var granted = {};
+    (this.granted || []).forEach(function (name) {
+      granted[name] = {};
+    });
+    return granted;
   };
 
   Host.prototype.hostContext = function () {

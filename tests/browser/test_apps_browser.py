@@ -147,12 +147,43 @@ def test_a_view_renders_its_call_and_calls_tools_through_the_session(home: Any, 
     assert_clean(home)
 
 
+def test_the_permissions_a_view_asks_for_are_granted_only_if_the_person_allows(
+    home: Any, apps_stdio: dict
+) -> None:
+    connect(home, stdio=apps_stdio)
+    list_tools(home, until=("weather_clip",))
+    for answer, policy in (("Allow", "camera; clipboard-write"), ("Render without", None)):
+        form = open_tool(home, "weather_clip")
+        form.get_by_label("city").fill("Cairo")
+        form.get_by_role("button", name="Call weather_clip").click()
+        view = home.get_by_role("region", name="View of weather_clip").first
+        ask = view.locator(".app-ask")
+        expect(ask).to_contain_text("The view asks for the camera, writing to the clipboard")
+        expect(view.locator("iframe.app-frame")).to_have_count(0)  # no frame before the person answers
+        ask.get_by_role("button", name=answer).click()
+        frame = view.locator("iframe.app-frame")
+        expect(view.frame_locator("iframe.app-frame").locator("#result")).to_have_text(
+            "Cairo: 31 °C", timeout=LONG
+        )
+        if policy is None:
+            expect(frame).not_to_have_attribute("allow", re.compile(".*"))
+        else:
+            expect(frame).to_have_attribute("allow", policy)
+        # What the view was told it has, in the host's answer to its ui/initialize.
+        granted = "camera,clipboardWrite" if policy else "none"
+        expect(view.frame_locator("iframe.app-frame").locator("#log")).to_contain_text(
+            f"permissions granted: {granted}"
+        )
+        view.get_by_role("button", name="Close view").click()
+    assert_clean(home)
+
+
 def test_the_apps_tab_lists_the_views_and_renders_one_when_called(home: Any, apps_stdio: dict) -> None:
     connect(home, stdio=apps_stdio)
     list_tools(home, until=("show_weather",))
     open_tab(home, "Apps")
     panel = home.locator("#apps-panel")
-    expect(panel.get_by_role("button", name=re.compile(r"^Open app "))).to_have_count(2)
+    expect(panel.get_by_role("button", name=re.compile(r"^Open app "))).to_have_count(3)
     panel.get_by_role("button", name="Open app legacy_weather").click()
     form = home.get_by_role("region", name="Call legacy_weather", exact=True)
     form.get_by_label("city").fill("Lisbon")

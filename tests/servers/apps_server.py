@@ -12,6 +12,8 @@ Tools:
 - ``refresh_weather(city)``: ``visibility: ["app"]``, for the view only (its Refresh button).
 - ``model_only_secret()``: ``visibility: ["model"]``: a host must refuse it to the view.
 - ``plain()``: no view.
+- ``weather_clip(city)``: the same view as ``ui://weather/clip.html``, whose ``_meta.ui`` asks for the
+  camera and clipboard writes (``permissions``), which the host grants only if the person does.
 
 The view (``ui://weather/view.html``, ``text/html;profile=mcp-app``) speaks the view side of the
 ext-apps protocol in its own inline script: ``ui/initialize``, ``ui/notifications/initialized``, then
@@ -35,6 +37,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 UI = "ui://weather/view.html"
+CLIP_UI = "ui://weather/clip.html"
 MIME = "text/html;profile=mcp-app"
 # One domain a live view may load from, and a planted source that would widen its policy: dropped.
 CSP: dict[str, Any] = {"connectDomains": [], "resourceDomains": ["https://cdn.example.com", "'unsafe-eval'"]}
@@ -79,6 +82,21 @@ def model_only_secret() -> str:
 @server.tool(description="A tool without a view.")
 def plain() -> str:
     return "plain"
+
+
+@server.tool(description="The weather view, asking for permissions.", meta={"ui": {"resourceUri": CLIP_UI}})
+def weather_clip(city: str) -> str:
+    return f"{city}: {_weather(city)['celsius']} °C"
+
+
+@server.resource(
+    CLIP_UI,
+    name="weather-clip-view",
+    mime_type=MIME,
+    meta={"ui": {"permissions": {"camera": {}, "clipboardWrite": {}}}},
+)
+def weather_clip_view() -> str:
+    return VIEW
 
 
 @server.resource(UI, name="weather-view", mime_type=MIME, meta={"ui": {"csp": CSP, "prefersBorder": True}})
