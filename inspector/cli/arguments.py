@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from inspector.cli.answers import Policy
     from sessions.engine import Target
 
-__all__ = ["CliError", "Invocation", "UsageError", "parse_args"]
+__all__ = ["CliError", "Invocation", "UsageError", "parse_args", "split_subcommand"]
 
 TRANSPORTS = ("stdio", "sse", "http", "streamable-http")
 DEFAULT_TIMEOUT = 60.0
@@ -329,6 +329,35 @@ def _task_option(value: str | None, method: str) -> dict[str, Any] | None:
     if not value.isdigit():
         raise UsageError(f"invalid --task {value!r}: give the time to live in milliseconds, or nothing")
     return {"ttl": int(value)}
+
+
+def split_subcommand(
+    argv: Sequence[str],
+    parser: argparse.ArgumentParser,
+    *,
+    first: str,
+    usage: str,
+    refused: Sequence[str],
+    why: str,
+    method: str,
+) -> tuple[str, argparse.Namespace, list[str]]:
+    """``FIRST [own options] [target options] [-- command]`` (replay, eval): the first word, the
+    command's own options, and the rest as ``parse_args`` takes it, with ``method`` (the command sends
+    its own). Options of ``refused`` are the command's to set (``why`` says so); ``-h`` prints the
+    command's own help."""
+    args = list(argv)
+    if args[:1] in (["-h"], ["--help"]):
+        parser.print_help()
+        raise SystemExit(0)
+    if not args or args[0].startswith("-"):
+        raise UsageError(f"the {first} comes first: {usage}")
+    word, args = args[0], args[1:]
+    at = args.index("--") if "--" in args else len(args)
+    opts, rest = parser.parse_known_args(args[:at])
+    kept = [w for w in rest if w.split("=", 1)[0] in refused]
+    if kept:
+        raise UsageError(f"{kept[0].split('=', 1)[0]}: {why}")
+    return word, opts, [*rest, "--method", method, *args[at:]]
 
 
 def parse_args(argv: Sequence[str]) -> Invocation:

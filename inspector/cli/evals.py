@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, parse_args
+from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, parse_args, split_subcommand
 
 if TYPE_CHECKING:
     from sessions.engine import ClientSession
@@ -93,21 +93,13 @@ def _threshold(text: str) -> float:
 
 def parse_eval(argv: Sequence[str]) -> EvalRun:
     """The command line; ``UsageError`` says what is wrong with it."""
-    args = list(argv)
-    if args[:1] in (["-h"], ["--help"]):
-        _parser().print_help()
-        raise SystemExit(0)
-    if not args or args[0].startswith("-"):
-        raise UsageError(f"the suite comes first: {USAGE}")
-    suite_file, args = args[0], args[1:]
-    at = args.index("--") if "--" in args else len(args)
-    opts, rest = _parser().parse_known_args(args[:at])
-    refused = [word for word in rest if word.split("=", 1)[0] in NOT_FOR_EVAL]
-    if refused:
-        raise UsageError(f"{refused[0].split('=', 1)[0]}: an eval calls the tools its models ask for")
+    why = "an eval calls the tools its models ask for"
+    suite_file, opts, rest = split_subcommand(
+        argv, _parser(), first="suite", usage=USAGE, refused=NOT_FOR_EVAL, why=why, method="tools/list"
+    )
     if not 1 <= opts.runs <= MAX_RUNS:
         raise UsageError(f"--runs must be from 1 to {MAX_RUNS}")
-    inv = parse_args([*rest, "--method", "tools/list", *args[at:]])
+    inv = parse_args(rest)
     return EvalRun(suite_file, inv, opts.runs, opts.model, _threshold(opts.threshold), opts.junit, opts.json)
 
 

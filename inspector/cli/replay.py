@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, parse_args
+from inspector.cli.arguments import CliError, Invocation, UsageError, _Parser, parse_args, split_subcommand
 
 if TYPE_CHECKING:
     from sessions.engine import ClientCapabilities, ClientSession, Frame, Target
@@ -61,26 +61,15 @@ def parse_replay(argv: Sequence[str]) -> Replay:
     """The replay's command line; ``UsageError`` says what is wrong with it."""
     from sessions.replay import PathError, Pattern
 
-    args = list(argv)
-    if args[:1] in (["-h"], ["--help"]):
-        _parser().print_help()
-        raise SystemExit(0)
-    if not args or args[0].startswith("-"):
-        raise UsageError(f"the recording comes first: {USAGE}")
-    recording, args = args[0], args[1:]
-    at = args.index("--") if "--" in args else len(args)
-    opts, rest = _parser().parse_known_args(args[:at])
-    refused = [word for word in rest if word.split("=", 1)[0] in NOT_FOR_REPLAY]
-    if refused:
-        raise UsageError(
-            f"{refused[0].split('=', 1)[0]}: a replay sends the recording's own requests "
-            "(a target's own option goes after --)"
-        )
+    why = "a replay sends the recording's own requests (a target's own option goes after --)"
+    recording, opts, rest = split_subcommand(
+        argv, _parser(), first="recording", usage=USAGE, refused=NOT_FOR_REPLAY, why=why, method="ping"
+    )
     try:
         ignore = [Pattern(text) for text in opts.ignore]
     except PathError as exc:
         raise UsageError(f"--ignore {exc}") from None
-    inv = parse_args([*rest, "--method", "ping", *args[at:]])
+    inv = parse_args(rest)
     run = Replay(recording, inv, ignore, opts.json, opts.junit, opts.report, opts.record, not opts.no_latency)
     if opts.baseline is not None:
         run.baseline, run.baseline_text = baseline_target(opts.baseline, inv.target), opts.baseline
