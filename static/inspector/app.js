@@ -252,4 +252,35 @@
     }
   });
   document.addEventListener("htmx:historyRestore", renewIntents);
+
+  // Back after Connect shows the connect form as the person left it: htmx keeps the page's markup,
+  // not what was typed, so what was typed becomes markup first. Never a secret (passwords, the
+  // environment, headers): the history is kept in the browser's storage.
+  var KEPT = ["transport", "name", "command", "args", "url", "cwd", "protocol_version", "mode"];
+  function keepTyped(field) {
+    if (!field || field.type === "password") {
+      return;
+    }
+    if (typeof RadioNodeList !== "undefined" && field instanceof RadioNodeList) {
+      Array.prototype.forEach.call(field, keepTyped);
+    } else if (field.tagName === "SELECT") {
+      Array.prototype.forEach.call(field.options, function (option) {
+        option.toggleAttribute("selected", option.selected);
+      });
+    } else if (field.tagName === "TEXTAREA") {
+      field.textContent = field.value;
+    } else if (field.type === "checkbox" || field.type === "radio") {
+      field.toggleAttribute("checked", field.checked);
+    } else {
+      field.setAttribute("value", field.value);
+    }
+  }
+  document.addEventListener("htmx:beforeHistorySave", function () {
+    var form = document.getElementById("connect-form");
+    if (form) {
+      KEPT.forEach(function (name) {
+        keepTyped(form.elements.namedItem(name));
+      });
+    }
+  });
 })();

@@ -123,9 +123,11 @@ def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_i
     starts = tmp_path / "starts"
     script = f"printf 'x\\n' >> {shlex.quote(str(starts))}; exec \"$@\""
     form = home.locator("#connect-form")
-    form.get_by_label("Command", exact=True).fill(
-        shlex.join(["sh", "-c", script, "sh", sdk_stdio["command"], *sdk_stdio["args"]])
-    )
+    typed = shlex.join(["sh", "-c", script, "sh", sdk_stdio["command"], *sdk_stdio["args"]])
+    form.get_by_label("Command", exact=True).fill(typed)
+    form.get_by_text("Arguments, environment, working directory").click()
+    form.get_by_label("Environment", exact=True).fill("TEST_SETTING=sekrit-value")
+    form.get_by_label("Working directory", exact=True).fill(str(tmp_path))
     connect = form.get_by_role("button", name="Connect", exact=True)
     connect.hover()
     deadline = time.monotonic() + 20
@@ -151,3 +153,11 @@ def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_i
     assert_clean(home)
     home.go_back()
     expect(home.locator("#connect-form")).to_be_visible()
+    # Back shows the form as the person left it, but for the environment (it may hold secrets, and
+    # the history is kept in the browser's storage).
+    form = home.locator("#connect-form")
+    expect(form.get_by_label("Command", exact=True)).to_have_value(typed)
+    expect(form.get_by_label("Working directory", exact=True)).to_have_value(str(tmp_path))
+    expect(form.get_by_label("Environment", exact=True)).to_have_value("")
+    stored = home.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert "sekrit-value" not in stored
