@@ -172,6 +172,7 @@ URLS: dict[str, tuple[str, str]] = {
     "shared_panel": ("GET", "shared"),
     "shared_timeline": ("GET", "shared"),
     "shared_frame": ("GET", "shared"),
+    "shared_app_frame": ("GET", "shared"),
     "shared_export": ("GET", "shared"),
     "shared_export_html": ("GET", "shared"),
     "shared_collection": ("GET", "shared"),
