@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from sessions.models import McpSession
+from sessions.models import McpSession, PendingReview
 from sessions.playground import turns
 from sessions.playground.models import Chat, ChatEntry
 from sessions.teams import access
@@ -38,6 +38,7 @@ __all__ = [
     "settings_of",
     "step",
     "streaming",
+    "waiting_reviews",
 ]
 
 MAX_PROMPT = 20_000  # characters of a system prompt
@@ -216,7 +217,8 @@ async def streaming(request: AuthedRequest, public_id: Any, chat_id: int) -> Htt
 
     def read() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
-        return _render("sessions/playground/_streaming.html", {"session": session, "chat": chat}, request)
+        context = {"session": session, "chat": chat, "waiting": waiting_reviews(chat)}
+        return _render("sessions/playground/_streaming.html", context, request)
 
     return await sync_to_async(read)()
 
@@ -239,6 +241,14 @@ async def chat_settings(request: AuthedRequest, public_id: Any, chat_id: int) ->
         return _render("sessions/panels/playground.html", context, request, 422 if problem else 200)
 
     return await sync_to_async(change)()
+
+
+def waiting_reviews(chat: Chat) -> list[PendingReview]:
+    """What the chat's sessions wait for a person to answer (a tool's sampling, when the chat leaves it
+    to the person; an elicitation): the log links each while a call runs."""
+    sessions = [session.pk for session, _ in turns.chat_sessions(chat)]
+    waiting = PendingReview.objects.filter(session_id__in=sessions, status=PendingReview.Status.WAITING)
+    return list(waiting.select_related("session")[:10])
 
 
 def add_message(chat: Chat, text: str) -> str:

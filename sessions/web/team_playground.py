@@ -31,6 +31,7 @@ from sessions.web.playground import (
     decide_call,
     log_context,
     settings_of,
+    waiting_reviews,
 )
 from sessions.web.shortcuts import MAX_INT, int_param, person_scope, person_scope_async
 
@@ -164,9 +165,11 @@ def chat_settings(request: AuthedRequest, chat_id: int) -> HttpResponse:
 
 @require_GET
 def streaming(request: AuthedRequest, chat_id: int) -> HttpResponse:
-    """The text of the answer being streamed now."""
+    """The text of the answer being streamed now, and what the chat's sessions wait for a person to
+    answer while a call runs."""
     chat = _chat(person_scope(request), chat_id)
-    return render(request, "sessions/playground/_streaming.html", {"chat": chat})
+    context = {"chat": chat, "waiting": waiting_reviews(chat)}
+    return render(request, "sessions/playground/_streaming.html", context)
 
 
 @require_POST

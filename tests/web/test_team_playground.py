@@ -5,6 +5,7 @@ for sampling mid-chat is answered by the chat's model; each answer's tokens and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
@@ -16,7 +17,15 @@ import pytest
 from django.test import override_settings
 from support.paths import SERVERS
 from support.processes import free_port, start_http_server
-from support.web import frames_of, live_runtime, logged_in_client, make_user, start_session, stdio_config
+from support.web import (
+    frames_of,
+    live_runtime,
+    logged_in_client,
+    make_user,
+    start_session,
+    stdio_config,
+    waiting_review,
+)
 
 from sessions.models import McpSession, PendingReview
 from sessions.playground.models import Chat, ChatEntry
@@ -175,3 +184,36 @@ async def test_a_team_chat_cannot_be_started_over_another_teams_session_nor_read
             assert f"Chat {chat.pk} " not in panel.content.decode()
             await session.arefresh_from_db()
             assert session.status == McpSession.Status.READY
+
+
+async def test_a_chat_that_leaves_sampling_to_the_person_links_the_waiting_request_and_goes_on_once_answered(
+    sdk_stdio: dict, scripted: tuple[str, Path]
+) -> None:
+    url, log = scripted
+    with override_settings(INSPECTOR_LLM_MODELS=models(url)):
+        async with live_runtime():
+            alice = await make_user()
+            sdk = await start_session(alice, stdio_config(sdk_stdio["command"], sdk_stdio["args"]))
+            client = await logged_in_client(alice)
+            fields = {"model": "gpt", "approval": "none", "sampling": "person"}
+            fields["session"] = [str(sdk.public_id)]
+            assert (await client.post("/playground/new", fields)).status_code == 302
+            chat = await Chat.objects.aget(team_page=True)
+            await client.post(f"/playground/{chat.pk}/send", {"text": "Ask the server's model"})
+            html = (await client.post(f"/playground/{chat.pk}/step")).content.decode()  # the model calls
+            assert f'hx-get="/playground/{chat.pk}/stream" hx-trigger="every 1s"' in html
+            calling = asyncio.ensure_future(client.post(f"/playground/{chat.pk}/step"))
+            review = await waiting_review(sdk, "sampling/createMessage")
+            shown = (await client.get(f"/playground/{chat.pk}/stream")).content.decode()
+            assert f'href="/s/{sdk.public_id}/?frame={review.frame_seq}"' in shown
+            assert "this chat leaves sampling to you" in shown
+            answer = {"text": "Four.", "model": "human", "stop_reason": "endTurn"}
+            answered = await client.post(f"/s/{sdk.public_id}/reviews/{review.pk}/sampling", answer)
+            assert answered.status_code == 200
+            html = await steps(client, (await calling).content.decode())
+            assert "The server&#x27;s model said four." in html
+            call = await ChatEntry.objects.aget(chat=chat, kind="tool")
+            assert (call.status, call.text) == ("done", "human: Four.")
+            assert not await ChatEntry.objects.filter(chat=chat, kind="sampling").aexists()
+            # The model was asked twice (the call, the last answer), never for the sampling request.
+            assert len(log.read_text().splitlines()) == 2
