@@ -86,6 +86,8 @@ async def chat_tools(chat: Chat, user_id: int) -> tuple[list[dict[str, Any]], di
     """The tools the model is offered, from each of the chat's sessions, and where each name runs."""
     listings = []
     for session, prefix in await sync_to_async(chat_sessions)(chat):
+        if chat.team_page and not session.is_live:
+            continue  # its calls could not run; a tab's chat says so on its own page
         listings.append((session.pk, prefix, await listed_tools(session, user_id)))
     return combine(listings)
 
