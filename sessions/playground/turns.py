@@ -132,7 +132,8 @@ def _error(chat: Chat, text: str) -> None:
 async def step(chat: Chat, user_id: int) -> bool:
     """Take the chat's next step; False when another request is taking one now."""
     config = model_named(chat.model_key)
-    hold = max(config.timeout if config else 0.0, TOOL_WAIT) + 30.0
+    # A tool call may wait on the model too, answering the tool's sampling requests.
+    hold = (config.timeout if config else 0.0) + TOOL_WAIT + 30.0
     if not await sync_to_async(_claim)(chat.pk, hold):
         return False
     try:

@@ -54,9 +54,11 @@ SCRIPT = [
 
 
 @pytest.fixture
-def scripted(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def scripted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The scripted model server, with SCRIPT or the steps of the test's ``script`` marker."""
+    marker = request.node.get_closest_marker("script")
     script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
-    script.write_text(json.dumps({"key": KEY, "steps": SCRIPT}))
+    script.write_text(json.dumps({"key": KEY, "steps": marker.args[0] if marker else SCRIPT}))
     port = free_port()
     with start_http_server(
         [sys.executable, str(SERVERS / "scripted_llm.py"), str(port), str(script), str(log)], port
@@ -217,3 +219,41 @@ async def test_a_chat_that_leaves_sampling_to_the_person_links_the_waiting_reque
             assert not await ChatEntry.objects.filter(chat=chat, kind="sampling").aexists()
             # The model was asked twice (the call, the last answer), never for the sampling request.
             assert len(log.read_text().splitlines()) == 2
+
+
+@pytest.mark.script(
+    [
+        {
+            "match": "Ask the server's model",
+            "tool_calls": [{"id": "c3", "name": "ask_llm", "arguments": {"prompt": "What is 2+2?"}}],
+        },
+        {"match": "What is 2+2?", "status": 503, "error": "the model is overloaded"},
+        {"match": "overloaded", "text": "The server's model could not be asked."},
+    ]
+)
+async def test_a_model_that_cannot_answer_a_sampling_request_rejects_it_saying_why_and_the_chat_goes_on(
+    sdk_stdio: dict, scripted: tuple[str, Path]
+) -> None:
+    url, _ = scripted
+    with override_settings(INSPECTOR_LLM_MODELS=models(url)):
+        async with live_runtime():
+            alice = await make_user()
+            sdk = await start_session(alice, stdio_config(sdk_stdio["command"], sdk_stdio["args"]))
+            client = await logged_in_client(alice)
+            fields = {"model": "gpt", "approval": "none", "sampling": "model"}
+            assert (
+                await client.post("/playground/new", fields | {"session": [str(sdk.public_id)]})
+            ).status_code == 302
+            chat = await Chat.objects.aget(team_page=True)
+            sent = await client.post(f"/playground/{chat.pk}/send", {"text": "Ask the server's model"})
+            html = await steps(client, sent.content.decode())
+            assert "The server&#x27;s model could not be asked." in html
+            sampled = await ChatEntry.objects.aget(chat=chat, kind="sampling")
+            assert sampled.is_error and "gpt answered HTTP 503: the model is overloaded" in sampled.text
+            assert "could not answer the sampling request" in html
+            review = await PendingReview.objects.aget(session=sdk, method="sampling/createMessage")
+            assert review.status == "rejected"
+            call = await ChatEntry.objects.aget(chat=chat, kind="tool")
+            assert call.is_error and "overloaded" in call.text
+            await sdk.arefresh_from_db()
+            assert sdk.status == McpSession.Status.READY
