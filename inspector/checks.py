@@ -108,10 +108,12 @@ def check_llm_models(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """Tell whether INSPECTOR_LLM_MODELS lists models the Playground can use (never echoing a key)."""
+    from sessions.playground.costs import parse_prices
     from sessions.providers import parse_models
 
     try:
         parse_models(settings.INSPECTOR_LLM_MODELS)
+        parse_prices(settings.INSPECTOR_LLM_MODELS)
     except ValueError as exc:
         return [checks.Error(f"INSPECTOR_LLM_MODELS: {exc}", id="inspector.E006")]
     return []

@@ -9,12 +9,17 @@ from sessions.models import McpSession
 
 
 class Chat(models.Model):
-    """A conversation with a model over one session's tools; it belongs to the session's team."""
+    """A conversation with a model over the tools of one session (its Playground tab) or of several of
+    the team's (the team's Playground page: ``ChatServer`` rows); it belongs to the team."""
 
     class Approval(models.TextChoices):
         WRITES = "writes", "tools not marked read-only"
         ALL = "all", "every tool call"
         NONE = "none", "no tool call"
+
+    class Sampling(models.TextChoices):
+        PERSON = "person", "by you (the session's review card)"
+        MODEL = "model", "by the chat's model"
 
     session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="chats")
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="chats")
@@ -27,6 +32,10 @@ class Chat(models.Model):
     system_prompt = models.TextField(blank=True, default="")
     temperature = models.FloatField(null=True, blank=True)
     approval = models.CharField(max_length=8, choices=Approval.choices, default=Approval.WRITES)
+    # Who answers a sampling request a tool sends while the chat calls it.
+    sampling = models.CharField(max_length=8, choices=Sampling.choices, default=Sampling.PERSON)
+    # Started on the team's Playground page (over ChatServer's sessions), not on a session's tab.
+    team_page = models.BooleanField(default=False)
     # Set while a step runs (a model's answer, tool calls): a second tab's step waits for it.
     busy_until = models.DateTimeField(null=True, blank=True)
     # The text of the answer being streamed now, for the page to show as it comes; empty after it.
@@ -39,14 +48,32 @@ class Chat(models.Model):
         return f"chat {self.pk} with {self.model_key}"
 
 
+class ChatServer(models.Model):
+    """A session whose tools a team-page chat offers, and the prefix its tools get when another of the
+    chat's sessions offers a tool of the same name."""
+
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, related_name="servers")
+    session = models.ForeignKey(McpSession, on_delete=models.CASCADE, related_name="chat_servers")
+    prefix = models.CharField(max_length=40)
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "pk"]
+        constraints = [models.UniqueConstraint(fields=["chat", "session"], name="unique_chat_server")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix} in chat {self.chat_id}"
+
+
 class ChatEntry(models.Model):
-    """One thing in a chat: the person's words, the model's answer, a tool call it asked for, or an
-    error the chat stopped on."""
+    """One thing in a chat: the person's words, the model's answer, a tool call it asked for, a sampling
+    request the model answered for a tool, or an error the chat stopped on."""
 
     class Kind(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
         TOOL = "tool"
+        SAMPLING = "sampling"
         ERROR = "error"
 
     class Status(models.TextChoices):
@@ -66,6 +93,12 @@ class ChatEntry(models.Model):
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     ms = models.FloatField(null=True, blank=True)
+    # What the answer cost, when the model's prices are configured (INSPECTOR_LLM_MODELS).
+    cost = models.FloatField(null=True, blank=True)
+    # The session a tool call (or a sampling request) went through; null: the chat's own session.
+    session = models.ForeignKey(
+        McpSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="chat_entries"
+    )
     # A tool call: the model's call id and the name it used, the MCP tool's, the arguments it gave.
     call_id = models.CharField(max_length=200, blank=True, default="")
     tool_name = models.CharField(max_length=200, blank=True, default="")

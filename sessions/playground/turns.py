@@ -16,7 +16,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from sessions.models import McpSession
-from sessions.playground.models import Chat, ChatEntry
+from sessions.playground import costs, sampling
+from sessions.playground.models import Chat, ChatEntry, ChatServer
+from sessions.playground.routing import Route, combine
 from sessions.playground.transcript import conversation, result_text
 from sessions.providers import ModelConfig, Turn, parse_models, take_turn
 from sessions.runtime import client
@@ -25,6 +27,8 @@ from sessions.timeline.listings import stored_pages
 
 __all__ = [
     "TOOL_WAIT",
+    "chat_sessions",
+    "chat_tools",
     "configured",
     "listed_tools",
     "model_named",
@@ -44,6 +48,7 @@ Kind = ChatEntry.Kind
 @functools.lru_cache(maxsize=4)
 def _parsed(text: str, url: str, model: str, key: str) -> tuple[tuple[ModelConfig, ...], str]:
     try:
+        costs.parse_prices(text)
         return tuple(parse_models(text, url, model, key)), ""
     except ValueError as exc:
         return (), f"INSPECTOR_LLM_MODELS: {exc}"
@@ -68,6 +73,25 @@ def offered(session: McpSession) -> list[dict[str, Any]]:
     return [t for page in stored_pages(session) for t in page.get("tools") or [] if isinstance(t, dict)]
 
 
+def chat_sessions(chat: Chat) -> list[tuple[McpSession, str]]:
+    """The sessions whose tools the chat offers, each with its tools' prefix (for a name two offer)."""
+    servers = list(ChatServer.objects.filter(chat=chat).select_related("session"))
+    if servers:
+        return [(server.session, server.prefix) for server in servers]
+    session = McpSession.objects.get(pk=chat.session_id)
+    return [(session, "")]
+
+
+async def chat_tools(chat: Chat, user_id: int) -> tuple[list[dict[str, Any]], dict[str, Route]]:
+    """The tools the model is offered, from each of the chat's sessions, and where each name runs."""
+    listings = []
+    for session, prefix in await sync_to_async(chat_sessions)(chat):
+        if chat.team_page and not session.is_live:
+            continue  # its calls could not run; a tab's chat says so on its own page
+        listings.append((session.pk, prefix, await listed_tools(session, user_id)))
+    return combine(listings)
+
+
 def needs_approval(chat: Chat, tool: dict[str, Any] | None) -> bool:
     """Whether a call of ``tool`` waits for the person: by default, unless the server marked it read-only."""
     if chat.approval == Chat.Approval.ALL:
@@ -84,9 +108,10 @@ def next_work(entries: list[ChatEntry]) -> str:
     calls = [e for e in entries if e.kind == Kind.TOOL]
     if any(e.status == Status.APPROVED for e in calls):
         return "tools"
-    if any(e.status == Status.PENDING for e in calls) or not entries:
+    said = [e for e in entries if e.kind != Kind.SAMPLING]  # a tool's own exchange with the model
+    if any(e.status == Status.PENDING for e in calls) or not said:
         return ""
-    return "model" if entries[-1].kind in (Kind.USER, Kind.TOOL) else ""
+    return "model" if said[-1].kind in (Kind.USER, Kind.TOOL) else ""
 
 
 def _claim(chat_id: int, seconds: float) -> bool:
@@ -104,10 +129,11 @@ def _error(chat: Chat, text: str) -> None:
     ChatEntry.objects.create(chat=chat, kind=Kind.ERROR, text=text)
 
 
-async def step(chat: Chat, session: McpSession, user_id: int) -> bool:
+async def step(chat: Chat, user_id: int) -> bool:
     """Take the chat's next step; False when another request is taking one now."""
     config = model_named(chat.model_key)
-    hold = max(config.timeout if config else 0.0, TOOL_WAIT) + 30.0
+    # A tool call may wait on the model too, answering the tool's sampling requests.
+    hold = (config.timeout if config else 0.0) + TOOL_WAIT + 30.0
     if not await sync_to_async(_claim)(chat.pk, hold):
         return False
     try:
@@ -115,17 +141,15 @@ async def step(chat: Chat, session: McpSession, user_id: int) -> bool:
         work = next_work(entries)
         if work == "tools":
             entry = next(e for e in entries if e.status == Status.APPROVED)
-            await _run_tool(entry, session, user_id)
+            await _run_tool(chat, entry, config, user_id)
         elif work == "model":
-            await _model_turn(chat, session, config, entries, user_id)
+            await _model_turn(chat, config, entries, user_id)
     finally:
         await sync_to_async(_release)(chat.pk)
     return True
 
 
-async def _model_turn(
-    chat: Chat, session: McpSession, config: ModelConfig | None, entries: list[ChatEntry], user_id: int
-) -> None:
+async def _model_turn(chat: Chat, config: ModelConfig | None, entries: list[ChatEntry], user_id: int) -> None:
     if config is None:
         await sync_to_async(_error)(
             chat, f"The model {chat.model_key!r} is not configured any more: pick another."
@@ -138,7 +162,7 @@ async def _model_turn(
             chat, f"Stopped: the model answered {answers} times to one message. Say something to go on."
         )
         return
-    tools = await listed_tools(session, user_id)
+    tools, routes = await chat_tools(chat, user_id)
 
     async def streamed(text: str) -> None:
         await Chat.objects.filter(pk=chat.pk).aupdate(streaming=text)
@@ -159,7 +183,7 @@ async def _model_turn(
     if turn.reply is None:
         await sync_to_async(_error)(chat, turn.error)
         return
-    await sync_to_async(_record_turn)(chat, turn, tools)
+    await sync_to_async(_record_turn)(chat, config, turn, routes)
 
 
 async def listed_tools(session: McpSession, user_id: int) -> list[dict[str, Any]]:
@@ -174,7 +198,7 @@ async def listed_tools(session: McpSession, user_id: int) -> list[dict[str, Any]
 
 
 @transaction.atomic
-def _record_turn(chat: Chat, turn: Turn, tools: list[dict[str, Any]]) -> None:
+def _record_turn(chat: Chat, config: ModelConfig, turn: Turn, routes: dict[str, Route]) -> None:
     """The model's answer, and a card for each tool call it made: waiting for approval, approved, or
     unable to run (no such tool, arguments that are not a JSON object), which the model is told."""
     reply = turn.reply
@@ -186,9 +210,9 @@ def _record_turn(chat: Chat, turn: Turn, tools: list[dict[str, Any]]) -> None:
         model_name=reply.model[:200],
         input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens,
+        cost=costs.cost_of(config.key, reply.input_tokens, reply.output_tokens),
         ms=turn.ms,
     )
-    by_name = {str(t.get("name")): t for t in tools}
     for judged in turn.calls:
         call = judged.call
         entry = ChatEntry(
@@ -200,16 +224,20 @@ def _record_turn(chat: Chat, turn: Turn, tools: list[dict[str, Any]]) -> None:
             arguments=call.arguments,
             raw_arguments=call.raw,
         )
-        if judged.problem:
+        route = routes.get(judged.mcp_name)
+        if route is not None:
+            entry.mcp_name, entry.session_id = route.mcp_name, route.session_id
+        if judged.problem or route is None:
             entry.status, entry.is_error, entry.text = Status.INVALID, True, judged.problem
         else:
-            tool = by_name.get(judged.mcp_name)
-            entry.status = Status.PENDING if needs_approval(chat, tool) else Status.APPROVED
+            entry.status = Status.PENDING if needs_approval(chat, route.tool) else Status.APPROVED
         entry.save()
 
 
-async def _run_tool(entry: ChatEntry, session: McpSession, user_id: int) -> None:
-    """Call the tool through the session's owner, as the Tools panel does: on the timeline, judged."""
+async def _run_tool(chat: Chat, entry: ChatEntry, config: ModelConfig | None, user_id: int) -> None:
+    """Call the tool through its session's owner, as the Tools panel does: on the timeline, judged; a
+    sampling request it sends meanwhile is answered by the model when the chat says so."""
+    session = await McpSession.objects.aget(pk=entry.session_id or chat.session_id)
     params = {
         "name": entry.mcp_name,
         "arguments": entry.arguments if isinstance(entry.arguments, dict) else {},
@@ -217,7 +245,8 @@ async def _run_tool(entry: ChatEntry, session: McpSession, user_id: int) -> None
     command = m.Request("tools/call", params, wait=TOOL_WAIT, stored=False, user_id=user_id)
     entry.status, entry.is_error = Status.FAILED, True
     try:
-        answer = await client.request(session, command)
+        sent = client.request(session, command)
+        answer = await sampling.answered_while(chat, session, config, user_id, sent)
     except (client.CommandFailed, ConnectionError) as exc:
         entry.text = f"The call could not be sent: {exc}"
     else:

@@ -12,9 +12,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.http import Http404, HttpResponse
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from sessions.models import McpSession
+from sessions.models import McpSession, PendingReview
 from sessions.playground import turns
 from sessions.playground.models import Chat, ChatEntry
 from sessions.teams import access
@@ -23,15 +24,21 @@ from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
 
 __all__ = [
+    "add_message",
     "call_of_frame",
+    "chat_base",
     "chat_page",
     "chat_settings",
     "decide",
+    "decide_call",
+    "log_context",
     "new_chat",
     "panel_context",
     "send",
+    "settings_of",
     "step",
     "streaming",
+    "waiting_reviews",
 ]
 
 MAX_PROMPT = 20_000  # characters of a system prompt
@@ -50,12 +57,28 @@ def _arguments_json(entry: ChatEntry) -> str:
     return json.dumps(entry.arguments if entry.arguments is not None else {}, indent=2, ensure_ascii=False)
 
 
-def log_context(session: McpSession, chat: Chat, can_act: bool, busy: bool = False) -> dict[str, Any]:
-    """What the chat's log shows: its entries, and the step it is waiting for."""
-    entries = list(chat.entries.select_related("decided_by"))
+def chat_base(chat: Chat) -> str:
+    """Where the chat's own URLs start: on the team's Playground page, or on its session's tab."""
+    if chat.team_page:
+        return reverse("team_chat", args=[chat.pk])
+    return reverse("playground_chat", args=[chat.session.public_id, chat.pk])
+
+
+def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: bool = False) -> dict[str, Any]:
+    """What the chat's log shows: its entries (each tool call with the session it ran through), the
+    tokens and cost so far, and the step it is waiting for."""
+    entries = list(chat.entries.select_related("decided_by", "session"))
+    tokens_in = tokens_out = 0
+    cost: float | None = None
     for entry in entries:
         if entry.kind == ChatEntry.Kind.TOOL:
             entry.arguments_json = _arguments_json(entry)  # type: ignore[attr-defined]
+        if entry.session is None and entry.kind in (ChatEntry.Kind.TOOL, ChatEntry.Kind.SAMPLING):
+            entry.session = chat.session
+        tokens_in += entry.input_tokens or 0
+        tokens_out += entry.output_tokens or 0
+        if entry.cost is not None:
+            cost = (cost or 0.0) + entry.cost
     work = turns.next_work(entries)
     working_on = ""
     if work == "tools":
@@ -64,6 +87,8 @@ def log_context(session: McpSession, chat: Chat, can_act: bool, busy: bool = Fal
     return {
         "session": session,
         "chat": chat,
+        "chat_base": chat_base(chat),
+        "totals": {"input": tokens_in, "output": tokens_out, "cost": cost},
         "entries": entries,
         "work": work if can_act else "",
         "working_on": working_on,
@@ -79,8 +104,11 @@ def _chat_context(session: McpSession, chat: Chat | None, user_id: int) -> dict[
     context: dict[str, Any] = {
         "models": models,
         "models_problem": problem,
-        "chats": list(Chat.objects.filter(session=session, team_id=session.team_id)[:RECENT_CHATS]),
+        "chats": list(
+            Chat.objects.filter(session=session, team_id=session.team_id, team_page=False)[:RECENT_CHATS]
+        ),
         "approvals": Chat.Approval.choices,
+        "samplings": Chat.Sampling.choices,
         "can_act": can_act,
         "tool_count": len(turns.offered(session)),
         "chat": chat,
@@ -93,22 +121,25 @@ def _chat_context(session: McpSession, chat: Chat | None, user_id: int) -> dict[
 def _chat_of(session: McpSession, chat_id: int | None) -> Chat | None:
     if chat_id is None or chat_id > MAX_INT:
         return None
-    return Chat.objects.filter(pk=chat_id, session=session, team_id=session.team_id).first()
+    return Chat.objects.filter(pk=chat_id, session=session, team_id=session.team_id, team_page=False).first()
 
 
 def call_of_frame(session: McpSession, seq: int) -> ChatEntry | None:
-    """The chat's tool call a frame of the session is the request or answer of, if a chat made it."""
-    calls = ChatEntry.objects.filter(
-        chat__session=session, chat__team_id=session.team_id, kind=ChatEntry.Kind.TOOL
+    """The chat's tool call (or sampling answer) a frame of the session is the request or answer of,
+    if a chat made it: one of the session's tab, or one of the team's page that ran it here."""
+    here = Q(session=session) | Q(session__isnull=True, chat__session=session)
+    calls = ChatEntry.objects.filter(here, chat__team_id=session.team_id).filter(
+        kind__in=(ChatEntry.Kind.TOOL, ChatEntry.Kind.SAMPLING)
     )
-    return calls.filter(Q(request_seq=seq) | Q(response_seq=seq)).only("chat_id", "tool_name").first()
+    found = calls.filter(Q(request_seq=seq) | Q(response_seq=seq)).select_related("chat").first()
+    return found
 
 
 def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
     """The Playground panel: the chat asked for (``?chat=``), else the newest (runs in a worker thread)."""
     chat = _chat_of(session, int_param(request.GET, "chat"))
     if chat is None:
-        chat = Chat.objects.filter(session=session, team_id=session.team_id).first()
+        chat = Chat.objects.filter(session=session, team_id=session.team_id, team_page=False).first()
     return _chat_context(session, chat, request.user.pk)
 
 
@@ -120,7 +151,7 @@ def _session_and_chat(user_id: int, public_id: Any, chat_id: int, needed: str) -
     return session, chat
 
 
-def _settings_of(data: Any) -> tuple[dict[str, Any], str]:
+def settings_of(data: Any) -> tuple[dict[str, Any], str]:
     """A chat's settings from a form, and what is wrong with them ("" when nothing)."""
     key = str(data.get("model") or "")
     if turns.model_named(key) is None:
@@ -135,7 +166,11 @@ def _settings_of(data: Any) -> tuple[dict[str, Any], str]:
     approval = str(data.get("approval") or Chat.Approval.WRITES)
     if approval not in Chat.Approval.values:
         return {}, "Pick which tool calls wait for your approval."
-    return {"model_key": key, "system_prompt": system, "temperature": temperature, "approval": approval}, ""
+    sampling = str(data.get("sampling") or Chat.Sampling.PERSON)
+    if sampling not in Chat.Sampling.values:
+        return {}, "Pick who answers a tool's sampling requests."
+    fields = {"model_key": key, "system_prompt": system, "temperature": temperature, "approval": approval}
+    return fields | {"sampling": sampling}, ""
 
 
 def _render(
@@ -151,7 +186,7 @@ async def new_chat(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
     def make() -> HttpResponse:
         session = session_for(user.pk, public_id, Role.OPERATOR)
-        fields, problem = _settings_of(request.POST)
+        fields, problem = settings_of(request.POST)
         if problem:
             context = _chat_context(session, None, user.pk) | {"form_error": problem, "session": session}
             return _render("sessions/panels/playground.html", context, request, 422)
@@ -182,7 +217,8 @@ async def streaming(request: AuthedRequest, public_id: Any, chat_id: int) -> Htt
 
     def read() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.VIEWER)
-        return _render("sessions/playground/_streaming.html", {"session": session, "chat": chat}, request)
+        context = {"session": session, "chat": chat, "waiting": waiting_reviews(chat)}
+        return _render("sessions/playground/_streaming.html", context, request)
 
     return await sync_to_async(read)()
 
@@ -194,7 +230,7 @@ async def chat_settings(request: AuthedRequest, public_id: Any, chat_id: int) ->
 
     def change() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
-        fields, problem = _settings_of(request.POST)
+        fields, problem = settings_of(request.POST)
         if not problem:
             for name, value in fields.items():
                 setattr(chat, name, value)
@@ -207,6 +243,37 @@ async def chat_settings(request: AuthedRequest, public_id: Any, chat_id: int) ->
     return await sync_to_async(change)()
 
 
+def waiting_reviews(chat: Chat) -> list[PendingReview]:
+    """What the chat's sessions wait for a person to answer (a tool's sampling, when the chat leaves it
+    to the person; an elicitation): the log links each while a call runs."""
+    sessions = [session.pk for session, _ in turns.chat_sessions(chat)]
+    waiting = PendingReview.objects.filter(session_id__in=sessions, status=PendingReview.Status.WAITING)
+    return list(waiting.select_related("session")[:10])
+
+
+def add_message(chat: Chat, text: str) -> str:
+    """Add the person's message to the chat; what is wrong with it ("" when nothing)."""
+    if not text:
+        return "Write a message first."
+    if len(text) > MAX_MESSAGE:
+        return f"A message is at most {MAX_MESSAGE} characters."
+    if turns.next_work(list(chat.entries.all())):
+        return "The chat is still busy: wait for it, or decide on the tool calls above."
+    ChatEntry.objects.create(chat=chat, kind=ChatEntry.Kind.USER, text=text)
+    return ""
+
+
+def decide_call(chat: Chat, call_id: int, decision: str, user: Any) -> None:
+    """Approve or deny a call of the chat that waits; a decision another tab made first stands."""
+    calls = ChatEntry.objects.filter(chat=chat, pk=call_id, kind=ChatEntry.Kind.TOOL)
+    if not calls.exists():
+        raise Http404("No such tool call in this chat")
+    fields: dict[str, Any] = {"status": DECISIONS[decision], "decided_by": user}
+    if decision == "deny":
+        fields |= {"is_error": True, "text": f"The person denied this call of {calls[0].tool_name!r}."}
+    calls.filter(status=ChatEntry.Status.PENDING).update(**fields)
+
+
 @require_POST
 async def send(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResponse:
     """The person's message; the log that comes back asks for the model's answer."""
@@ -215,15 +282,7 @@ async def send(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResp
 
     def add() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
-        problem = ""
-        if not text:
-            problem = "Write a message first."
-        elif len(text) > MAX_MESSAGE:
-            problem = f"A message is at most {MAX_MESSAGE} characters."
-        elif turns.next_work(list(chat.entries.all())):
-            problem = "The chat is still busy: wait for it, or decide on the tool calls above."
-        else:
-            ChatEntry.objects.create(chat=chat, kind=ChatEntry.Kind.USER, text=text)
+        problem = add_message(chat, text)
         context = log_context(session, chat, True) | {"send_error": problem}
         return _render("sessions/playground/_log.html", context, request, 422 if problem else 200)
 
@@ -235,7 +294,7 @@ async def step(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpResp
     """Take the chat's next step (the model's answer, or one approved tool call) and render the log."""
     user = await signed_in_user(request)
     session, chat = await sync_to_async(_session_and_chat)(user.pk, public_id, chat_id, Role.OPERATOR)
-    took = await turns.step(chat, session, user.pk)
+    took = await turns.step(chat, user.pk)
     context = await sync_to_async(log_context)(session, chat, True, not took)
     return await sync_to_async(_render)("sessions/playground/_log.html", context, request)
 
@@ -250,16 +309,9 @@ async def decide(
     user = await signed_in_user(request)
 
     @transaction.atomic
-    def decide_call() -> HttpResponse:
+    def decide_it() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
-        calls = ChatEntry.objects.filter(chat=chat, pk=call_id, kind=ChatEntry.Kind.TOOL)
-        if not calls.exists():
-            raise Http404("No such tool call in this chat")
-        fields: dict[str, Any] = {"status": DECISIONS[decision], "decided_by": user}
-        if decision == "deny":
-            fields |= {"is_error": True, "text": f"The person denied this call of {calls[0].tool_name!r}."}
-        # Only a call still waiting: a decision another tab made first stands.
-        calls.filter(status=ChatEntry.Status.PENDING).update(**fields)
+        decide_call(chat, call_id, decision, user)
         return _render("sessions/playground/_log.html", log_context(session, chat, True), request)
 
-    return await sync_to_async(decide_call)()
+    return await sync_to_async(decide_it)()

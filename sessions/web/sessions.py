@@ -24,7 +24,7 @@ from sessions.teams.models import Role
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
-from sessions.web import tap_controls, together
+from sessions.web import playground, tap_controls, together
 from sessions.web.forms import ConnectForm, ImportForm, ServerForm
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import oauth_context, with_callback
@@ -304,6 +304,8 @@ def _session_context(
     return {
         **notes,
         "opened": opened,
+        # The chat that made the opened frame's call, so the frame links back to it as when clicked.
+        "chat_call": playground.call_of_frame(session, wanted) if opened and wanted else None,
         "session": session,
         "tab": tab,
         "panels": visible(session),

@@ -45,7 +45,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
-from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite
+from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -127,6 +127,8 @@ GROUPS: dict[str, set[str]] = {
                        "tap_endpoint_create", "tap_endpoint_revoke"},
     "playground": {"playground_new", "playground_chat", "playground_settings", "playground_send",
                    "playground_step", "playground_stream", "playground_decide"},
+    "team playground": {"team_playground", "team_chat_new", "team_chat", "team_chat_settings",
+                        "team_chat_send", "team_chat_step", "team_chat_stream", "team_chat_decide"},
     "evals": {"evals", "eval_new", "eval_suite", "eval_suite_json", "eval_save", "eval_start", "eval_run",
               "eval_step", "eval_result", "eval_delete"},
     "the rest": set(),
@@ -519,7 +521,14 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
         ]
         pages += ["/team", "/account", "/team/catalog/new", f"/team/catalog/{people['entry_id']}"]
         pages += [f"/servers/{saved.pk}/edit"]
-        chat = await Chat.objects.acreate(session=session, team_id=session.team_id, model_key="nowhere")
+        team_page = group == "team playground"
+        chat = await Chat.objects.acreate(
+            session=session, team_id=session.team_id, model_key="nowhere", team_page=team_page
+        )
+        if team_page:
+            await ChatServer.objects.acreate(chat=chat, session=session, prefix="everything")
+            stack.enter_context(override_settings(INSPECTOR_LLM_MODELS=NOWHERE_MODEL))
+            pages += ["/playground", f"/playground/{chat.pk}"]
         call = await ChatEntry.objects.acreate(chat=chat, kind="tool", tool_name="echo", status="pending")
         if group == "playground":
             # A model nothing listens for: each step's answer is an error in the chat, at once.

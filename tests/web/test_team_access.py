@@ -28,7 +28,7 @@ from support.web import scripted_servers, session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite
+from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import (
     CatalogServer,
     Invitation,
@@ -214,6 +214,14 @@ URLS: dict[str, tuple[str, str]] = {
     "playground_step": ("POST", "act"),
     "playground_stream": ("GET", "read"),
     "playground_decide": ("POST", "act"),
+    "team_playground": ("GET", "team-read"),
+    "team_chat_new": ("POST", "team-act"),
+    "team_chat": ("GET", "read"),
+    "team_chat_settings": ("POST", "act-on-team-id"),
+    "team_chat_send": ("POST", "act-on-team-id"),
+    "team_chat_step": ("POST", "act-on-team-id"),
+    "team_chat_stream": ("GET", "read"),
+    "team_chat_decide": ("POST", "act-on-team-id"),
     "evals": ("GET", "team-read"),
     "eval_new": ("POST", "team-act"),
     "eval_suite": ("GET", "read"),
@@ -272,6 +280,7 @@ class TeamIds:
     tap: TapEndpoint
     chat: Chat
     call: ChatEntry
+    team_chat: Chat
     suite: EvalSuite
     run: EvalRun
     result: EvalResult
@@ -328,6 +337,8 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     call = ChatEntry.objects.create(
         chat=chat, kind="tool", tool_name="echo", mcp_name="echo", status="pending"
     )
+    team_chat = Chat.objects.create(session=session, team=team, model_key="gpt", team_page=True)
+    ChatServer.objects.create(chat=team_chat, session=session, prefix="s1")
     suite = EvalSuite.objects.create(team=team, name="suite", definition={"tests": []})
     run = EvalRun.objects.create(suite=suite, team=team, session=session, state="done", model_keys=["gpt"])
     result = EvalResult.objects.create(
@@ -347,6 +358,7 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         tap,
         chat,
         call,
+        team_chat,
         suite,
         run,
         result,
@@ -387,6 +399,8 @@ def _url(route: str, ids: TeamIds) -> str:
     values["pk"] = str(
         ids.review.pk if route.startswith("s/") else (ids.catalog.pk if "catalog" in route else ids.server.pk)
     )
+    if route.startswith("playground/"):
+        values["chat_id"] = str(ids.team_chat.pk)
     path = route
     for name, value in values.items():
         for converter in ("uuid", "int", "str"):
@@ -407,6 +421,7 @@ UNKNOWN_ID = (
     "No such tap endpoint",
     "No such eval suite",
     "No such eval run",
+    "No such chat in this team",
 )
 
 
@@ -422,7 +437,18 @@ def _restore(world: dict[str, TeamIds]) -> None:
     """Put back what an allowed request deleted or changed, so every request meets the same world."""
     teams = list(world.values())
     # Parents first.
-    for part in ("session", "server", "review", "share", "catalog", "login", "suite", "run", "result"):
+    for part in (
+        "session",
+        "team_chat",
+        "server",
+        "review",
+        "share",
+        "catalog",
+        "login",
+        "suite",
+        "run",
+        "result",
+    ):
         kept = [getattr(ids, part) for ids in teams]
         there = set(type(kept[0]).objects.filter(pk__in=[k.pk for k in kept]).values_list("pk", flat=True))
         for gone in (k for k in kept if k.pk not in there):
