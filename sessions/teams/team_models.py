@@ -46,9 +46,7 @@ def url_problem(team: Team, url: str) -> str | None:
     return reach_problem(team, parts.scheme, parts.hostname, port)
 
 
-def save(
-    team: Team, entry: TeamModel | None, fields: dict[str, Any], by: Any, taken: set[str]
-) -> TeamModel:
+def save(team: Team, entry: TeamModel | None, fields: dict[str, Any], by: Any, taken: set[str]) -> TeamModel:
     """Add a model (``entry`` None) or replace one; an empty ``api_key`` keeps the stored key when
     replacing. ``ValueError`` says why the team may not have it; ``taken`` are the installation's names."""
     name = fields["name"]

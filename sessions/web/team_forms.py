@@ -20,7 +20,15 @@ from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team, TeamMod
 from sessions.teams.process_env import refusals
 from sessions.timeline.secret_rules import pattern_problem
 
-__all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TapEndpointForm", "TeamModelForm", "TeamSettingsForm"]
+__all__ = [
+    "MASK",
+    "CatalogForm",
+    "InvitationForm",
+    "RoleForm",
+    "TapEndpointForm",
+    "TeamModelForm",
+    "TeamSettingsForm",
+]
 
 MASK = "••••••••"
 # A host name an allow-list may hold: labels of letters, digits and hyphens, optionally "*." first.

@@ -55,7 +55,9 @@ def _entry(team_id: int, model_id: int) -> TeamModel:
     return entry
 
 
-def _edit_page(request: AuthedRequest, form: TeamModelForm, entry: TeamModel, status: int = 200, **extra: Any) -> HttpResponse:
+def _edit_page(
+    request: AuthedRequest, form: TeamModelForm, entry: TeamModel, status: int = 200, **extra: Any
+) -> HttpResponse:
     return render(request, "team/model_form.html", {"form": form, "entry": entry, **extra}, status=status)
 
 

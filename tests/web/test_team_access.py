@@ -38,6 +38,7 @@ from sessions.teams.models import (
     Share,
     TapEndpoint,
     Team,
+    TeamModel,
     token_digest,
 )
 
@@ -191,6 +192,9 @@ URLS: dict[str, tuple[str, str]] = {
     "invitation_revoke": ("POST", "admin-on-team-id"),
     "catalog_edit": ("POST", "admin-on-team-id"),
     "catalog_delete": ("POST", "admin-on-team-id"),
+    "model_create": ("POST", "team-admin"),
+    "model_edit": ("POST", "admin-on-team-id"),
+    "model_delete": ("POST", "admin-on-team-id"),
     "tap_endpoint_create": ("POST", "team-act"),
     "tap_endpoint_revoke": ("POST", "act-on-team-id"),
     "oauth_callback": ("GET", "public"),
@@ -274,6 +278,7 @@ class TeamIds:
     suite: EvalSuite
     run: EvalRun
     result: EvalResult
+    model: TeamModel
 
 
 def _team(name: str) -> Team:
@@ -332,6 +337,7 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     result = EvalResult.objects.create(
         run=run, position=0, test="t", model_key="gpt", attempt=1, state="failed"
     )
+    model = TeamModel.objects.create(team=team, name="own", url="http://192.0.2.1/v1", model="m", api_key="k")
     return TeamIds(
         team,
         session,
@@ -349,6 +355,7 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         suite,
         run,
         result,
+        model,
     )
 
 
@@ -381,6 +388,7 @@ def _url(route: str, ids: TeamIds) -> str:
         "suite_id": str(ids.suite.pk),
         "run_id": str(ids.run.pk),
         "result_id": str(ids.result.pk),
+        "model_id": str(ids.model.pk),
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -406,6 +414,7 @@ UNKNOWN_ID = (
     "No such tap endpoint",
     "No such eval suite",
     "No such eval run",
+    "No such model",
 )
 
 
@@ -421,7 +430,18 @@ def _restore(world: dict[str, TeamIds]) -> None:
     """Put back what an allowed request deleted or changed, so every request meets the same world."""
     teams = list(world.values())
     # Parents first.
-    for part in ("session", "server", "review", "share", "catalog", "login", "suite", "run", "result"):
+    for part in (
+        "session",
+        "server",
+        "review",
+        "share",
+        "catalog",
+        "login",
+        "suite",
+        "run",
+        "result",
+        "model",
+    ):
         kept = [getattr(ids, part) for ids in teams]
         there = set(type(kept[0]).objects.filter(pk__in=[k.pk for k in kept]).values_list("pk", flat=True))
         for gone in (k for k in kept if k.pk not in there):

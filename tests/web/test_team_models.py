@@ -200,6 +200,9 @@ async def test_locally_a_team_model_takes_any_url_and_the_environments_models_ar
     configs = await _configs("team A")
     assert list(configs) == ["default", "team-gpt"] and configs["team-gpt"].connect is None
     assert [c.key for c in (await database_sync_to_async(turns.configured)())[0]] == ["default"]
-    assert await database_sync_to_async(team_models.configs_of)(
-        (await Team.objects.aget(name="team A")).pk, {"team-gpt"}
-    ) == []
+    assert (
+        await database_sync_to_async(team_models.configs_of)(
+            (await Team.objects.aget(name="team A")).pk, {"team-gpt"}
+        )
+        == []
+    )
