@@ -69,7 +69,10 @@ def run_document(run: EvalRun) -> dict[str, Any]:
     redactor = redactor_for(run.session, run.team_id)
     table = evalruns.rate_table(run)
     rates = [
-        {"test": row["test"], "models": {k: _cell(c) for k, c in zip(table["models"], row["cells"], strict=False)}}
+        {
+            "test": row["test"],
+            "models": {k: _cell(c) for k, c in zip(table["models"], row["cells"], strict=False)},
+        }
         for row in table["rows"]
     ]
     results = [

@@ -168,7 +168,9 @@ def run_shares(request: AuthedRequest, run_id: int) -> HttpResponse:
 def item_share_revoke(request: AuthedRequest, share_id: int) -> HttpResponse:
     """Revoke a chat's or a run's link: its page answers 410 from now on."""
     scope = person_scope(request, Role.OPERATOR)
-    share = ItemShare.objects.filter(team_id=scope.team_id, pk=share_id).first() if share_id <= MAX_INT else None
+    share = (
+        ItemShare.objects.filter(team_id=scope.team_id, pk=share_id).first() if share_id <= MAX_INT else None
+    )
     if share is None:
         raise Http404("No such share link in this team")
     if share.revoked is None:
