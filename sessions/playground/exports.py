@@ -65,7 +65,7 @@ def chat_document(chat: Chat) -> dict[str, Any]:
 
 
 def run_document(run: EvalRun) -> dict[str, Any]:
-    """The eval run as JSON: the suite as it ran, the pass rates, each result with its transcript, redacted."""
+    """The eval run as JSON: the suite as it ran, the pass rates, each result with its transcript."""
     redactor = redactor_for(run.session, run.team_id)
     table = evalruns.rate_table(run)
     rates = [

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from sessions.providers import ModelConfig
+from sessions.providers._types import Api
 from sessions.secrets import SecretUnreadable
 from sessions.teams.models import Team, TeamModel
 from sessions.teams.tap_endpoints import egress_policy, reach_problem
@@ -107,7 +108,7 @@ def configs_of(team_id: int, taken: set[str] | frozenset[str] = frozenset()) -> 
             key = row.api_key or ""
         except SecretUnreadable:
             continue
-        api = "anthropic" if row.api == TeamModel.Api.ANTHROPIC else "openai"
+        api: Api = "anthropic" if row.api == TeamModel.Api.ANTHROPIC else "openai"
         found.append(
             ModelConfig(
                 row.name, row.label or row.name, api, row.url, row.model, key, row.timeout, connect=connect

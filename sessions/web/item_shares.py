@@ -195,12 +195,15 @@ def shared_item(request: AuthedRequest, token: str) -> HttpResponse:
         if not user.is_authenticated or access.role_in(user.pk, share.team_id) is None:
             raise Http404("No such share link")
     if not share.usable:
-        response = HttpResponse(f"This link is {share.state}.", content_type="text/plain", status=410)
-        return response
-    if share.chat_id is not None:
-        text = exports.chat_html(Chat.objects.select_related("session").get(pk=share.chat_id))
+        return HttpResponse(f"This link is {share.state}.", content_type="text/plain", status=410)
+    chat = Chat.objects.select_related("session").filter(shares=share).first()
+    run = EvalRun.objects.select_related("suite", "session").filter(shares=share).first()
+    if chat is not None:
+        text = exports.chat_html(chat)
+    elif run is not None:
+        text = exports.run_html(run)
     else:
-        text = exports.run_html(EvalRun.objects.select_related("suite", "session").get(pk=share.run_id))
+        raise Http404("No such share link")
     response = _html(text)
     response["Referrer-Policy"] = "no-referrer"
     return response

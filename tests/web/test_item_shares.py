@@ -13,7 +13,6 @@ import json
 import logging
 import re
 from html import unescape
-from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
