@@ -45,8 +45,16 @@ from support.web import (
 )
 
 from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
-from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite
-from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
+from sessions.playground.models import Chat, ChatEntry, EvalResult, EvalRun, EvalSuite, ItemShare
+from sessions.teams.models import (
+    CatalogServer,
+    Invitation,
+    LoginSession,
+    Membership,
+    Share,
+    TeamModel,
+    token_digest,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -548,6 +556,17 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
                 f"/evals/runs/{run.pk}",
                 f"/evals/runs/{run.pk}/results/{result.pk}",
             ]
+        model = await TeamModel.objects.acreate(
+            team_id=session.team_id, name="own", url="http://192.0.2.1/v1", model="m", api_key="k"
+        )
+        item_share = await ItemShare.objects.acreate(
+            team_id=session.team_id, chat=chat, digest=token_digest(token), audience="anyone"
+        )
+        pages += [
+            f"/team/models/{model.pk}",
+            f"{base}playground/{chat.pk}/shares",
+            f"/evals/runs/{run.pk}/shares",
+        ]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -569,6 +588,8 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             "suite_id": str(suite.pk),
             "run_id": str(run.pk),
             "result_id": str(result.pk),
+            "model_id": str(model.pk),
+            "share_id": str(item_share.pk),
             **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }
