@@ -9,8 +9,10 @@ echoed into its result, or a person typed, shows as ``[redacted]``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from django.contrib.staticfiles import finders
 from django.template.loader import render_to_string
 
 from sessions.models import McpSession
@@ -109,6 +111,12 @@ def _cell(cell: dict[str, Any]) -> dict[str, Any]:
     return {"passed": cell["passed"], "done": cell["done"], "runs": cell["runs"]}
 
 
+def _css() -> str:
+    """The app's stylesheet and the Playground's, inlined: the file loads nothing from elsewhere."""
+    found = finders.find("inspector/playground.css")
+    return stylesheet() + ("\n" + Path(found).read_text() if isinstance(found, str) else "")
+
+
 def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
@@ -121,7 +129,7 @@ def chat_html(chat: Chat) -> str:
             entry["arguments_json"] = _pretty(entry["arguments"])
         if "result" in entry:
             entry["result_json"] = _pretty(entry["result"])
-    return render_to_string("exports/chat.html", {"doc": document, "css": stylesheet()})
+    return render_to_string("exports/chat.html", {"doc": document, "css": _css()})
 
 
 def run_html(run: EvalRun) -> str:
@@ -132,4 +140,4 @@ def run_html(run: EvalRun) -> str:
             if isinstance(entry, dict) and "arguments" in entry:
                 entry["arguments_json"] = _pretty(entry["arguments"])
     document["definition_json"] = _pretty(document["definition"])
-    return render_to_string("exports/eval_run.html", {"doc": document, "css": stylesheet()})
+    return render_to_string("exports/eval_run.html", {"doc": document, "css": _css()})

@@ -116,9 +116,7 @@ def _shares_page(
         "public_allowed": team.allow_public_shares,
         **extra,
     }
-    response = render(request, "exports/shares.html", context, status=status)
-    response["Referrer-Policy"] = "no-referrer"
-    return response
+    return render(request, "exports/shares.html", context, status=status)
 
 
 def _make(request: AuthedRequest, thing: Chat | EvalRun, back: str) -> HttpResponse:
