@@ -94,8 +94,9 @@ def strip_query_string(text: str) -> str:
     return _QUERY_STRING.sub(lambda match: match.group(1) + "?[redacted]", text)
 
 
-# A token in a path: a share link's (/shared/<token>/, /ws/shared/<token>/), a tap endpoint's (/tap/<token>/).
-_SHARE_TOKEN = re.compile(r"(/shared/|/tap/)[^\s/\"'?<>]+")
+# A token in a path: a share link's (/shared/<token>/, /ws/shared/<token>/, a chat's or an eval run's
+# /shared-item/<token>/), a tap endpoint's (/tap/<token>/).
+_SHARE_TOKEN = re.compile(r"(/shared/|/shared-item/|/tap/)[^\s/\"'?<>]+")
 
 
 def strip_share_tokens(text: str) -> str:

@@ -101,7 +101,8 @@ def _finish(run: EvalRun, note: str = "") -> None:
 async def step_run(run: EvalRun, user_id: int) -> bool:
     """Run the run's next pending test; False when another request is running one now."""
     keys = run.model_keys if isinstance(run.model_keys, list) else []
-    timeouts = [config.timeout for config in map(model_named, keys) if config is not None]
+    configs = await sync_to_async(lambda: [model_named(key, run.team_id) for key in keys])()
+    timeouts = [config.timeout for config in configs if config is not None]
     # A test takes up to ten turns of the model, each with its calls.
     if not await sync_to_async(_claim)(run.pk, 10 * (max(timeouts, default=0.0) + TOOL_WAIT)):
         return False
@@ -125,7 +126,7 @@ async def _step(run: EvalRun, user_id: int) -> None:
         return
     suite = parse_suite(run.definition)
     test = next(t for t in suite.tests if t.name == result.test)
-    config = model_named(result.model_key)
+    config = await sync_to_async(model_named)(result.model_key, run.team_id)
     if config is None:
         result.state, result.reasons = (
             State.FAILED,

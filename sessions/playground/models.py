@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from sessions.models import McpSession
 
@@ -201,3 +202,49 @@ class EvalResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.test} with {self.model_key}, run {self.attempt}"
+
+
+class ItemShare(models.Model):
+    """A read-only, redacted link to a chat or an eval run (``teams.Share`` is a session's): an expiry,
+    an audience, the token kept as its SHA-256 (``teams.models.token_digest``)."""
+
+    class Audience(models.TextChoices):
+        TEAM = "team"  # members of the team, signed in
+        ANYONE = "anyone"  # anyone with the link, no account needed
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="item_shares")
+    chat = models.ForeignKey(Chat, on_delete=models.CASCADE, null=True, blank=True, related_name="shares")
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, null=True, blank=True, related_name="shares")
+    digest = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the link's token")
+    audience = models.CharField(max_length=10, choices=Audience.choices, default=Audience.TEAM)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(chat__isnull=False, run__isnull=True)
+                | models.Q(chat__isnull=True, run__isnull=False),
+                name="item_share_of_one_thing",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"share of {'chat ' + str(self.chat_id) if self.chat_id else 'run ' + str(self.run_id)}"
+
+    @property
+    def state(self) -> str:
+        if self.revoked is not None:
+            return "revoked"
+        if self.expires is not None and self.expires <= timezone.now():
+            return "expired"
+        return "open"
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "open"

@@ -23,6 +23,7 @@ from sessions.playground.transcript import conversation, result_text
 from sessions.providers import ModelConfig, Turn, parse_models, take_turn
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.teams import team_models
 from sessions.timeline.listings import stored_pages
 
 __all__ = [
@@ -54,18 +55,22 @@ def _parsed(text: str, url: str, model: str, key: str) -> tuple[tuple[ModelConfi
         return (), f"INSPECTOR_LLM_MODELS: {exc}"
 
 
-def configured() -> tuple[tuple[ModelConfig, ...], str]:
-    """The models a chat may use, and what is wrong with their configuration ("" when nothing)."""
-    return _parsed(
+def configured(team_id: int | None = None) -> tuple[tuple[ModelConfig, ...], str]:
+    """The models a chat may use (the installation's, then the team's own), and what is wrong with the
+    installation's configuration ("" when nothing)."""
+    found, problem = _parsed(
         settings.INSPECTOR_LLM_MODELS,
         settings.INSPECTOR_LLM_URL,
         settings.INSPECTOR_LLM_MODEL,
         settings.INSPECTOR_LLM_API_KEY,
     )
+    if team_id is not None:
+        found = (*found, *team_models.configs_of(team_id, {config.key for config in found}))
+    return found, problem
 
 
-def model_named(key: str) -> ModelConfig | None:
-    return next((config for config in configured()[0] if config.key == key), None)
+def model_named(key: str, team_id: int | None = None) -> ModelConfig | None:
+    return next((config for config in configured(team_id)[0] if config.key == key), None)
 
 
 def offered(session: McpSession) -> list[dict[str, Any]]:
@@ -131,7 +136,7 @@ def _error(chat: Chat, text: str) -> None:
 
 async def step(chat: Chat, user_id: int) -> bool:
     """Take the chat's next step; False when another request is taking one now."""
-    config = model_named(chat.model_key)
+    config = await sync_to_async(model_named)(chat.model_key, chat.team_id)
     # A tool call may wait on the model too, answering the tool's sampling requests.
     hold = (config.timeout if config else 0.0) + TOOL_WAIT + 30.0
     if not await sync_to_async(_claim)(chat.pk, hold):

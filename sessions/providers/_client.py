@@ -58,6 +58,8 @@ async def complete(
     url = api.endpoint(config)
     deadline = clock() + config.timeout
     timeout = httpx.Timeout(config.timeout, connect=min(config.timeout, 10.0))
+    if transport is None and config.connect is not None:
+        transport = config.connect()
     try:
         async with (
             httpx.AsyncClient(

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import httpx
 
 Api = Literal["openai", "anthropic"]
 
@@ -24,6 +28,10 @@ class ModelConfig:
     api_key: str = dataclasses.field(default="", repr=False)
     timeout: float = 120.0
     max_tokens: int = 4096
+    # Makes the transport every request to it goes through (a team's model: held to the egress rules).
+    connect: Callable[[], httpx.AsyncBaseTransport] | None = dataclasses.field(
+        default=None, compare=False, repr=False
+    )
 
 
 @dataclasses.dataclass(frozen=True)

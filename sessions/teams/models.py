@@ -14,7 +14,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare, salted_hmac
 
-from sessions.secrets import EncryptedJSONField
+from sessions.secrets import EncryptedJSONField, EncryptedTextField
 from sessions.teams.process_env import refusals
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "SsoIdentity",
     "TapEndpoint",
     "Team",
+    "TeamModel",
     "token_digest",
 ]
 
@@ -351,6 +352,36 @@ class TapConnection(models.Model):
 
     def __str__(self) -> str:
         return f"tap connection {self.mcp_session_id[:12]} of endpoint {self.endpoint_id}"
+
+
+class TeamModel(models.Model):
+    """A model the team's chats and eval runs may use besides the installation's: where it is, and the
+    key, stored encrypted and never shown again once saved (``sessions.teams.team_models``)."""
+
+    class Api(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible (chat completions)"
+        ANTHROPIC = "anthropic", "Anthropic (Messages)"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="llm_models")
+    name = models.CharField(max_length=64, help_text="what a chat records and a form sends")
+    label = models.CharField(max_length=200, blank=True)
+    api = models.CharField(max_length=10, choices=Api.choices, default=Api.OPENAI)
+    url = models.CharField(max_length=2000, help_text="the API's base URL")
+    model = models.CharField(max_length=200, help_text="the model asked for")
+    api_key = EncryptedTextField(null=True, blank=True, help_text="none: the API takes no key")
+    timeout = models.FloatField(default=120.0)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_model_name_per_team")]
+
+    def __str__(self) -> str:
+        return f"model {self.name} of {self.team_id}"
 
 
 class ShareOpening(models.Model):

@@ -20,7 +20,15 @@ from sessions.engine import EgressPolicy, EgressRefused
 from sessions.models import McpSession
 from sessions.teams.models import TapEndpoint, Team
 
-__all__ = ["TAP_LIMIT", "egress_policy", "live_sessions_of", "make", "revoke", "upstream_problem"]
+__all__ = [
+    "TAP_LIMIT",
+    "egress_policy",
+    "live_sessions_of",
+    "make",
+    "reach_problem",
+    "revoke",
+    "upstream_problem",
+]
 
 TAP_LIMIT = 100
 """Endpoints a team may have open at once: each is a way into the upstream from the inspector's network."""
@@ -45,13 +53,15 @@ def upstream_problem(team: Team, url: str) -> str | None:
         return "Leave credentials out of the URL: the host sends its own Authorization header."
     if parts.fragment:
         return "A server URL has no #fragment."
-    host = parts.hostname
+    return reach_problem(team, parts.scheme, parts.hostname, port)
+
+
+def reach_problem(team: Team, scheme: str, host: str, port: int | None) -> str | None:
+    """Why the team's egress rules refuse ``host`` (every address it resolves to), or None."""
     try:
         policy = egress_policy(team.egress_allow)
         policy.check_name(host)
-        infos = socket.getaddrinfo(
-            host, port or (443 if parts.scheme == "https" else 80), type=socket.SOCK_STREAM
-        )
+        infos = socket.getaddrinfo(host, port or (443 if scheme == "https" else 80), type=socket.SOCK_STREAM)
         policy.check_addresses(host, (ip_address(str(info[4][0]).split("%")[0]) for info in infos))
     except EgressRefused as exc:
         return f"The team's egress rules refuse it: {exc}"

@@ -91,7 +91,7 @@ def _suite_context(
         tests = list(parse_suite(suite.definition).tests)
     except SuiteProblem as exc:
         problem = str(exc)
-    models, models_problem = turns.configured()
+    models, models_problem = turns.configured(suite.team_id)
     runs = list(suite.runs.all()[:20])
     for run in runs:
         run.table = evalruns.rate_table(run)  # type: ignore[attr-defined]
@@ -193,7 +193,7 @@ def _run_choices(request: AuthedRequest, scope: access.Scope) -> tuple[McpSessio
     session = next((s for s in _live_sessions(scope) if str(s.public_id) == wanted), None)
     if session is None:
         raise ValueError("Pick a live session of this team whose server offers tools.")
-    configured = [config.key for config in turns.configured()[0]]
+    configured = [config.key for config in turns.configured(scope.team_id)[0]]
     keys = [key for key in dict.fromkeys(request.POST.getlist("model")) if key in configured]
     if not keys or len(keys) != len(set(request.POST.getlist("model"))):
         raise ValueError("Pick one or more of the configured models.")

@@ -83,7 +83,7 @@ def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: boo
     working_on = ""
     if work == "tools":
         working_on = next(e.mcp_name for e in entries if e.status == ChatEntry.Status.APPROVED)
-    config = turns.model_named(chat.model_key)
+    config = turns.model_named(chat.model_key, chat.team_id)
     return {
         "session": session,
         "chat": chat,
@@ -99,7 +99,7 @@ def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: boo
 
 
 def _chat_context(session: McpSession, chat: Chat | None, user_id: int) -> dict[str, Any]:
-    models, problem = turns.configured()
+    models, problem = turns.configured(session.team_id)
     can_act = _can_act(session, user_id)
     context: dict[str, Any] = {
         "models": models,
@@ -151,10 +151,10 @@ def _session_and_chat(user_id: int, public_id: Any, chat_id: int, needed: str) -
     return session, chat
 
 
-def settings_of(data: Any) -> tuple[dict[str, Any], str]:
+def settings_of(data: Any, team_id: int | None) -> tuple[dict[str, Any], str]:
     """A chat's settings from a form, and what is wrong with them ("" when nothing)."""
     key = str(data.get("model") or "")
-    if turns.model_named(key) is None:
+    if turns.model_named(key, team_id) is None:
         return {}, "Pick one of the configured models."
     system = str(data.get("system_prompt") or "")
     if len(system) > MAX_PROMPT:
@@ -186,7 +186,7 @@ async def new_chat(request: AuthedRequest, public_id: Any) -> HttpResponse:
 
     def make() -> HttpResponse:
         session = session_for(user.pk, public_id, Role.OPERATOR)
-        fields, problem = settings_of(request.POST)
+        fields, problem = settings_of(request.POST, session.team_id)
         if problem:
             context = _chat_context(session, None, user.pk) | {"form_error": problem, "session": session}
             return _render("sessions/panels/playground.html", context, request, 422)
@@ -230,7 +230,7 @@ async def chat_settings(request: AuthedRequest, public_id: Any, chat_id: int) ->
 
     def change() -> HttpResponse:
         session, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
-        fields, problem = settings_of(request.POST)
+        fields, problem = settings_of(request.POST, session.team_id)
         if not problem:
             for name, value in fields.items():
                 setattr(chat, name, value)

@@ -16,11 +16,18 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from sessions.teams import access, members
+from sessions.teams import access, members, team_models
 from sessions.teams.models import CatalogServer, Invitation, Membership, Role, TapEndpoint, Team
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import int_param, person_scope
-from sessions.web.team_forms import CatalogForm, InvitationForm, RoleForm, TapEndpointForm, TeamSettingsForm
+from sessions.web.team_forms import (
+    CatalogForm,
+    InvitationForm,
+    RoleForm,
+    TapEndpointForm,
+    TeamModelForm,
+    TeamSettingsForm,
+)
 
 __all__ = [
     "catalog_delete",
@@ -53,6 +60,7 @@ def _page(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
         "roles": Role.choices,
         "members": Membership.objects.filter(team=team).select_related("user").order_by("user__username"),
         "catalog": CatalogServer.objects.filter(team=team),
+        "llm_models": team_models.listed(team.pk),  # sessions/web/team_models.py
     }
     if settings.INSPECTOR_HOSTED:  # tap endpoints: sessions/web/tap_endpoints.py
         context |= {
@@ -65,6 +73,7 @@ def _page(request: AuthedRequest, status: int = 200, **extra: Any) -> HttpRespon
             "invitations": Invitation.objects.filter(team=team).select_related("created_by", "used_by")[:100],
             "invitation_form": InvitationForm(),
             "settings_form": TeamSettingsForm.of(team),
+            "model_form": TeamModelForm(),
         }
     context |= extra
     return render(request, "team/team.html", context, status=status)

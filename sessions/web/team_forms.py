@@ -15,11 +15,20 @@ from typing import Any
 from django import forms
 
 from sessions.engine import EgressPolicy
-from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team
+from sessions.teams import team_models
+from sessions.teams.models import PARAM_NAME, CatalogServer, Role, Team, TeamModel
 from sessions.teams.process_env import refusals
 from sessions.timeline.secret_rules import pattern_problem
 
-__all__ = ["MASK", "CatalogForm", "InvitationForm", "RoleForm", "TapEndpointForm", "TeamSettingsForm"]
+__all__ = [
+    "MASK",
+    "CatalogForm",
+    "InvitationForm",
+    "RoleForm",
+    "TapEndpointForm",
+    "TeamModelForm",
+    "TeamSettingsForm",
+]
 
 MASK = "••••••••"
 # A host name an allow-list may hold: labels of letters, digits and hyphens, optionally "*." first.
@@ -113,6 +122,40 @@ class InvitationForm(forms.Form):
 class TapEndpointForm(forms.Form):
     name = forms.CharField(max_length=200, label="Name", help_text="what its sessions are called")
     url = forms.URLField(max_length=2000, label="Server URL", assume_scheme="https")
+
+
+class TeamModelForm(forms.Form):
+    name = forms.RegexField(
+        regex=r"\A" + team_models.NAME.pattern + r"\Z",
+        max_length=64,
+        label="Name",
+        help_text="letters, digits, _ . -",
+        error_messages={"invalid": "1 to 64 letters, digits, '_', '.' or '-'."},
+    )
+    label = forms.CharField(max_length=200, required=False, label="Label")
+    api = forms.ChoiceField(choices=TeamModel.Api.choices, label="API")
+    url = forms.URLField(max_length=2000, label="Base URL", assume_scheme="https")
+    model = forms.CharField(max_length=200, label="Model")
+    api_key = forms.CharField(
+        max_length=4000,
+        required=False,
+        strip=True,
+        label="API key",
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+    )
+    timeout = forms.FloatField(min_value=1, max_value=3600, initial=120, label="Timeout (s)")
+
+    def clean_api_key(self) -> str:
+        key = str(self.cleaned_data.get("api_key") or "")
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
+            raise forms.ValidationError("A key is one line of printable characters.")
+        return key
+
+    @staticmethod
+    def initial_of(entry: TeamModel) -> dict[str, Any]:
+        """The form's values for a model: everything but its key."""
+        fields = ("name", "label", "api", "url", "model", "timeout")
+        return {name: getattr(entry, name) for name in fields}
 
 
 class RoleForm(forms.Form):

@@ -64,7 +64,7 @@ def _chat(scope: access.Scope, chat_id: int | None) -> Chat:
 
 
 def _page_context(scope: access.Scope, chat: Chat | None, **extra: Any) -> dict[str, Any]:
-    models, problem = turns.configured()
+    models, problem = turns.configured(scope.team_id)
     can_act = scope.allows(Role.OPERATOR)
     context: dict[str, Any] = {
         "models": models,
@@ -129,7 +129,7 @@ def _uuids(values: list[str]) -> list[str]:
 def new_chat(request: AuthedRequest) -> HttpResponse:
     """Start a chat over the picked sessions with the form's settings, and open it."""
     scope = person_scope(request, Role.OPERATOR)
-    fields, problem = settings_of(request.POST)
+    fields, problem = settings_of(request.POST, scope.team_id)
     try:
         picked = _picked(request, scope)
     except ValueError as exc:
@@ -154,7 +154,7 @@ def chat_settings(request: AuthedRequest, chat_id: int) -> HttpResponse:
     """Change the chat's model, system prompt, temperature, approvals or sampling, for what comes next."""
     scope = person_scope(request, Role.OPERATOR)
     chat = _chat(scope, chat_id)
-    fields, problem = settings_of(request.POST)
+    fields, problem = settings_of(request.POST, scope.team_id)
     if not problem:
         for name, value in fields.items():
             setattr(chat, name, value)

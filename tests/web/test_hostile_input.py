@@ -45,8 +45,16 @@ from support.web import (
 )
 
 from sessions.models import McpSession, OAuthAuthorization, PendingReview, ServerConfig
-from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite
-from sessions.teams.models import CatalogServer, Invitation, LoginSession, Membership, Share, token_digest
+from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite, ItemShare
+from sessions.teams.models import (
+    CatalogServer,
+    Invitation,
+    LoginSession,
+    Membership,
+    Share,
+    TeamModel,
+    token_digest,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,23 +122,26 @@ GROUPS: dict[str, set[str]] = {
     "accounts": {"account", "change_password", "end_other_logins", "end_login", "invite", "sso-login",
                  "sso-callback"},
     "teams": {"team", "switch_team", "team_settings", "member_role", "member_remove", "invitation_create",
-              "invitation_revoke", "catalog_new", "catalog_edit", "catalog_delete", "connect_catalog"},
+              "invitation_revoke", "catalog_new", "catalog_edit", "catalog_delete", "connect_catalog",
+              "model_create", "model_edit", "model_delete"},
     "requests": {"request", "call", "cancel", "ping", "tasks_list", "task_action", "set_level", "check_skill",
                  "add_note", "frame_raw"},
     "shares": {"shares_panel", "share_preview", "share_create", "share_revoke", "shared", "shared_panel",
                "shared_timeline", "shared_frame", "shared_app_frame", "shared_export", "shared_export_html",
-               "shared_collection"},
+               "shared_collection", "item_chat_shares", "item_run_shares", "item_share_revoke",
+               "shared_item"},
     "oauth and taps": {"forget_session_tokens", "open_authorization", "cancel_authorization",
                        "oauth_debugger", "oauth_debug_step", "forget_server_tokens", "oauth_callback",
                        "oauth_debug",
                        "tap_rule_add", "tap_rule_remove", "tap_release", "tap_faults", "tap_fault_once",
                        "tap_endpoint_create", "tap_endpoint_revoke"},
     "playground": {"playground_new", "playground_chat", "playground_settings", "playground_send",
-                   "playground_step", "playground_stream", "playground_decide"},
+                   "playground_step", "playground_stream", "playground_decide", "item_chat_export",
+                   "item_chat_export_html"},
     "team playground": {"team_playground", "team_chat_new", "team_chat", "team_chat_settings",
                         "team_chat_send", "team_chat_step", "team_chat_stream", "team_chat_decide"},
     "evals": {"evals", "eval_new", "eval_suite", "eval_suite_json", "eval_save", "eval_start", "eval_run",
-              "eval_step", "eval_result", "eval_delete"},
+              "eval_step", "eval_result", "eval_delete", "item_run_export", "item_run_export_html"},
     "the rest": set(),
 }  # fmt: skip
 
@@ -555,6 +566,17 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
                 f"/evals/runs/{run.pk}",
                 f"/evals/runs/{run.pk}/results/{result.pk}",
             ]
+        model = await TeamModel.objects.acreate(
+            team_id=session.team_id, name="own", url="http://192.0.2.1/v1", model="m", api_key="k"
+        )
+        item_share = await ItemShare.objects.acreate(
+            team_id=session.team_id, chat=chat, digest=token_digest(token), audience="anyone"
+        )
+        pages += [
+            f"/team/models/{model.pk}",
+            f"{base}playground/{chat.pk}/shares",
+            f"/evals/runs/{run.pk}/shares",
+        ]
         forms = await scrape(client, pages)
         arguments = {
             "public_id": str(session.public_id),
@@ -576,6 +598,8 @@ async def _walk_group(everything_stdio: dict, group: str, stack: contextlib.Exit
             "suite_id": str(suite.pk),
             "run_id": str(run.pk),
             "result_id": str(result.pk),
+            "model_id": str(model.pk),
+            "share_id": str(item_share.pk),
             **people,
             **{kind: str(pk) for kind, pk in reviews.items()},
         }

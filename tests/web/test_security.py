@@ -458,7 +458,7 @@ def test_every_page_but_health_and_login_needs_a_login(client: Client, path: str
     finish(response)
     if path in PUBLIC_PATHS:
         assert response.status_code == PUBLIC_PATHS[path], path
-    elif path.startswith("/shared/"):
+    elif path.startswith(("/shared/", "/shared-item/")):
         # A share link's view needs its token, not a login (tests/web/test_shares.py): this one is unknown.
         assert response.status_code == 404 and b"No such share link" in response.content, path
     else:

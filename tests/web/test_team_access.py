@@ -28,7 +28,7 @@ from support.web import scripted_servers, session_communicator
 from sessions.engine import Frame
 from sessions.frames import frame_row
 from sessions.models import McpSession, PendingReview, ServerConfig, TimelineFrame
-from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite
+from sessions.playground.models import Chat, ChatEntry, ChatServer, EvalResult, EvalRun, EvalSuite, ItemShare
 from sessions.teams.models import (
     CatalogServer,
     Invitation,
@@ -38,6 +38,7 @@ from sessions.teams.models import (
     Share,
     TapEndpoint,
     Team,
+    TeamModel,
     token_digest,
 )
 
@@ -192,6 +193,9 @@ URLS: dict[str, tuple[str, str]] = {
     "invitation_revoke": ("POST", "admin-on-team-id"),
     "catalog_edit": ("POST", "admin-on-team-id"),
     "catalog_delete": ("POST", "admin-on-team-id"),
+    "model_create": ("POST", "team-admin"),
+    "model_edit": ("POST", "admin-on-team-id"),
+    "model_delete": ("POST", "admin-on-team-id"),
     "tap_endpoint_create": ("POST", "team-act"),
     "tap_endpoint_revoke": ("POST", "act-on-team-id"),
     "oauth_callback": ("GET", "public"),
@@ -232,6 +236,14 @@ URLS: dict[str, tuple[str, str]] = {
     "eval_run": ("GET", "read"),
     "eval_step": ("POST", "act-on-team-id"),
     "eval_result": ("GET", "read"),
+    "item_chat_export": ("GET", "read"),
+    "item_chat_export_html": ("GET", "read"),
+    "item_chat_shares": ("POST", "act"),
+    "item_run_export": ("GET", "read"),
+    "item_run_export_html": ("GET", "read"),
+    "item_run_shares": ("POST", "act-on-team-id"),
+    "item_share_revoke": ("POST", "act-on-team-id"),
+    "shared_item": ("GET", "shared"),
 }
 # Requests that log the person out: they are logged in again before the next.
 LOGS_OUT = {"logout"}
@@ -284,6 +296,8 @@ class TeamIds:
     suite: EvalSuite
     run: EvalRun
     result: EvalResult
+    model: TeamModel
+    item_share: ItemShare
 
 
 def _team(name: str) -> Team:
@@ -344,6 +358,8 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
     result = EvalResult.objects.create(
         run=run, position=0, test="t", model_key="gpt", attempt=1, state="failed"
     )
+    model = TeamModel.objects.create(team=team, name="own", url="http://192.0.2.1/v1", model="m", api_key="k")
+    item_share = ItemShare.objects.create(team=team, chat=chat, digest=token_digest(token), audience=audience)
     return TeamIds(
         team,
         session,
@@ -362,6 +378,8 @@ def _ids(team: Team, owner: User, word: str) -> TeamIds:
         suite,
         run,
         result,
+        model,
+        item_share,
     )
 
 
@@ -394,6 +412,8 @@ def _url(route: str, ids: TeamIds) -> str:
         "suite_id": str(ids.suite.pk),
         "run_id": str(ids.run.pk),
         "result_id": str(ids.result.pk),
+        "model_id": str(ids.model.pk),
+        "share_id": str(ids.item_share.pk),
         **FIXED_ARGS,
     }
     values["pk"] = str(
@@ -422,6 +442,7 @@ UNKNOWN_ID = (
     "No such eval suite",
     "No such eval run",
     "No such chat in this team",
+    "No such model",
 )
 
 
@@ -448,6 +469,9 @@ def _restore(world: dict[str, TeamIds]) -> None:
         "suite",
         "run",
         "result",
+        "model",
+        "chat",
+        "item_share",
     ):
         kept = [getattr(ids, part) for ids in teams]
         there = set(type(kept[0]).objects.filter(pk__in=[k.pk for k in kept]).values_list("pk", flat=True))
@@ -459,6 +483,7 @@ def _restore(world: dict[str, TeamIds]) -> None:
     PendingReview.objects.filter(pk__in=[ids.review.pk for ids in teams]).update(status="waiting")
     Invitation.objects.filter(pk__in=[ids.invitation.pk for ids in teams]).update(revoked=False)
     TapEndpoint.objects.filter(pk__in=[ids.tap.pk for ids in teams]).update(revoked=None)
+    ItemShare.objects.filter(pk__in=[ids.item_share.pk for ids in teams]).update(revoked=None)
 
 
 async def test_every_url_answers_each_person_as_the_table_says(settings: Any) -> None:
