@@ -49,7 +49,7 @@ class Controls:
     """One hosted connection's breakpoints and faults, and their watchers."""
 
     def __init__(self, put_at: Any, label: str) -> None:
-        self.traffic = HttpTraffic(_Items(put_at))  # type: ignore[arg-type]
+        self.traffic = HttpTraffic(_Items(put_at))
         self.traffic.server_label = label
         self.watcher: asyncio.Task[None] | None = None
 

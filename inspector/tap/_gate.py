@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from inspector.tap._match import MAX_RULES, Described, RuleError, checked_rule, describe, matches
 
@@ -36,6 +36,12 @@ REMEMBERED = 10_000
 """Requests whose method is kept, so a rule on a method also stops their answers."""
 OTHER = {"out": "in", "in": "out"}
 WHO = {"out": "the host's", "in": "the server's"}
+
+
+class Items(Protocol):
+    """Where what passes goes on its way to the spool thread: its queue, or the HTTP tap's batches."""
+
+    def put(self, item: Any, /) -> None: ...
 
 
 class TrafficError(ValueError):
@@ -268,7 +274,7 @@ class Gate:
 class Traffic:
     """The tap's rules, faults and held messages, shared by both gates and the control channel."""
 
-    def __init__(self, items: queue.SimpleQueue[Any], server_in: int | None, host_out: int | None) -> None:
+    def __init__(self, items: Items, server_in: int | None, host_out: int | None) -> None:
         self.items = items
         self.gates = {"out": Gate(self, "client", server_in), "in": Gate(self, "server", host_out)}
         self.lock = threading.Lock()

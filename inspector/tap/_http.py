@@ -25,6 +25,30 @@ def run(options: TapOptions) -> int:
     return asyncio.run(_serve(options, items))
 
 
+class Batches:
+    """What the forwarding loop hands the spool thread, handed over once per turn of the loop rather
+    than item by item: each hand-over wakes that thread, which then contends for the interpreter lock
+    while an answer is still on its way to the host. Order is kept; another thread's items go at once."""
+
+    def __init__(self, items: queue.SimpleQueue[Any], loop: asyncio.AbstractEventLoop) -> None:
+        self.items, self.loop = items, loop
+        self.pending: list[Any] = []
+        self.thread = threading.get_ident()
+
+    def put(self, item: Any) -> None:
+        if threading.get_ident() != self.thread:
+            self.items.put(item)
+            return
+        if not self.pending:
+            self.loop.call_soon(self.flush)
+        self.pending.append(item)
+
+    def flush(self) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.items.put(batch)
+
+
 async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     from inspector.tap._http_gate import HttpTraffic
     from inspector.tap._proxy import Proxy
@@ -32,9 +56,10 @@ async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     assert options.listen is not None and options.url is not None
     host, port = options.listen
     loop = asyncio.get_running_loop()
-    traffic = HttpTraffic(items)
+    batches = Batches(items, loop)
+    traffic = HttpTraffic(batches)
     traffic.server_label = f"{options.name} {options.url}"
-    proxy = Proxy(options.url, items, rewrite_resource=options.rewrite_resource, traffic=traffic)
+    proxy = Proxy(options.url, batches, rewrite_resource=options.rewrite_resource, traffic=traffic)
     traffic.on_close.append(lambda: loop.call_soon_threadsafe(proxy.close_hosts))
     try:
         server = await asyncio.start_server(proxy.serve, host, port, reuse_address=True)
@@ -61,6 +86,7 @@ async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     finally:
         server.close()
         await proxy.aclose()
+        batches.flush()
         items.put(("http-stop", "the tap stopped", time.time(), time.monotonic()))
         items.put(None)
         await asyncio.to_thread(spool.join, 5.0)

@@ -15,7 +15,6 @@ the tap's own towards the server, in the host's HTTP session.
 from __future__ import annotations
 
 import asyncio
-import queue
 import random
 import re
 import time
@@ -23,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from inspector.tap._gate import WHO, Change, Gate, Traffic, TrafficError, _error
+from inspector.tap._gate import WHO, Change, Gate, Items, Traffic, TrafficError, _error
 from inspector.tap._match import Described, matches
 
 __all__ = ["EventCutter", "HttpGate", "HttpTraffic", "Verdict", "event_data", "gated_events", "with_data"]
@@ -161,7 +160,7 @@ class HttpGate(Gate):
 class HttpTraffic(Traffic):
     """The HTTP tap's rules, faults and held messages; ``on_close`` closes the host's connections."""
 
-    def __init__(self, items: queue.SimpleQueue[Any]) -> None:
+    def __init__(self, items: Items) -> None:
         super().__init__(items, None, None)
         self.http = {"out": HttpGate(self, "client"), "in": HttpGate(self, "server")}
         self.gates = {**self.http}

@@ -25,7 +25,6 @@ import contextlib
 import http
 import itertools
 import json
-import queue
 import re
 import time
 import zlib
@@ -34,6 +33,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from inspector.tap._gate import Items
 from inspector.tap._http_gate import EventCutter, HttpTraffic, Verdict, gated_events
 from inspector.tap._upstream import Reply, Upstream, UpstreamError
 
@@ -138,7 +138,7 @@ class Proxy:
     def __init__(
         self,
         upstream: str,
-        items: queue.SimpleQueue[Any],
+        items: Items,
         *,
         rewrite_resource: bool = False,
         traffic: HttpTraffic | None = None,

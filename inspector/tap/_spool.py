@@ -69,11 +69,14 @@ class Spool:
         try:
             while True:
                 item = self.items.get()
-                batch = [item]
+                batch = list(item) if isinstance(item, list) else [item]
                 with contextlib.suppress(queue.Empty):
-                    while item is not None:
+                    while batch[-1] is not None:
                         item = self.items.get_nowait()
-                        batch.append(item)
+                        if isinstance(item, list):
+                            batch.extend(item)
+                        else:
+                            batch.append(item)
                 frames: list[Frame] = []
                 for one in batch:
                     if one is None:
