@@ -20,6 +20,8 @@ from sessions.playground import turns
 from sessions.playground.models import Chat, ChatEntry
 from sessions.teams import access
 from sessions.teams.models import Role
+from sessions.timeline.listings import find_tool
+from sessions.web.apps import mount_context
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
 
@@ -64,6 +66,18 @@ def chat_base(chat: Chat) -> str:
     return reverse("playground_chat", args=[chat.session.public_id, chat.pk])
 
 
+def _view_of(entry: ChatEntry) -> dict[str, Any] | None:
+    """Where a finished call of a tool with a view shows that view (its session still live), or None."""
+    session = entry.session
+    if entry.kind != ChatEntry.Kind.TOOL or entry.rpc_id is None or session is None:
+        return None
+    if entry.status != ChatEntry.Status.DONE or session.status != McpSession.Status.READY:
+        return None
+    tool = find_tool(session, entry.mcp_name or entry.tool_name)
+    view = mount_context(session, tool) if tool is not None else None
+    return view if view is None else {**view, "rpc_id": entry.rpc_id}
+
+
 def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: bool = False) -> dict[str, Any]:
     """What the chat's log shows: its entries (each tool call with the session it ran through), the
     tokens and cost so far, and the step it is waiting for."""
@@ -75,6 +89,7 @@ def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: boo
             entry.arguments_json = _arguments_json(entry)  # type: ignore[attr-defined]
         if entry.session is None and entry.kind in (ChatEntry.Kind.TOOL, ChatEntry.Kind.SAMPLING):
             entry.session = chat.session
+        entry.view = _view_of(entry)  # type: ignore[attr-defined]
         tokens_in += entry.input_tokens or 0
         tokens_out += entry.output_tokens or 0
         if entry.cost is not None:

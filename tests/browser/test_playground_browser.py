@@ -39,6 +39,12 @@ SCRIPT = {
         },
         {"match": "Started simulated", "text": "Echoed, and simulated logging is on.", "chunk": 3},
         {
+            "match": "Show the weather in Oslo",
+            "text": "Here is the view.",
+            "tool_calls": [{"id": "call_view", "name": "show_weather", "arguments": {"city": "Oslo"}}],
+        },
+        {"match": "Oslo: 4", "text": "It is 4 °C in Oslo: the view shows it.", "chunk": 6},
+        {
             "match": "Tell a story",
             "text": "Once upon a time a server answered every call.",
             "chunk": 4,
@@ -154,4 +160,30 @@ def test_a_chat_calls_a_read_only_tool_at_once_and_another_after_approval_both_o
         re.compile("Once upon a time a server answered every call.")
     )
     expect(home.locator("#chat-log .chat-working")).to_have_count(0)
+    assert_clean(home)
+
+
+def test_a_tool_with_a_view_shows_it_in_the_chat_and_it_stays_as_the_chat_goes_on(
+    home: Any, scripted_llm: tuple[str, Path]
+) -> None:
+    connect(home, stdio={"command": sys.executable, "args": [str(SERVERS / "apps_server.py"), "stdio"]})
+    open_tab(home, "Playground")
+    home.locator("#panel").get_by_role("button", name="Start chat").click()
+    composer = home.locator("form.chat-composer")
+    composer.get_by_label("Message").fill("Show the weather in Oslo")
+    composer.get_by_role("button", name="Send").click()
+    card = _tool_card(home, "show_weather")
+    card.get_by_role("button", name="Approve").click()  # not marked read-only: the person approves
+    view = card.get_by_role("region", name="View of show_weather")
+    inside = view.frame_locator("iframe.app-frame")
+    expect(inside.locator("#result")).to_contain_text("Oslo: 4", timeout=SHORT)
+    # The model's answer draws the log again; the view is the same one, not read a second time.
+    expect(home.locator("#chat-log .chat-assistant").last).to_contain_text("the view shows it")
+    expect(home.locator("#chat-log .chat-working")).to_have_count(0)
+    expect(inside.locator("#result")).to_contain_text("Oslo: 4")
+    expect(timeline_rows(home, "resources/read")).to_have_count(2)  # one request, one answer
+    # A control in the view calls a tool through the session.
+    inside.get_by_role("button", name="Refresh").click()
+    expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
+    expect(timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first).to_be_visible()
     assert_clean(home)
