@@ -21,6 +21,24 @@
     body.className = "json";
     body.textContent = JSON.stringify(params.content !== undefined ? params.content : params, null, 2);
     item.append(label, body);
+    var composer = this.section.closest("#chat-log") && document.querySelector("form.chat-composer textarea");
+    if (method === "ui/message" && composer) {
+      // In a chat the message can go to the model, as the person's own: they put it in the message
+      // box, read it, and send it.
+      var texts = (Array.isArray(params.content) ? params.content : [params.content]).filter(function (block) {
+        return block && block.type === "text" && typeof block.text === "string";
+      });
+      if (texts.length) {
+        var put = document.createElement("button");
+        put.type = "button";
+        put.textContent = "Put in the message box";
+        put.addEventListener("click", function () {
+          composer.value = texts.map(function (block) { return block.text; }).join("\n");
+          composer.focus();
+        });
+        item.append(put);
+      }
+    }
     if (method === "ui/update-model-context") {
       list.querySelectorAll("li[data-kind=context]").forEach(function (old) {
         old.remove();

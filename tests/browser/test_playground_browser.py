@@ -186,4 +186,11 @@ def test_a_tool_with_a_view_shows_it_in_the_chat_and_it_stays_as_the_chat_goes_o
     inside.get_by_role("button", name="Refresh").click()
     expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
     expect(timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first).to_be_visible()
+    # What the view asks to say to the model goes to the message box for the person to send.
+    inside.get_by_role("button", name="Tell the model").click()
+    view.get_by_role("region", name="What a model would receive").get_by_role(
+        "button", name="Put in the message box"
+    ).click()
+    expect(composer.get_by_label("Message")).to_have_value("What should I wear in Oslo?")
+    expect(composer.get_by_label("Message")).to_be_focused()
     assert_clean(home)
