@@ -35,6 +35,9 @@ class Chat(models.Model):
     approval = models.CharField(max_length=8, choices=Approval.choices, default=Approval.WRITES)
     # Who answers a sampling request a tool sends while the chat calls it.
     sampling = models.CharField(max_length=8, choices=Sampling.choices, default=Sampling.PERSON)
+    # Tools the person chose not to offer the model (names as the chat lists them): a tool listed
+    # later is offered until they say otherwise.
+    tools_off = models.JSONField(default=list, blank=True)
     # Started on the team's Playground page (over ChatServer's sessions), not on a session's tab.
     team_page = models.BooleanField(default=False)
     # Set while a step runs (a model's answer, tool calls): a second tab's step waits for it.

@@ -33,6 +33,7 @@ __all__ = [
     "configured",
     "listed_tools",
     "model_named",
+    "tool_choices",
     "needs_approval",
     "next_work",
     "offered",
@@ -94,7 +95,19 @@ async def chat_tools(chat: Chat, user_id: int) -> tuple[list[dict[str, Any]], di
         if chat.team_page and not session.is_live:
             continue  # its calls could not run; a tab's chat says so on its own page
         listings.append((session.pk, prefix, await listed_tools(session, user_id)))
-    return combine(listings)
+    tools, routes = combine(listings)
+    off = set(chat.tools_off or ())
+    return [t for t in tools if t["name"] not in off], {k: v for k, v in routes.items() if k not in off}
+
+
+def tool_choices(chat: Chat) -> list[dict[str, Any]]:
+    """Each tool the chat's sessions list as the model would see it, and whether it is offered."""
+    listings = [(s.pk, prefix, offered(s)) for s, prefix in chat_sessions(chat)]
+    off = set(chat.tools_off or ())
+    return [
+        {"name": t["name"], "description": str(t.get("description") or ""), "on": t["name"] not in off}
+        for t in combine(listings)[0]
+    ]
 
 
 def needs_approval(chat: Chat, tool: dict[str, Any] | None) -> bool:

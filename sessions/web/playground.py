@@ -44,6 +44,7 @@ __all__ = [
 ]
 
 MAX_PROMPT = 20_000  # characters of a system prompt
+MAX_TOOLS = 500  # tools a chat's settings list (each is two form fields: Django reads 1,000 at most)
 MAX_MESSAGE = 50_000  # characters of one message of the person
 RECENT_CHATS = 20
 DECISIONS = {"approve": ChatEntry.Status.APPROVED, "deny": ChatEntry.Status.DENIED}
@@ -130,6 +131,7 @@ def _chat_context(session: McpSession, chat: Chat | None, user_id: int) -> dict[
     }
     if chat is not None:
         context.update(log_context(session, chat, can_act))
+        context["tool_choices"] = turns.tool_choices(chat)
     return context
 
 
@@ -184,8 +186,16 @@ def settings_of(data: Any, team_id: int | None) -> tuple[dict[str, Any], str]:
     sampling = str(data.get("sampling") or Chat.Sampling.PERSON)
     if sampling not in Chat.Sampling.values:
         return {}, "Pick who answers a tool's sampling requests."
-    fields = {"model_key": key, "system_prompt": system, "temperature": temperature, "approval": approval}
-    return fields | {"sampling": sampling}, ""
+    fields: dict[str, Any] = {"model_key": key, "system_prompt": system, "temperature": temperature}
+    fields["approval"] = approval
+    fields["sampling"] = sampling
+    if "tools_shown" in data:
+        # The tools the form listed, less those left ticked: a tool listed later stays offered.
+        shown, ticked = data.getlist("tools_shown"), set(data.getlist("tools"))
+        if len(shown) > MAX_TOOLS or any(len(name) > 200 for name in shown):
+            return {}, f"A chat offers at most {MAX_TOOLS} tools, each named in 200 characters or fewer."
+        fields["tools_off"] = sorted(set(shown) - ticked)
+    return fields, ""
 
 
 def _render(

@@ -82,6 +82,7 @@ def _page_context(scope: access.Scope, chat: Chat | None, **extra: Any) -> dict[
     if chat is not None:
         context["servers"] = list(ChatServer.objects.filter(chat=chat).select_related("session"))
         context.update(log_context(None, chat, can_act))
+        context["tool_choices"] = turns.tool_choices(chat)
     return context
 
 

@@ -172,3 +172,44 @@ async def test_a_slow_garbled_failing_or_confused_model_says_so_in_the_chat_and_
             assert page.status_code == 200 and KEY not in page.content.decode()
             kinds = [(e.kind, e.status) for e in await entries(chat)]
             assert kinds.count(("error", "")) == 2 and kinds.count(("tool", "invalid")) == 2
+
+
+@pytest.mark.script(
+    [
+        {"match": "first", "text": "Offered everything."},
+        {"match": "second", "text": "Offered less."},
+    ]
+)
+async def test_the_tools_offered_are_the_persons_to_choose_and_a_tool_left_out_is_not_offered(
+    everything_stdio: dict, scripted: Scripted
+) -> None:
+    with override_settings(INSPECTOR_LLM_MODELS=models(scripted.url)):
+        async with live_runtime():
+            alice = await make_user()
+            session = await start_session(
+                alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+            )
+            client = await logged_in_client(alice)
+            chat = await new_chat(client, session, "gpt")
+            assert "Offered everything." in await say(client, session, chat, "first")
+            panel = (await client.get(f"/s/{session.public_id}/panel/playground")).content.decode()
+            shown = re.findall(r'name="tools_shown" value="([^"]+)"', panel)
+            assert "echo" in shown and "get-sum" in shown
+            ticked = [name for name in shown if name != "echo"]
+            settings = {"model": "gpt", "approval": "writes", "sampling": "person"}
+            response = await client.post(
+                f"/s/{session.public_id}/playground/{chat.pk}/settings",
+                {**settings, "tools_shown": shown, "tools": ticked},
+            )
+            assert response.status_code == 200 and "1 tool not offered" in response.content.decode()
+            assert "Offered less." in await say(client, session, chat, "second")
+            first, second = scripted.requests()
+            offered = [{t["function"]["name"] for t in request["tools"]} for request in (first, second)]
+            assert "echo" in offered[0] and offered[1] == offered[0] - {"echo"}
+            # Too many names is refused with the reason, and nothing changes.
+            response = await client.post(
+                f"/s/{session.public_id}/playground/{chat.pk}/settings",
+                {**settings, "tools_shown": [f"t{n}" for n in range(501)]},
+            )
+            assert response.status_code == 422 and "at most 500 tools" in response.content.decode()
+            assert (await Chat.objects.aget(pk=chat.pk)).tools_off == ["echo"]
