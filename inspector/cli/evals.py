@@ -203,7 +203,7 @@ def _tool_caller(session: ClientSession) -> Any:
 async def run_suite(run: EvalRun, suite: Suite, models: list[ModelConfig]) -> list[CaseResult]:
     """Each test, ``runs`` times, with each model, over the server's tools, in one session."""
     from inspector.cli import _list_all
-    from sessions.engine import EngineError
+    from sessions.engine import EngineError, tool_visibility
     from sessions.evals import run_case
 
     session = await _connect(run.inv)
@@ -212,7 +212,10 @@ async def run_suite(run: EvalRun, suite: Suite, models: list[ModelConfig]) -> li
             listed = await _list_all(session, "tools/list", "tools")
         except EngineError as exc:
             raise CannotRun(f"tools/list failed: {exc}") from None
-        tools = [t for t in listed.get("tools") or [] if isinstance(t, dict)]
+        # A tool an MCP App keeps for its views (visibility ["app"]) is not a model's to call.
+        tools = [
+            t for t in listed.get("tools") or [] if isinstance(t, dict) and "model" in tool_visibility(t)
+        ]
         call = _tool_caller(session)
         results = []
         for attempt in range(1, run.runs + 1):

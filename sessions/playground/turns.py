@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions.engine import tool_visibility
 from sessions.models import McpSession
 from sessions.playground import costs, sampling
 from sessions.playground.models import Chat, ChatEntry, ChatServer
@@ -31,6 +32,7 @@ __all__ = [
     "chat_sessions",
     "chat_tools",
     "configured",
+    "for_model",
     "listed_tools",
     "model_named",
     "tool_choices",
@@ -76,7 +78,13 @@ def model_named(key: str, team_id: int | None = None) -> ModelConfig | None:
 
 def offered(session: McpSession) -> list[dict[str, Any]]:
     """The tools of the session's newest listing: what the model is offered."""
-    return [t for page in stored_pages(session) for t in page.get("tools") or [] if isinstance(t, dict)]
+    listed = [t for page in stored_pages(session) for t in page.get("tools") or [] if isinstance(t, dict)]
+    return for_model(listed)
+
+
+def for_model(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tools a model may see: not those an MCP App keeps for its views (visibility ["app"])."""
+    return [t for t in tools if "model" in tool_visibility(t)]
 
 
 def chat_sessions(chat: Chat) -> list[tuple[McpSession, str]]:

@@ -158,7 +158,8 @@ def test_the_permissions_a_view_asks_for_are_granted_only_if_the_person_allows(
         form.get_by_role("button", name="Call weather_clip").click()
         view = home.get_by_role("region", name="View of weather_clip").first
         ask = view.locator(".app-ask")
-        expect(ask).to_contain_text("The view asks for the camera, writing to the clipboard")
+        # The view is read through the session first (resources/read), then the person is asked.
+        expect(ask).to_contain_text("The view asks for the camera, writing to the clipboard", timeout=LONG)
         expect(view.locator("iframe.app-frame")).to_have_count(0)  # no frame before the person answers
         ask.get_by_role("button", name=answer).click()
         frame = view.locator("iframe.app-frame")

@@ -193,4 +193,9 @@ def test_a_tool_with_a_view_shows_it_in_the_chat_and_it_stays_as_the_chat_goes_o
     ).click()
     expect(composer.get_by_label("Message")).to_have_value("What should I wear in Oslo?")
     expect(composer.get_by_label("Message")).to_be_focused()
+    # The model was offered the tools a model may call: not the one the view keeps for itself.
+    _, log = scripted_llm
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    offered = {t["function"]["name"] for t in asked[-1]["tools"]}
+    assert "show_weather" in offered and "model_only_secret" in offered and "refresh_weather" not in offered
     assert_clean(home)

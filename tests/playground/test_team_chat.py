@@ -119,3 +119,15 @@ def test_a_sampling_answer_after_a_call_leaves_the_next_turn_to_the_model() -> N
     done = ChatEntry(kind=Kind.TOOL, status=Status.DONE)
     assert next_work([*said, done, ChatEntry(kind=Kind.SAMPLING)]) == "model"
     assert next_work([*said, done, ChatEntry(kind=Kind.SAMPLING), ChatEntry(kind=Kind.ASSISTANT)]) == ""
+
+
+def test_a_tool_an_app_keeps_for_its_views_is_not_offered_to_a_model() -> None:
+    from sessions.playground.turns import for_model
+
+    tools = [
+        {"name": "both"},
+        {"name": "view-only", "_meta": {"ui": {"visibility": ["app"]}}},
+        {"name": "model-only", "_meta": {"ui": {"visibility": ["model"]}}},
+        {"name": "odd", "_meta": {"ui": {"visibility": "app"}}},  # not a list: the default, both
+    ]
+    assert [t["name"] for t in for_model(tools)] == ["both", "model-only", "odd"]
