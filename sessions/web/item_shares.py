@@ -148,7 +148,10 @@ def chat_shares(request: AuthedRequest, public_id: Any, chat_id: int) -> HttpRes
     """The chat's share links; a POST (operators, admins) makes one, shown this once."""
     needed = Role.OPERATOR if request.method == "POST" else Role.VIEWER
     chat = _chat(request.user.pk, public_id, chat_id, needed)
-    back = reverse("session", args=[chat.session.public_id])
+    if chat.team_page:
+        back = reverse("team_chat", args=[chat.pk])
+    else:
+        back = reverse("session", args=[chat.session.public_id]) + f"?tab=playground&chat={chat.pk}"
     return _make(request, chat, back) if request.method == "POST" else _shares_page(request, chat, back)
 
 

@@ -180,7 +180,10 @@ async def test_a_share_link_opens_a_redacted_read_only_page_for_its_audience_unt
     bob, carol, dave = [await _client(people[n]) for n in ("bob", "carol", "dave")]
     # A viewer reads the links but makes none.
     assert (await carol.post(_chat_url(chat, "shares"), {"audience": "anyone"})).status_code == 403
-    assert "new-item-link" not in (await carol.get(_chat_url(chat, "shares"))).content.decode()
+    page = (await carol.get(_chat_url(chat, "shares"))).content.decode()
+    assert "new-item-link" not in page
+    # Back leads to the chat itself, on its session's Playground tab.
+    assert f'href="/s/{chat.session.public_id}/?tab=playground&amp;chat={chat.pk}">Back' in page
 
     response = await bob.post(_chat_url(chat, "shares"), {"audience": "anyone", "days": "0"})
     assert response.status_code == 200
