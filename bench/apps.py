@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -221,6 +222,9 @@ class Person:
         started = time.perf_counter()
         response = await self.post("/connect", fields)
         where = response.headers.get("HX-Redirect") or response.headers.get("Location") or ""
+        location = response.headers.get("HX-Location", "")  # the session page put in place, as htmx does
+        if location:
+            where = str(json.loads(location).get("path", "")) if location.startswith("{") else location
         if not where.startswith("/s/"):
             raise RuntimeError(f"connect answered {response.status_code} {where}: {response.text[:500]}")
         public_id = where.rstrip("/").rsplit("/", 1)[-1]
