@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
 from sessions.models import McpSession
+from sessions.teams.models import Link
 
 
 class Chat(models.Model):
@@ -207,7 +207,7 @@ class EvalResult(models.Model):
         return f"{self.test} with {self.model_key}, run {self.attempt}"
 
 
-class ItemShare(models.Model):
+class ItemShare(Link):
     """A read-only, redacted link to a chat or an eval run (``teams.Share`` is a session's): an expiry,
     an audience, the token kept as its SHA-256 (``teams.models.token_digest``)."""
 
@@ -224,8 +224,6 @@ class ItemShare(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     created = models.DateTimeField(auto_now_add=True)
-    expires = models.DateTimeField(null=True, blank=True)
-    revoked = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -239,15 +237,3 @@ class ItemShare(models.Model):
 
     def __str__(self) -> str:
         return f"share of {'chat ' + str(self.chat_id) if self.chat_id else 'run ' + str(self.run_id)}"
-
-    @property
-    def state(self) -> str:
-        if self.revoked is not None:
-            return "revoked"
-        if self.expires is not None and self.expires <= timezone.now():
-            return "expired"
-        return "open"
-
-    @property
-    def usable(self) -> bool:
-        return self.state == "open"

@@ -239,7 +239,29 @@ class LoginSession(models.Model):
         return f"{self.user} from {self.address or '?'}"
 
 
-class Share(models.Model):
+class Link(models.Model):
+    """What every read-only link has: an expiry, and a revocation; usable while neither has come."""
+
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def state(self) -> str:
+        if self.revoked is not None:
+            return "revoked"
+        if self.expires is not None and self.expires <= timezone.now():
+            return "expired"
+        return "open"
+
+    @property
+    def usable(self) -> bool:
+        return self.state == "open"
+
+
+class Share(Link):
     """A read-only link to a session (or part of it), redacted, with an expiry and an audience."""
 
     class Audience(models.TextChoices):
@@ -257,8 +279,6 @@ class Share(models.Model):
     last_seq = models.BigIntegerField(null=True, blank=True, help_text="the last frame shown")
     filter = models.JSONField(default=dict, blank=True, help_text="a timeline filter the view is held to")
     rules = models.JSONField(default=dict, blank=True, help_text="the sharer's redaction rules")
-    expires = models.DateTimeField(null=True, blank=True)
-    revoked = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -271,18 +291,6 @@ class Share(models.Model):
     def group_name(self) -> str:
         """The channel-layer group of the share's open viewers (revoking closes their sockets)."""
         return f"mcp-share-{self.pk}"
-
-    @property
-    def state(self) -> str:
-        if self.revoked is not None:
-            return "revoked"
-        if self.expires is not None and self.expires <= timezone.now():
-            return "expired"
-        return "open"
-
-    @property
-    def usable(self) -> bool:
-        return self.state == "open"
 
 
 class TapEndpoint(models.Model):

@@ -67,14 +67,18 @@ def chat_base(chat: Chat) -> str:
     return reverse("playground_chat", args=[chat.session.public_id, chat.pk])
 
 
-def _view_of(entry: ChatEntry) -> dict[str, Any] | None:
-    """Where a finished call of a tool with a view shows that view (its session still live), or None."""
+def _view_of(entry: ChatEntry, tools: dict[tuple[int, str], Any]) -> dict[str, Any] | None:
+    """Where a finished call of a tool with a view shows that view (its session still live), or None;
+    ``tools``: the tools looked up so far for this log, so a chat of many calls reads each tool once."""
     session = entry.session
     if entry.kind != ChatEntry.Kind.TOOL or entry.rpc_id is None or session is None:
         return None
     if entry.status != ChatEntry.Status.DONE or session.status != McpSession.Status.READY:
         return None
-    tool = find_tool(session, entry.mcp_name or entry.tool_name)
+    key = (session.pk, entry.mcp_name or entry.tool_name)
+    if key not in tools:
+        tools[key] = find_tool(session, key[1])
+    tool = tools[key]
     view = mount_context(session, tool) if tool is not None else None
     return view if view is None else {**view, "rpc_id": entry.rpc_id}
 
@@ -85,12 +89,13 @@ def log_context(session: McpSession | None, chat: Chat, can_act: bool, busy: boo
     entries = list(chat.entries.select_related("decided_by", "session"))
     tokens_in = tokens_out = 0
     cost: float | None = None
+    tools: dict[tuple[int, str], Any] = {}
     for entry in entries:
         if entry.kind == ChatEntry.Kind.TOOL:
             entry.arguments_json = _arguments_json(entry)  # type: ignore[attr-defined]
         if entry.session is None and entry.kind in (ChatEntry.Kind.TOOL, ChatEntry.Kind.SAMPLING):
             entry.session = chat.session
-        entry.view = _view_of(entry)  # type: ignore[attr-defined]
+        entry.view = _view_of(entry, tools)  # type: ignore[attr-defined]
         tokens_in += entry.input_tokens or 0
         tokens_out += entry.output_tokens or 0
         if entry.cost is not None:
