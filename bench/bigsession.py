@@ -380,7 +380,7 @@ async def _first_paint(person: Any, public_id: str, loads: int = 5) -> dict[str,
             if "/s/" not in page.url:
                 raise RuntimeError(f"the browser is not logged in: it is at {page.url}")
             await page.wait_for_function(
-                "performance.getEntriesByName('first-contentful-paint').length > 0", timeout=10_000
+                "() => performance.getEntriesByName('first-contentful-paint').length > 0", timeout=10_000
             )
             found = await page.evaluate(PAINT_JS)
             await page.close()

@@ -374,6 +374,13 @@ def _profile(app: App, count: int) -> subprocess.Popen[bytes] | None:
 async def floods(context: Any, app: App, sizes: tuple[int, ...]) -> tuple[dict[str, Any], str]:
     page = await context.new_page()
     public_id = await connect(page, app, " ".join(servers.bad_stdio("flood")))
+    # Until htmx has taken the raw request form, a click submits it natively (a navigation).
+    await page.wait_for_function(
+        "() => { const f = document.querySelector('.raw-request form');"
+        " return !!f && f['htmx-internal-data'] !== undefined; }"
+    )
+    # The Tools panel lists the tools as it opens: those frames are not the flood's.
+    await page.get_by_role("button", name="List tools again").wait_for()
     return {f"{n:,}": await flood(page, app, public_id, n) for n in sizes}, public_id
 
 

@@ -513,6 +513,10 @@ class PendingReview(models.Model):
         return f"{self.method} ({self.status})"
 
     @property
+    def is_sampling(self) -> bool:
+        return self.method == "sampling/createMessage"
+
+    @property
     def is_url_elicitation(self) -> bool:
         return self.method == "elicitation/create" and self.params.get("mode") == "url"
 

@@ -226,6 +226,7 @@ def build_options(
             roots=caps.get("roots", True),
             roots_list_changed=caps.get("roots_list_changed", True),
             sampling=caps.get("sampling", True),
+            sampling_tools=caps.get("sampling_tools", True),
             elicitation_form=caps.get("elicitation_form", True),
             elicitation_url=caps.get("elicitation_url", True),
             tasks=caps.get("tasks", True),

@@ -292,6 +292,18 @@ def fast_password_hasher() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def static_files_found_when_asked() -> Iterator[None]:
+    """WhiteNoise finds a static file when it is asked for (its autorefresh), not by listing them all
+    when the middleware is built: each test client builds its own, and the listing cost more than most
+    tests. The app's processes the tests start, and tests/project/test_install.py's, list them as
+    deployed."""
+    from django.test import override_settings
+
+    with override_settings(WHITENOISE_AUTOREFRESH=True):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_runtime_outlives_its_test(request: pytest.FixtureRequest) -> None:
     """Each test starts with an empty in-memory channel layer and no embedded runtime left running.

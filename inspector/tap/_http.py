@@ -84,13 +84,23 @@ async def _serve(options: TapOptions, items: queue.SimpleQueue[Any]) -> int:
     try:
         await stop.wait()
     finally:
+        _second_signal_ends_at_once(loop)
         server.close()
         await proxy.aclose()
         batches.flush()
         items.put(("http-stop", "the tap stopped", time.time(), time.monotonic()))
         items.put(None)
-        await asyncio.to_thread(spool.join, 5.0)
+        # Every frame the spool was handed is written before the tap ends, however far behind a loaded
+        # machine left it (its first frame alone compiles the schemas); a second signal does not wait.
+        await asyncio.to_thread(spool.join)
     return 0
+
+
+def _second_signal_ends_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError, NotImplementedError):
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _say(message: str) -> None:

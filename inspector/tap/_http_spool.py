@@ -310,7 +310,9 @@ class HttpSpool(Spool):
         return details
 
     def _stopped(self, observer: TapObserver, note: str, wall: float, mono: float) -> list[Frame]:
-        """The tap stopped: every host session ends."""
+        """The tap stopped: every host session ends, and frames held for a changed message's are let go."""
+        for xid, pending in list(self.tapped.items()):
+            self._link(xid, pending, [], ended=True)
         frames = [observer.stopped(note, wall, mono)]
         for part in self.parts.values():
             frames.extend(self._tagged(part.book, [part.book.stopped(note, wall, mono)]))

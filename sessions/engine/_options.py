@@ -34,6 +34,8 @@ class ClientCapabilities:
     roots: bool = True
     roots_list_changed: bool = True
     sampling: bool = True
+    sampling_tools: bool = False
+    """2025-11-25: tool-enabled sampling (``sampling.tools``): requests that offer the model tools."""
     elicitation_form: bool = True
     elicitation_url: bool = False
     tasks: bool = True
@@ -49,7 +51,7 @@ class ClientCapabilities:
             # 2026-07-28 dropped notifications/roots/list_changed, so there is nothing to declare.
             caps["roots"] = {"listChanged": True} if self.roots_list_changed and not modern else {}
         if self.sampling:
-            caps["sampling"] = {}
+            caps["sampling"] = {"tools": {}} if self.sampling_tools and version >= "2025-11-25" else {}
         if version >= "2025-06-18" and (self.elicitation_form or self.elicitation_url):
             if version >= "2025-11-25":
                 modes: dict[str, Any] = {}

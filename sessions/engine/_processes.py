@@ -334,9 +334,16 @@ def _wait_gone(processes: Iterable[tuple[int, int]], deadline: float) -> None:
 class _Watchdog:
     """This process's watchdog, and the pipe end that tells it of servers (and, closed, of our end)."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: Iterable[str]) -> None:
         read, self.fd = os.pipe()
+        # What fits in the pipe is written before the watchdog exists, so an app killed the moment
+        # after the spawn still leaves it its list; the rest follows the spawn.
+        payload = "".join(line + "\n" for line in records).encode()
         try:
+            os.set_blocking(self.fd, False)
+            with contextlib.suppress(BlockingIOError):
+                payload = payload[os.write(self.fd, payload) :]
+            os.set_blocking(self.fd, True)
             self.pid = os.posix_spawn(
                 sys.executable,
                 # Isolated, no site: only the standard library, whatever the environment says.
@@ -357,13 +364,18 @@ class _Watchdog:
             os.close(read)
         self.owner = os.getpid()
         self.watched: dict[str, ServerProcess] = {}
+        self.started = self.send_bytes(payload)
 
-    def send(self, line: str) -> bool:
+    def send_bytes(self, data: bytes) -> bool:
         try:
-            os.write(self.fd, line.encode() + b"\n")
+            while data:
+                data = data[os.write(self.fd, data) :]
         except OSError:
             return False
         return True
+
+    def send(self, line: str) -> bool:
+        return self.send_bytes(line.encode() + b"\n")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -396,13 +408,13 @@ def watch(server: ServerProcess) -> bool:
         if dog is not None:
             dog.close()
         try:
-            dog = _Watchdog()
+            dog = _Watchdog(_record(s) for s in watched.values())
         except OSError:
             _watchdog = None
             return False
         dog.watched = watched
         _watchdog = dog
-        return all(dog.send(_record(s)) for s in watched.values())
+        return dog.started
 
 
 def unwatch(server: ServerProcess) -> None:

@@ -388,6 +388,10 @@ def check_request(
     if refused_with is not None:
         code, error = refused_with
         frame.flag(code, "error", f"{at}{error.message}; answered {error.code}")
+    if method == "sampling/createMessage" and params and "tools" in params:
+        unbalanced = _shapes.tool_results_problem(params.get("messages"))
+        if unbalanced is not None:
+            frame.flag("sampling-tool-results", "error", f"{at}{unbalanced}")
     if not peer.initialized_sent and method not in EARLY_SERVER_METHODS:
         frame.flag("before-initialized", "error", f"{at}{method} sent before the client's initialized")
     if peer.validate and peer.protocol_version:

@@ -106,6 +106,40 @@ def _local_ref(root: dict[str, Any], ref: str) -> Any:
 # --- request ids -----------------------------------------------------------------------------
 
 
+def tool_results_problem(messages: Any) -> str | None:
+    """2025-11-25 tool-enabled sampling: a user message with tool results holds nothing else, and each
+    tool use of an assistant message is answered by a tool result in the user message that follows."""
+    if not isinstance(messages, list):
+        return None
+    for at, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        content = _sampling_blocks(message)
+        results = [block for block in content if block.get("type") == "tool_result"]
+        if message.get("role") == "user" and results and len(results) != len(content):
+            return f"messages[{at}] mixes tool results with other content"
+        uses = [block.get("id") for block in content if block.get("type") == "tool_use"]
+        if message.get("role") != "assistant" or not uses:
+            continue
+        following = messages[at + 1] if at + 1 < len(messages) else None
+        answered = set()
+        if isinstance(following, dict) and following.get("role") == "user":
+            answered = {
+                b.get("toolUseId") for b in _sampling_blocks(following) if b.get("type") == "tool_result"
+            }
+        missing = [use for use in uses if use not in answered]
+        if missing:
+            return f"messages[{at}]'s tool use {missing[0]!r} has no tool result in the user message after it"
+    return None
+
+
+def _sampling_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [
+        block for block in (content if isinstance(content, list) else [content]) if isinstance(block, dict)
+    ]
+
+
 def invalid_id_problem(request_id: Any) -> str:
     """What is wrong with a request id that is neither a string nor an integer."""
     if request_id is None:

@@ -121,6 +121,8 @@ class StdioTransport:
                 env["HOME"] = self._home
         # Everything the server starts inherits the marker, even what leaves its session.
         marker = env[MARKER] = new_marker()
+        # Taken before the process is asked for: it may run (and write) before the call returns.
+        self._spawned_at = time.monotonic()
         try:
             with self._launch(env, marker) as launch:
                 self.process = await asyncio.create_subprocess_exec(
@@ -137,7 +139,6 @@ class StdioTransport:
         except OSError as exc:
             await self._remove_home()
             raise TransportError(f"cannot start {target.command!r}: {exc.strerror or exc}") from exc
-        self._spawned_at = time.monotonic()
         self.server_process = ServerProcess.of(self.process.pid, marker)
         if target.watchdog:
             watch(self.server_process)

@@ -121,6 +121,9 @@ class ChatEntry(models.Model):
     response_seq = models.BigIntegerField(null=True, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
     verdicts = models.JSONField(default=list, blank=True)
+    # The call's MCP App view's last ui/update-model-context ({content, structuredContent}): what the
+    # model is given on its next turns.
+    view_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["pk"]

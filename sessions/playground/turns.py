@@ -20,7 +20,7 @@ from sessions.models import McpSession
 from sessions.playground import costs, sampling
 from sessions.playground.models import Chat, ChatEntry, ChatServer
 from sessions.playground.routing import Route, combine
-from sessions.playground.transcript import conversation, result_text
+from sessions.playground.transcript import conversation, result_text, with_view_contexts
 from sessions.providers import ModelConfig, Turn, parse_models, take_turn
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -197,7 +197,7 @@ async def _model_turn(chat: Chat, config: ModelConfig | None, entries: list[Chat
         # A write per chunk would be one per token: the page asks twice a second.
         turn = await take_turn(
             config,
-            chat.system_prompt,
+            with_view_contexts(chat.system_prompt, entries),
             conversation(entries),
             tools,
             chat.temperature,

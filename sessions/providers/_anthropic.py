@@ -9,7 +9,12 @@ from sessions.providers._tools import read_arguments
 from sessions.providers._types import ChatRequest, Message, ModelConfig, ProviderError, Reply
 
 VERSION = "2023-06-01"
-STOPS = {"end_turn": "end", "stop_sequence": "end", "max_tokens": "max_tokens", "tool_use": "tool_use"}
+STOPS = {
+    "end_turn": "end",
+    "stop_sequence": "stop_sequence",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+}
 
 
 def endpoint(config: ModelConfig) -> str:
@@ -62,7 +67,7 @@ def messages(conversation: list[Message]) -> list[dict[str, Any]]:
 def body(config: ModelConfig, request: ChatRequest, stream: bool) -> dict[str, Any]:
     found: dict[str, Any] = {
         "model": config.model,
-        "max_tokens": config.max_tokens,
+        "max_tokens": min(request.max_tokens or config.max_tokens, config.max_tokens),
         "messages": messages(request.messages),
     }
     if request.system:
@@ -72,8 +77,12 @@ def body(config: ModelConfig, request: ChatRequest, stream: bool) -> dict[str, A
             {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in request.tools
         ]
+        if request.must_call:
+            found["tool_choice"] = {"type": "any"}
     if request.temperature is not None:
         found["temperature"] = request.temperature
+    if request.stop:
+        found["stop_sequences"] = list(request.stop)
     if stream:
         found["stream"] = True
     return found

@@ -54,8 +54,14 @@ def body(config: ModelConfig, request: ChatRequest, stream: bool) -> dict[str, A
             }
             for t in request.tools
         ]
+        if request.must_call:
+            found["tool_choice"] = "required"
     if request.temperature is not None:
         found["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        found["max_tokens"] = min(request.max_tokens, config.max_tokens)
+    if request.stop:
+        found["stop"] = list(request.stop[:4])  # the API takes four at most
     if stream:
         found["stream"] = True
         found["stream_options"] = {"include_usage": True}

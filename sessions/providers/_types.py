@@ -86,3 +86,6 @@ class ChatRequest:
     messages: list[Message]
     tools: list[ToolSpec]
     temperature: float | None = None
+    max_tokens: int | None = None  # at most the model's own (its ``ModelConfig.max_tokens``)
+    stop: tuple[str, ...] = ()  # sequences that end the answer
+    must_call: bool = False  # the model must call one of the tools (a sampling request's toolChoice required)

@@ -73,6 +73,7 @@ def capabilities(declared: Any, version: str) -> ClientCapabilities:
         roots="roots" in caps,
         roots_list_changed=bool(roots.get("listChanged")),
         sampling="sampling" in caps,
+        sampling_tools=isinstance(caps.get("sampling"), dict) and "tools" in caps["sampling"],
         # Before 2025-11-25, and as {} since, elicitation means form mode.
         elicitation_form=elicitation is not None and ("form" in modes or "url" not in modes),
         elicitation_url="url" in modes,

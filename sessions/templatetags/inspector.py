@@ -13,7 +13,7 @@ from django import template
 from sessions.models import PendingReview
 from sessions.web.elicitation_forms import fields_of
 from sessions.web.labels import session_label
-from sessions.web.llm import configured_model
+from sessions.web.llm import preferred
 from sessions.web.reviews import card_template, http_url, url_elicitations, url_parts
 from sessions.web.roots import roots_text
 
@@ -23,10 +23,10 @@ _MEDIA_TYPE = re.compile(r"^(image|audio)/[a-z0-9.+-]+$", re.IGNORECASE)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/=\s]*$")
 
 
-@register.simple_tag
-def llm_model() -> str:
-    """The model that drafts sampling replies (sessions/web/llm.py), or "" when none is configured."""
-    return configured_model()
+@register.filter
+def draft_model(params: Any, offered: list[dict[str, str]]) -> str:
+    """The model a sampling card offers first to draft with: the request's hints' (sessions/web/llm.py)."""
+    return preferred(params, offered)
 
 
 @register.filter

@@ -191,6 +191,7 @@ TOGGLES: dict[str, tuple[str, ...]] = {
     "roots": ("roots",),
     "roots_list_changed": ("roots", "listChanged"),
     "sampling": ("sampling",),
+    "sampling_tools": ("sampling", "tools"),
     "elicitation_form": ("elicitation", "form"),
     "elicitation_url": ("elicitation", "url"),
     "tasks": ("tasks",),

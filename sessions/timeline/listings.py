@@ -6,7 +6,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from django.db import connection
+from django.db.models import Max
 
 from sessions.frames import message_of
 from sessions.models import McpSession, TimelineFrame
@@ -60,14 +60,12 @@ def stored_pages(session: McpSession) -> list[dict[str, Any]]:
 _TOOLS_KEPT = 64
 _tools: OrderedDict[tuple[int, int], dict[str, dict[str, Any]]] = OrderedDict()
 _tools_lock = threading.Lock()
-_NEWEST_LISTING = f"SELECT MAX(seq) FROM {TimelineFrame._meta.db_table} WHERE session_id = %s AND method = %s"
 
 
 def find_tool(session: McpSession, name: str) -> dict[str, Any] | None:
     """Return a tool of the newest listing by name (a later page's first, as the server sent it)."""
-    with connection.cursor() as cursor:  # plain SQL: on every call, and the ORM's query costs more than this
-        cursor.execute(_NEWEST_LISTING, [session.pk, "tools/list"])
-        newest = cursor.fetchone()[0]
+    listings = TimelineFrame.objects.filter(session=session, method="tools/list")
+    newest = listings.aggregate(newest=Max("seq"))["newest"]
     if newest is None:
         return None
     key = (session.pk, newest)

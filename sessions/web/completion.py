@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
@@ -29,11 +29,11 @@ def argument_fields(prefix: str, names: list[tuple[str, str, bool]]) -> list[dic
     ]
 
 
-def arguments(request: AuthedRequest) -> dict[str, str]:
+def arguments(data: QueryDict) -> dict[str, str]:
     """The arguments a person filled in (empty ones are left out)."""
     return {
         key[len(ARG_PREFIX) :]: str(value)
-        for key, value in request.POST.items()
+        for key, value in data.items()
         if key.startswith(ARG_PREFIX) and value != ""
     }
 
@@ -51,7 +51,7 @@ async def complete(request: AuthedRequest, public_id: Any) -> HttpResponse:
     if not _LIST_ID.match(list_id):
         return HttpResponseBadRequest("bad input id")
     name = trigger_name[len(ARG_PREFIX) :]
-    filled = arguments(request)
+    filled = arguments(request.POST)
     params: dict[str, Any] = {
         "ref": {"type": ref_type, ("name" if ref_type == "ref/prompt" else "uri"): ref},
         "argument": {"name": name, "value": request.POST.get(trigger_name, "")},

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -26,13 +28,39 @@ from sessions.timeline.calls import call_context, draws_a_card
 from sessions.timeline.flow import FlowState
 from sessions.timeline.overview import overview
 from sessions.timeline.queries import TimelineFilter, page_of_rows
-from sessions.web import feed, flow, live, logs, oauth, tap_controls, tasks, together
+from sessions.web import (
+    calls,
+    feed,
+    flow,
+    live,
+    llm,
+    logs,
+    oauth,
+    prompts,
+    resources,
+    tap_controls,
+    tasks,
+    together,
+    tools,
+)
+from sessions.web.shortcuts import placed, refusal
 from sessions.web.timeline_live import TimelineConsumer
+
+logger = logging.getLogger(__name__)
 
 # How many of the review cards a tab showed stay once ended, saying how and who answered.
 ENDED_SHOWN = 3
 # How many running call cards one tab may ask the socket to finish for it (see ``_watch_calls``).
 WATCHED_CALLS = 50
+# How many of a tab's sent forms may wait for their answers at once (a call's waits half a second at most).
+SENT_AT_ONCE = 50
+# The forms a tab sends over its socket while it is open (ws-send), and what answers each.
+SENT_FORMS = {
+    "call": tools.call_from_socket,
+    "request": calls.request_from_socket,
+    "prompt": prompts.prompt_from_socket,
+    "template": resources.template_from_socket,
+}
 
 __all__ = ["SessionConsumer"]
 
@@ -67,7 +95,13 @@ def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]
         .order_by("-resolved", "-pk")
     )
     resolved = list(ended[:ENDED_SHOWN])[::-1]
-    context = {"reviews": reviews, "resolved": resolved, "session": session, "oob": True}
+    context = {
+        "reviews": reviews,
+        "resolved": resolved,
+        "session": session,
+        "oob": True,
+        "draft_models": llm.offered_to(session, reviews),
+    }
     return render_to_string("sessions/_reviews.html", context), shown
 
 
@@ -142,6 +176,7 @@ class SessionConsumer(TimelineConsumer):
         self.panel: str | None = None  # the panel the tab shows, once it says
         self.reviews_shown: set[int] = set()
         self.calls_watched: set[int] = set()
+        self.calls_sent: set[asyncio.Task[None]] = set()
         self.user_id, self.name = user.pk, user.get_username()
         self.roster = together.Roster()
         await self.channel_layer.group_add(self.group, self.channel_name)
@@ -170,6 +205,8 @@ class SessionConsumer(TimelineConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "filter"):
             self.stop_jumping()
+        for task in getattr(self, "calls_sent", ()):
+            task.cancel()  # the call goes on in its owner; the timeline has its card
         if getattr(self, "_beat_task", None) is not None:
             self._beat_task.cancel()
         if getattr(self, "_link_task", None) is not None:
@@ -237,6 +274,8 @@ class SessionConsumer(TimelineConsumer):
             await self.replace_rows(await self.read_rows(self.filter), live=True)
         elif action == "calls":
             await self._watch_calls(_call_ids(data.get("ids")))
+        elif action in SENT_FORMS:
+            self._answer(SENT_FORMS[action], data)
         elif action == "panel" and isinstance(data.get("name"), str) and len(data["name"]) <= 40:
             before, self.panel = self.panel, data["name"]  # which live fragments it shows (live.fragments)
             if self.panel == "logging" and before not in (None, "logging"):
@@ -343,6 +382,30 @@ class SessionConsumer(TimelineConsumer):
         self.calls_watched = set(sorted(watched)[-WATCHED_CALLS:])  # the newest, however often it asks
         for fragment in fragments:
             await self.send(text_data=fragment)
+
+    def _answer(
+        self, answer: Callable[[int, Any, dict[str, Any]], Awaitable[str]], form: dict[str, Any]
+    ) -> None:
+        """A form the tab sent: its answer (a call's card, once the owner answers or after half a
+        second, running) is sent when it is ready, while this socket goes on with the timeline. A tab
+        with ``SENT_AT_ONCE`` of them waiting is told so, and nothing is sent for it."""
+        busy = len(self.calls_sent) >= SENT_AT_ONCE
+
+        async def send() -> None:
+            if busy:
+                why = f"Not sent: {SENT_AT_ONCE} requests from this tab are still waiting for their answers."
+                await self.send(text_data=placed("#call-list", refusal(why)))
+                return
+            try:
+                html = await answer(self.user_id, self.session.public_id, form)
+            except Exception:  # a bug: said in the page, as a view's 500 would be, and logged
+                logger.exception("answering a form sent over the live socket")
+                html = placed("#call-list", refusal("The inspector failed to send this (its log says why)."))
+            await self.send(text_data=html)
+
+        task = asyncio.get_running_loop().create_task(send())
+        self.calls_sent.add(task)
+        task.add_done_callback(self.calls_sent.discard)
 
     async def _send_state(self, reconnecting: str = "") -> None:
         """The session's state; "reconnecting to the engine" and why, while the channel layer is down."""

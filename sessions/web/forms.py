@@ -40,6 +40,7 @@ CAPABILITIES = {
     "roots": "roots",
     "roots_list_changed": "roots: listChanged",
     "sampling": "sampling",
+    "sampling_tools": "sampling: tools",
     "elicitation_form": "elicitation: form",
     "elicitation_url": "elicitation: url",
     "tasks": "tasks",
@@ -61,6 +62,7 @@ SECTIONS = {
         "roots_cap",
         "roots_list_changed",
         "sampling",
+        "sampling_tools",
         "elicitation_form",
         "elicitation_url",
         "tasks",
@@ -151,6 +153,7 @@ class ConnectForm(forms.Form):
         required=False, initial=True, label=CAPABILITIES["roots_list_changed"]
     )
     sampling = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["sampling"])
+    sampling_tools = forms.BooleanField(required=False, initial=True, label=CAPABILITIES["sampling_tools"])
     elicitation_form = forms.BooleanField(
         required=False, initial=True, label=CAPABILITIES["elicitation_form"]
     )
@@ -258,6 +261,7 @@ class ConnectForm(forms.Form):
                 "roots": data["roots_cap"],
                 "roots_list_changed": data["roots_list_changed"],
                 "sampling": data["sampling"],
+                "sampling_tools": data["sampling_tools"],
                 "elicitation_form": data["elicitation_form"],
                 "elicitation_url": data["elicitation_url"],
                 "tasks": data["tasks"],

@@ -1,100 +1,96 @@
-"""Draft a sampling reply with a real model, for a person to review, edit and approve.
+"""Draft a sampling reply with a model, for a person to review, edit and approve.
 
-A server's ``sampling/createMessage`` asks the client's LLM. The inspector answers by a person; with
-``INSPECTOR_LLM_URL`` and ``INSPECTOR_LLM_MODEL`` set (any OpenAI-compatible chat completions API:
-OpenAI, a local Ollama or vLLM, a gateway), the review card also offers "Draft with <model>": the
-request's messages, system prompt, maxTokens, temperature and stop sequences go to that API, and its
-answer fills the reply, which the person still reviews and approves. The key
-(``INSPECTOR_LLM_API_KEY`` or ``_FILE``) stays on the server: never in a page, a frame or a log.
+A server's ``sampling/createMessage`` asks the client's LLM. The inspector answers by a person; when
+models are configured (the installation's, ``INSPECTOR_LLM_MODELS`` or ``INSPECTOR_LLM_URL`` and
+``_MODEL``, and the session team's own), the review card also offers "Draft with" one of them, the
+first the request's model hints name chosen unless the person picks another. The request goes to it
+as a Playground chat's sampling requests go (``sessions.playground.sampling``), and its answer fills
+the reply, which the person still reviews and approves. Keys stay on the server: never in a page, a
+frame or a log.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from django.conf import settings
+from asgiref.sync import sync_to_async
 
-# OpenAI finish reasons → MCP stop reasons.
-STOP_REASONS = {
-    "stop": "endTurn",
-    "length": "maxTokens",
-    "content_filter": "endTurn",
-    "tool_calls": "toolUse",
-}
-TIMEOUT = 120.0
+from sessions.models import McpSession, PendingReview
+from sessions.playground import turns
+from sessions.playground.sampling import sampling_request, sampling_result
+from sessions.providers import ProviderError, complete
+from sessions.teams import team_models
+
+__all__ = ["LlmError", "choices", "draft", "offered_to", "preferred"]
 
 
 class LlmError(Exception):
     """The model could not draft a reply; the message says why, without the key."""
 
 
-def configured_model() -> str:
-    """The model drafts come from, or "" when drafting is not set up."""
-    return settings.INSPECTOR_LLM_MODEL if settings.INSPECTOR_LLM_URL and settings.INSPECTOR_LLM_MODEL else ""
+def choices(team_id: int | None) -> list[dict[str, str]]:
+    """The models a review card offers (``key``, ``label``, ``model``): the installation's, then the
+    team's own; no key is read."""
+    installation, _ = turns.configured()
+    found = [{"key": c.key, "label": c.label, "model": c.model} for c in installation]
+    if team_id is not None:
+        taken = {c.key for c in installation}
+        found += [
+            {"key": m.name, "label": m.label or m.name, "model": m.model}
+            for m in team_models.listed(team_id)
+            if m.name not in taken
+        ]
+    return found
 
 
-def _text(content: Any) -> str:
-    """The text of MCP content (a block or a list of them); what cannot be text is named, not sent."""
-    blocks = content if isinstance(content, list) else [content]
-    parts = []
-    for block in blocks:
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind:
-            parts.append(f"[{kind} content left out]")
-    return "\n".join(parts)
+def offered_to(session: McpSession, reviews: list[PendingReview]) -> list[dict[str, str]]:
+    """The models the review cards of ``reviews`` offer to draft with: none when no sampling request
+    is among them (nothing read then)."""
+    return choices(session.team_id) if any(review.is_sampling for review in reviews) else []
 
 
-def chat_request(params: dict[str, Any], model: str) -> dict[str, Any]:
-    """The chat completions body for a sampling request's params."""
-    messages: list[dict[str, str]] = []
-    if isinstance(params.get("systemPrompt"), str) and params["systemPrompt"]:
-        messages.append({"role": "system", "content": params["systemPrompt"]})
-    for message in params.get("messages") or []:
-        if isinstance(message, dict) and message.get("role") in ("user", "assistant"):
-            messages.append({"role": message["role"], "content": _text(message.get("content"))})
-    body: dict[str, Any] = {"model": model, "messages": messages}
-    if isinstance(params.get("maxTokens"), int):
-        body["max_tokens"] = params["maxTokens"]
-    if isinstance(params.get("temperature"), int | float):
-        body["temperature"] = params["temperature"]
-    if isinstance(params.get("stopSequences"), list) and params["stopSequences"]:
-        body["stop"] = [str(s) for s in params["stopSequences"]][:4]
-    return body
+def preferred(params: Any, offered: list[dict[str, str]]) -> str:
+    """The model a card offers first: the first of the request's ``modelPreferences.hints`` that is part
+    of an offered model's name or id (as the specification lets a client match them), else the first."""
+    prefs = params.get("modelPreferences") if isinstance(params, dict) else None
+    hints = prefs.get("hints") if isinstance(prefs, dict) else None
+    for hint in hints if isinstance(hints, list) else []:
+        name = hint.get("name") if isinstance(hint, dict) else None
+        if isinstance(name, str) and name.strip():
+            wanted = name.strip().lower()
+            for choice in offered:
+                if any(wanted in choice[part].lower() for part in ("key", "label", "model")):
+                    return choice["key"]
+    return offered[0]["key"] if offered else ""
 
 
-async def draft(params: dict[str, Any]) -> dict[str, Any]:
-    """Ask the configured model; return ``{"text", "model", "stop_reason", "ms"}`` or raise LlmError."""
-    import httpx
-
-    model = configured_model()
-    if not model:
-        raise LlmError("no model is configured (set INSPECTOR_LLM_URL and INSPECTOR_LLM_MODEL)")
-    url = settings.INSPECTOR_LLM_URL.rstrip("/") + "/chat/completions"
-    headers = {"Content-Type": "application/json"}
-    if settings.INSPECTOR_LLM_API_KEY:
-        headers["Authorization"] = f"Bearer {settings.INSPECTOR_LLM_API_KEY}"
+async def draft(session: McpSession, key: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Ask the model named ``key`` (none: the one the card offers first); return ``{"key", "text",
+    "model", "stop_reason", "ms", "tool_name", "tool_input", "more_tools"}`` or raise LlmError. A model
+    that calls the request's tools (2025-11-25) fills the card's tool use with its first call."""
+    if not key:
+        key = preferred(params, await sync_to_async(choices)(session.team_id))
+    config = await sync_to_async(turns.model_named)(key, session.team_id)
+    if config is None:
+        raise LlmError(f"no model named {key[:64]!r} is configured for this team")
     started = time.perf_counter()
+    asked = sampling_request(params)
     try:
-        async with httpx.AsyncClient(timeout=TIMEOUT, follow_redirects=False) as client:
-            response = await client.post(url, json=chat_request(params, model), headers=headers)
-    except httpx.HTTPError as exc:
-        raise LlmError(f"cannot reach {url}: {type(exc).__name__}") from None
-    if response.status_code != 200:
-        raise LlmError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
-    try:
-        answer = response.json()
-        choice = answer["choices"][0]
-        text = choice["message"]["content"] or ""
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise LlmError(f"{url} did not answer like a chat completions API") from None
+        reply = await complete(config, asked)
+    except ProviderError as exc:
+        raise LlmError(str(exc)) from None
+    result = sampling_result(reply, config, asked.tools)
+    content = result["content"] if isinstance(result["content"], list) else [result["content"]]
+    uses = [block for block in content if block["type"] == "tool_use"]
     return {
-        "text": str(text),
-        "model": str(answer.get("model") or model),
-        "stop_reason": STOP_REASONS.get(str(choice.get("finish_reason")), "endTurn"),
+        "key": config.key,
+        "text": reply.text,
+        "model": result["model"],
+        "stop_reason": result["stopReason"],
         "ms": (time.perf_counter() - started) * 1000,
+        "tool_name": uses[0]["name"] if uses else "",
+        "tool_input": json.dumps(uses[0]["input"], indent=2, ensure_ascii=False) if uses else "",
+        "more_tools": len(uses) - 1 if uses else 0,
     }

@@ -10,7 +10,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.db.models import Q
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -23,7 +23,7 @@ from sessions.teams.models import Role
 from sessions.timeline.listings import find_tool
 from sessions.web.apps import mount_context
 from sessions.web.http import AuthedRequest, signed_in_user
-from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, session_for
+from sessions.web.shortcuts import MAX_INT, BadParameter, float_param, int_param, parse_json, session_for
 
 __all__ = [
     "add_message",
@@ -40,6 +40,8 @@ __all__ = [
     "settings_of",
     "step",
     "streaming",
+    "keep_view_context",
+    "view_context",
     "waiting_reviews",
 ]
 
@@ -48,6 +50,7 @@ MAX_TOOLS = 500  # tools a chat's settings list (each is two form fields: Django
 MAX_MESSAGE = 50_000  # characters of one message of the person
 RECENT_CHATS = 20
 DECISIONS = {"approve": ChatEntry.Status.APPROVED, "deny": ChatEntry.Status.DENIED}
+MAX_VIEW_CONTEXT_BYTES = 256 * 1024  # one ui/update-model-context a view sends in a chat
 
 
 def _can_act(session: McpSession, user_id: int) -> bool:
@@ -345,3 +348,40 @@ async def decide(
         return _render("sessions/playground/_log.html", log_context(session, chat, True), request)
 
     return await sync_to_async(decide_it)()
+
+
+def keep_view_context(request: AuthedRequest, chat: Chat, call_id: int) -> JsonResponse:
+    """A view's ``ui/update-model-context`` params as the page sends them (``{content?,
+    structuredContent?}``, JSON) replace the call's last ones: the model is given them on its next
+    turns. A body that is not that is a 400 saying why."""
+    if request.content_type != "application/json":
+        return _bad_context("send the context as application/json")
+    if len(request.body) > MAX_VIEW_CONTEXT_BYTES:
+        return _bad_context(f"a view's context is at most {MAX_VIEW_CONTEXT_BYTES // 1024} KiB")
+    try:
+        body = parse_json(request.body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return _bad_context(f"not JSON: {exc}")
+    if not isinstance(body, dict) or not isinstance(body.get("content", []), list):
+        return _bad_context("the body is {content?: a list of content blocks, structuredContent?: any}")
+    context = {key: body[key] for key in ("content", "structuredContent") if key in body}
+    calls = ChatEntry.objects.filter(chat=chat, pk=min(call_id, MAX_INT), kind=ChatEntry.Kind.TOOL)
+    if not calls.update(view_context=context):
+        raise Http404("No such tool call in this chat")
+    return JsonResponse({"kept": True})
+
+
+def _bad_context(why: str) -> JsonResponse:
+    return JsonResponse({"message": why}, status=400)
+
+
+@require_POST
+async def view_context(request: AuthedRequest, public_id: Any, chat_id: int, call_id: int) -> JsonResponse:
+    """What the view of one of the chat's tool calls asks to give the model (``ui/update-model-context``)."""
+    user = await signed_in_user(request)
+
+    def keep() -> JsonResponse:
+        _, chat = _session_and_chat(user.pk, public_id, chat_id, Role.OPERATOR)
+        return keep_view_context(request, chat, call_id)
+
+    return await sync_to_async(keep)()

@@ -4,15 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.core.exceptions import BadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
 from django.views.decorators.http import require_POST
 
 from sessions.models import McpSession
 from sessions.web.completion import argument_fields, arguments
 from sessions.web.http import AuthedRequest
-from sessions.web.shortcuts import capabilities, latest, owned_session, render_call
+from sessions.web.shortcuts import (
+    call_card_html,
+    capabilities,
+    latest,
+    owned_session,
+    render_call,
+    socket_call,
+    socket_form,
+)
 
-__all__ = ["get_prompt", "panel_context"]
+__all__ = ["get_prompt", "panel_context", "prompt_from_socket"]
 
 
 def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, Any]) -> dict[str, Any]:
@@ -42,4 +51,21 @@ async def get_prompt(request: AuthedRequest, public_id: Any) -> HttpResponse:
     name = request.POST.get("ref", "")
     if not name:
         return HttpResponseBadRequest("ref (the prompt's name) is required")
-    return await render_call(request, session, "prompts/get", {"name": name, "arguments": arguments(request)})
+    return await render_call(request, session, "prompts/get", _params(name, request.POST))
+
+
+def _params(name: str, data: QueryDict) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments(data)}
+
+
+async def prompt_from_socket(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
+    """A prompt's form the session page sent over its live socket: ``get_prompt`` over it."""
+    data = socket_form(message)
+
+    async def send(session: McpSession) -> str:
+        name = data.get("ref", "")
+        if not name:
+            raise BadRequest("ref (the prompt's name) is required")
+        return await call_card_html(session, user_id, "prompts/get", _params(name, data))
+
+    return await socket_call(user_id, public_id, send)

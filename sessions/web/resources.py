@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import BadRequest
 from django.db.models import Q
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.utils.http import content_disposition_header
@@ -26,6 +27,7 @@ from sessions.models import McpSession, TimelineFrame, wall_time
 from sessions.web.completion import argument_fields, arguments
 from sessions.web.http import AuthedRequest
 from sessions.web.shortcuts import (
+    call_card_html,
     capabilities,
     feature,
     latest,
@@ -33,10 +35,19 @@ from sessions.web.shortcuts import (
     owned_session,
     render_call,
     render_panel,
+    socket_call,
+    socket_form,
 )
 from sessions.web.uri_templates import expand_uri_template, template_variables
 
-__all__ = ["marker_id", "panel_context", "read_template", "resource_blob", "subscribe"]
+__all__ = [
+    "marker_id",
+    "panel_context",
+    "read_template",
+    "resource_blob",
+    "subscribe",
+    "template_from_socket",
+]
 
 RECENT_UPDATES = 20
 
@@ -176,8 +187,22 @@ async def read_template(request: AuthedRequest, public_id: Any) -> HttpResponse:
     template = request.POST.get("ref", "")
     if not template:
         return HttpResponseBadRequest("ref (the URI template) is required")
-    uri = expand_uri_template(template, dict(arguments(request)))
+    uri = expand_uri_template(template, dict(arguments(request.POST)))
     return await render_call(request, session, "resources/read", {"uri": uri})
+
+
+async def template_from_socket(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
+    """A URI template's form the session page sent over its live socket: ``read_template`` over it."""
+    data = socket_form(message)
+
+    async def send(session: McpSession) -> str:
+        template = data.get("ref", "")
+        if not template:
+            raise BadRequest("ref (the URI template) is required")
+        uri = expand_uri_template(template, dict(arguments(data)))
+        return await call_card_html(session, user_id, "resources/read", {"uri": uri})
+
+    return await socket_call(user_id, public_id, send)
 
 
 @require_POST

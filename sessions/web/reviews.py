@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import secrets
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -12,6 +13,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from sessions.models import McpSession, PendingReview
+from sessions.playground.sampling import offered_tools
 from sessions.runtime import client
 from sessions.runtime import messages as m
 from sessions.servers import URL_ELICITATION_REQUIRED
@@ -105,7 +107,8 @@ async def _card(
     request: AuthedRequest, session: McpSession, review: PendingReview, status: int = 200, **extra: Any
 ) -> HttpResponse:
     """Render a review card's body again (with errors, or in another step)."""
-    context = {"session": session, "review": review, **extra}
+    draft_models = await sync_to_async(llm.offered_to)(session, [review])
+    context = {"session": session, "review": review, "draft_models": draft_models, **extra}
     return await sync_to_async(render)(request, card_template(review), context, status=status)
 
 
@@ -169,34 +172,76 @@ async def review_reject(request: AuthedRequest, public_id: Any, pk: int) -> Http
     return await _send(request, session, review, m.Reject, code=-1, message=message)
 
 
+def _tool_use(params: Any, name: str, raw: str, errors: list[str]) -> dict[str, Any] | None:
+    """The reply's ``tool_use`` block (2025-11-25 tool-enabled sampling), as the request allows it:
+    one of the tools it offers, with a JSON object as input; None when the person chose none."""
+    choice = params.get("toolChoice") if isinstance(params, dict) else None
+    mode = choice.get("mode") if isinstance(choice, dict) else None
+    offered = {tool["name"] for tool in offered_tools(params)}
+    if not name:
+        if mode == "required" and offered:
+            errors.append("The request's toolChoice is required: the reply must use one of its tools.")
+        return None
+    if mode == "none":
+        errors.append("The request's toolChoice is none: the reply may not use a tool.")
+        return None
+    if name not in offered:
+        errors.append(f"{name[:64]!r} is not one of the tools the request offers.")
+        return None
+    try:
+        value = parse_json(raw.strip() or "{}")
+    except ValueError as exc:
+        errors.append(f"The tool's input is not JSON: {exc}")
+        return None
+    if not isinstance(value, dict):
+        errors.append("The tool's input must be a JSON object.")
+        return None
+    return {"type": "tool_use", "id": f"toolu_{secrets.token_hex(12)}", "name": name, "input": value}
+
+
+def _draft_sha(text: str, tool_name: str, tool_input: str) -> str:
+    """What a draft said, to tell later whether the person sent it as drafted."""
+    return hashlib.sha256("\0".join((text, tool_name, tool_input)).encode()).hexdigest()
+
+
 @require_POST
 async def sampling_answer(request: AuthedRequest, public_id: Any, pk: int) -> HttpResponse:
-    """Approve a sampling request with the person's reply, model and stop reason."""
+    """Approve a sampling request with the person's reply, model and stop reason, and the tool it
+    uses when the request offers tools."""
     session, review = await _review(request, public_id, pk)
     if review.method != "sampling/createMessage":
         raise Http404("Not a sampling request")
     text = request.POST.get("text", "").replace("\r\n", "\n")
     model = request.POST.get("model", "").strip()
     stop_reason = request.POST.get("stop_reason", "").strip()
+    tool_name = request.POST.get("tool_name", "").strip()
+    tool_input = request.POST.get("tool_input", "").replace("\r\n", "\n")
     errors = []
     if not model:
         errors.append("Model is required (the name the reply claims to come from).")
     if not stop_reason:
-        errors.append("Stop reason is required (endTurn, stopSequence, maxTokens, or your own).")
+        errors.append("Stop reason is required (endTurn, stopSequence, maxTokens, toolUse, or your own).")
+    use = _tool_use(review.params, tool_name, tool_input, errors)
     if errors:
-        form = {"text": text, "model": model, "stop_reason": stop_reason}
+        form = {
+            "text": text,
+            "model": model,
+            "stop_reason": stop_reason,
+            "tool_name": tool_name,
+            "tool_input": tool_input,
+        }
         return await _card(request, session, review, status=422, errors=errors, form=form)
-    result = {
-        "role": "assistant",
-        "content": {"type": "text", "text": text},
-        "model": model,
-        "stopReason": stop_reason,
-    }
+    content: Any = {"type": "text", "text": text}
+    if use is not None:
+        content = ([content] if text.strip() else []) + [use]
+        if stop_reason == "endTurn":
+            stop_reason = "toolUse"  # the form's default, for a reply that ends on a tool use
+    result = {"role": "assistant", "content": content, "model": model, "stopReason": stop_reason}
     edited = result != await _suggested(review)
     drafted_by = request.POST.get("drafted_by", "").strip()[:200]
     if drafted_by:
         # The frame says who wrote the words: the model alone, or the model and then the person.
-        as_drafted = hashlib.sha256(text.encode()).hexdigest() == request.POST.get("draft_sha", "")
+        as_drafted = _draft_sha(text, tool_name, tool_input) == request.POST.get("draft_sha", "")
         how = "approved" if as_drafted else "edited and approved"
         user = await signed_in_user(request)
         note = f"drafted by {drafted_by}, {how} by {user.get_username()}"
@@ -206,23 +251,28 @@ async def sampling_answer(request: AuthedRequest, public_id: Any, pk: int) -> Ht
 
 @require_POST
 async def sampling_draft(request: AuthedRequest, public_id: Any, pk: int) -> HttpResponse:
-    """Ask the configured model for a reply; show it in the card for the person to review."""
+    """Ask the model the person chose for a reply; show it in the card for them to review."""
     session, review = await _review(request, public_id, pk)
     if review.method != "sampling/createMessage":
         raise Http404("Not a sampling request")
     if review.status != PendingReview.Status.WAITING:
         return await _closed(request, session, review)
     try:
-        drafted = await llm.draft(review.params if isinstance(review.params, dict) else {})
+        params = review.params if isinstance(review.params, dict) else {}
+        drafted = await llm.draft(session, request.POST.get("draft_model", ""), params)
     except llm.LlmError as exc:
         return await _card(request, session, review, status=422, errors=[f"Draft failed: {exc}"])
     form = {
         "text": drafted["text"],
         "model": drafted["model"],
         "stop_reason": drafted["stop_reason"],
+        "tool_name": drafted["tool_name"],
+        "tool_input": drafted["tool_input"],
+        "more_tools": drafted["more_tools"],
         "drafted_by": drafted["model"],
-        "draft_sha": hashlib.sha256(drafted["text"].encode()).hexdigest(),
+        "draft_sha": _draft_sha(drafted["text"], drafted["tool_name"], drafted["tool_input"]),
         "draft_ms": drafted["ms"],
+        "draft_model": drafted["key"],
     }
     return await _card(request, session, review, form=form)
 

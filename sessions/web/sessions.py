@@ -24,7 +24,7 @@ from sessions.teams.models import Role
 from sessions.timeline.calls import recent_calls
 from sessions.timeline.queries import TimelineFilter, frame_detail, page_of_rows
 from sessions.timeline.recordings import MAX_BYTES, RecordingError, Upload, import_progress, open_upload
-from sessions.web import playground, tap_controls, together
+from sessions.web import llm, playground, tap_controls, together
 from sessions.web.forms import ConnectForm, ImportForm, ServerForm
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.oauth import oauth_context, with_callback
@@ -299,6 +299,7 @@ def _session_context(
     session: McpSession, tab: str, request: AuthedRequest, wanted: int | None
 ) -> dict[str, Any]:
     rows = page_of_rows(session, TimelineFilter())
+    reviews = list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING))
     opened = frame_detail(session, wanted) if wanted is not None else None
     notes = together.frame_context(session, wanted, request.user.pk) if opened and wanted else {}
     return {
@@ -314,7 +315,8 @@ def _session_context(
             f"sessions/panels/{tab}.html", panel_context(session, tab, request), request
         ),
         "calls": recent_calls(session),
-        "reviews": list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING)),
+        "reviews": reviews,
+        "draft_models": llm.offered_to(session, reviews),
         "rows": rows,
         "first_shown": rows[0]["seq"] if rows else 0,
         "last_shown": rows[-1]["seq"] if rows else 0,

@@ -7,10 +7,11 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
@@ -29,6 +30,7 @@ from sessions.web.http import AuthedRequest, signed_in_user
 __all__ = [
     "BadParameter",
     "ask",
+    "call_card_html",
     "capabilities",
     "error_response",
     "feature",
@@ -39,9 +41,13 @@ __all__ = [
     "parse_json",
     "person_scope",
     "person_scope_async",
+    "placed",
+    "refusal",
     "render_call",
     "render_panel",
     "session_for",
+    "socket_call",
+    "socket_form",
 ]
 
 MAX_INT = 2**63 - 1  # what a BigIntegerField (a frame's seq) holds
@@ -153,7 +159,7 @@ async def person_scope_async(request: HttpRequest, needed: str = Role.VIEWER) ->
 
 def error_response(message: str, status: int) -> HttpResponse:
     """A fragment that says what went wrong, with its status."""
-    return HttpResponse(render_to_string("sessions/_error.html", {"message": message}), status=status)
+    return HttpResponse(refusal(message), status=status)
 
 
 _Found = TypeVar("_Found")
@@ -180,33 +186,80 @@ async def render_call(
     timeout: float | None = None,
     view: dict[str, Any] | None = None,
 ) -> HttpResponse:
-    """Send a request through the owner and render its call card (finished, or running with progress);
-    with ``view`` (an MCP Apps tool's), the place its view opens in follows the card, outside it, so
-    the card's live finish leaves it be."""
+    """Send a request through the owner and render its call card (see ``call_card_html``)."""
+    user = await signed_in_user(request)
     try:
-        # A quick answer comes back in this response; a slow one shows its running card at once
-        # and finishes over the live socket.
-        user = await signed_in_user(request)
-        command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False, user_id=user.pk)
-        answer = await client.request(session, command)
+        return HttpResponse(await call_card_html(session, user.pk, method, params, timeout, view))
     except client.CommandFailed as exc:
         return error_response(str(exc), 409)
+
+
+async def call_card_html(
+    session: McpSession,
+    user_id: int,
+    method: str,
+    params: dict[str, Any] | None,
+    timeout: float | None = None,
+    view: dict[str, Any] | None = None,
+) -> str:
+    """Send a request for the person through the owner; its call card (finished, or running with
+    progress). With ``view`` (an MCP Apps tool's), the place its view opens in follows the card,
+    outside it, so the card's live finish leaves it be. Raises ``client.CommandFailed``."""
+    # A quick answer comes back here; a slow one shows its running card at once and finishes over
+    # the live socket.
+    command = m.Request(method, params, timeout=timeout, wait=0.5, stored=False, user_id=user_id)
+    answer = await client.request(session, command)
     outcome = answer.outcome if isinstance(answer, m.Done) else None
     rpc_id = answer.rpc_id if isinstance(answer, m.Started) else answer.outcome["rpc_id"]
     sent = {"method": method, "params": params or {}}
 
-    def card() -> HttpResponse:  # one trip to the thread for both
+    def card() -> str:  # one trip to the thread for both
         context = call_context(session, rpc_id, outcome=outcome, sent=sent)
         if outcome is None:
             context["running"] = True
-        html = render_to_string("sessions/_call.html", context, request)
+        html = render_to_string("sessions/_call.html", context)
         if view is not None:
-            html += render_to_string("sessions/apps/_mount.html", {**view, "rpc_id": rpc_id}, request)
-        return HttpResponse(html)
+            html += render_to_string("sessions/apps/_mount.html", {**view, "rpc_id": rpc_id})
+        return html
 
     if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
         return card()
-    return await sync_to_async(card)()
+    # A live socket's call comes here too: its connection is checked and closed as a consumer's are.
+    return await database_sync_to_async(card)()
+
+
+def socket_form(message: dict[str, Any]) -> QueryDict:
+    """A form the live socket sent (htmx's ws-send: a JSON object, a list for a repeated name) as a
+    POST's ``QueryDict``, so the view's own parsing reads it."""
+    data = QueryDict(mutable=True)
+    for name, value in message.items():
+        if name == "HEADERS":
+            continue
+        values = value if isinstance(value, list) else [value]
+        data.setlist(name, ["" if v is None else str(v) for v in values])
+    return data
+
+
+def placed(target: str, html: str) -> str:
+    """``html`` for the live socket to put at the top of ``target`` (out of band, as a form's answer)."""
+    return f'<div hx-swap-oob="afterbegin:{target}">{html}</div>'
+
+
+async def socket_call(user_id: int, public_id: Any, send: Callable[[McpSession], Awaitable[str]]) -> str:
+    """What a form sent over the session page's live socket asks, for an operator of its team: ``send``
+    with the session (its call card, say) on top of the Requests list, or why not (what the views'
+    400, 404, 403 and 409 say)."""
+    try:
+        session = await database_sync_to_async(session_for)(user_id, public_id, Role.OPERATOR)
+        html = await send(session)
+    except (BadRequest, Http404, PermissionDenied, client.CommandFailed) as exc:
+        html = refusal(str(exc))
+    return placed("#call-list", html)
+
+
+def refusal(message: str) -> str:
+    """Why a form sent over the live socket was not sent on (``error_response``'s fragment)."""
+    return render_to_string("sessions/_error.html", {"message": message})
 
 
 async def ask(

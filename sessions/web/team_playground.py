@@ -11,7 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import transaction
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -29,6 +29,7 @@ from sessions.web.playground import (
     RECENT_CHATS,
     add_message,
     decide_call,
+    keep_view_context,
     log_context,
     settings_of,
     waiting_reviews,
@@ -43,6 +44,7 @@ __all__ = [
     "send",
     "step",
     "streaming",
+    "view_context",
 ]
 
 MAX_SESSIONS = 10  # sessions one chat may offer the tools of
@@ -202,3 +204,9 @@ def decide(request: AuthedRequest, chat_id: int, call_id: int, decision: str) ->
     with transaction.atomic():
         decide_call(chat, call_id, decision, request.user)
     return render(request, "sessions/playground/_log.html", log_context(None, chat, True))
+
+
+@require_POST
+def view_context(request: AuthedRequest, chat_id: int, call_id: int) -> JsonResponse:
+    """What the view of one of the chat's tool calls asks to give the model (``ui/update-model-context``)."""
+    return keep_view_context(request, _chat(person_scope(request, Role.OPERATOR), chat_id), call_id)

@@ -6,19 +6,33 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import Http404, HttpResponse
+from channels.db import database_sync_to_async
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from sessions.engine import task_augmentable, tool_view_uri, tool_visibility
 from sessions.models import McpSession, TimelineFrame
+from sessions.runtime import client
 from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
 from sessions.web.apps import mount_context
 from sessions.web.http import AuthedRequest, signed_in_user
 from sessions.web.schema_forms import build_form, default_arguments, parse_submission
-from sessions.web.shortcuts import ask, owned_session, parse_json, render_call, render_panel, session_for
+from sessions.web.shortcuts import (
+    ask,
+    call_card_html,
+    owned_session,
+    parse_json,
+    placed,
+    refusal,
+    render_call,
+    render_panel,
+    session_for,
+    socket_form,
+)
 
 HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -171,24 +185,18 @@ async def tool_form(request: AuthedRequest, public_id: Any) -> HttpResponse:
     return await sync_to_async(render)(request, "sessions/tools/_form.html", context)
 
 
-def _session_and_tool(
-    request: AuthedRequest, user: Any, public_id: Any
-) -> tuple[McpSession, dict[str, Any] | None]:
+def _session_and_tool(user_id: int, public_id: Any, name: str) -> tuple[McpSession, dict[str, Any] | None]:
     """The session (for an operator) and the tool the call form names, in one trip to a thread."""
-    session = session_for(user.pk, public_id, Role.OPERATOR)
-    return session, find_tool(session, request.POST.get("name", ""))
+    session = session_for(user_id, public_id, Role.OPERATOR)
+    return session, find_tool(session, name)
 
 
-@require_POST
-async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
-    """Call a tool with the form's arguments (or the raw JSON ones) and render the call card."""
-    name = request.POST.get("name", "")
-    user = await signed_in_user(request)
-    session, tool = await sync_to_async(_session_and_tool)(request, user, public_id)
-    if tool is None:
-        raise Http404("No such tool in the newest listing")
-    mode = request.POST.get("mode", "form")
-    raw = request.POST.get("raw", "")
+def _submission(
+    session: McpSession, tool: dict[str, Any], data: QueryDict
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """A call form's submission: the call's params; or None, and the form's context with its errors."""
+    mode = data.get("mode", "form")
+    raw = data.get("raw", "")
     errors: dict[str, str] = {}
     if mode == "raw" and raw.strip():
         try:
@@ -200,24 +208,55 @@ async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
                 errors["raw"] = "the arguments must be a JSON object"
     else:
         mode = "form"
-        schema = _dict(tool.get("inputSchema"))
-        arguments, errors = parse_submission(schema, request.POST)
-    task = _task_param(request.POST, errors)
+        arguments, errors = parse_submission(_dict(tool.get("inputSchema")), data)
+    task = _task_param(data, errors)
     if errors:
-        context = await sync_to_async(_form_context)(
-            session,
-            tool,
-            data=request.POST if mode == "form" else None,
-            errors=errors,
-            raw=raw or None,
-            mode=mode,
+        context = _form_context(
+            session, tool, data=data if mode == "form" else None, errors=errors, raw=raw or None, mode=mode
         )
-        context["in_apps"] = request.POST.get("in") == "apps"
-        response = HttpResponse(render_to_string("sessions/tools/_form.html", context, request), status=422)
+        context["in_apps"] = data.get("in") == "apps"
+        return None, context
+    params: dict[str, Any] = {"name": data.get("name", ""), "arguments": arguments}
+    if task is not None:
+        params["task"] = task
+    return params, {}
+
+
+@require_POST
+async def call_tool(request: AuthedRequest, public_id: Any) -> HttpResponse:
+    """Call a tool with the form's arguments (or the raw JSON ones) and render the call card."""
+    user = await signed_in_user(request)
+    session, tool = await sync_to_async(_session_and_tool)(user.pk, public_id, request.POST.get("name", ""))
+    if tool is None:
+        raise Http404("No such tool in the newest listing")
+    params, form = _submission(session, tool, request.POST)
+    if params is None:
+        response = HttpResponse(render_to_string("sessions/tools/_form.html", form, request), status=422)
         response["HX-Retarget"] = "#tool-form"
         response["HX-Reswap"] = "outerHTML"
         return response
-    params: dict[str, Any] = {"name": name, "arguments": arguments}
-    if task is not None:
-        params["task"] = task
     return await render_call(request, session, "tools/call", params, view=mount_context(session, tool))
+
+
+async def call_from_socket(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
+    """A tool call the session page's form sent over its live socket, as out-of-band fragments: the
+    card on top of the Requests list (or the Apps tab's stage), the form again with its errors, or
+    why there is no call. The same checks as ``call_tool``: an operator, a tool of the newest listing.
+    """
+    data = socket_form(message)
+    place = "#app-stage" if data.get("in") == "apps" else "#call-list"
+    try:
+        lookup = database_sync_to_async(_session_and_tool)  # a consumer's: its connection checked, closed
+        session, tool = await lookup(user_id, public_id, data.get("name", ""))
+        if tool is None:
+            raise Http404("No such tool in the newest listing")
+    except (Http404, PermissionDenied) as exc:
+        return placed(place, refusal(str(exc)))
+    params, form = _submission(session, tool, data)
+    if params is None:
+        return render_to_string("sessions/tools/_form.html", {**form, "oob": True})
+    try:
+        html = await call_card_html(session, user_id, "tools/call", params, view=mount_context(session, tool))
+    except client.CommandFailed as exc:
+        html = refusal(str(exc))
+    return placed(place, html)

@@ -113,6 +113,11 @@ session_urls = [
     path("playground/<int:chat_id>/export.html", item_shares.chat_export_html, name="item_chat_export_html"),
     path("playground/<int:chat_id>/shares", item_shares.chat_shares, name="item_chat_shares"),
     path(
+        "playground/<int:chat_id>/calls/<int:call_id>/context",
+        playground.view_context,
+        name="playground_view_context",
+    ),
+    path(
         "playground/<int:chat_id>/calls/<int:call_id>/<str:decision>",
         playground.decide,
         name="playground_decide",
@@ -173,6 +178,11 @@ urlpatterns = [
     path("playground/<int:chat_id>/send", team_playground.send, name="team_chat_send"),
     path("playground/<int:chat_id>/step", team_playground.step, name="team_chat_step"),
     path("playground/<int:chat_id>/stream", team_playground.streaming, name="team_chat_stream"),
+    path(
+        "playground/<int:chat_id>/calls/<int:call_id>/context",
+        team_playground.view_context,
+        name="team_chat_view_context",
+    ),
     path(
         "playground/<int:chat_id>/calls/<int:call_id>/<str:decision>",
         team_playground.decide,

@@ -44,8 +44,48 @@
         old.remove();
       });
       item.dataset.kind = "context";
+      var holder = this.section.closest("[data-context-url]");
+      if (holder) {
+        var note = document.createElement("p");
+        note.className = "muted app-context-state";
+        note.textContent = "giving it to the chat's model…";
+        item.append(note);
+        var context = {};
+        ["content", "structuredContent"].forEach(function (key) {
+          if (params && params[key] !== undefined) {
+            context[key] = params[key];
+          }
+        });
+        this.giveContext(holder.dataset.contextUrl, context, note);
+      }
     }
     list.append(item);
+  };
+
+  // In a chat the context goes to the model on its next turns, each replacing the last: one request
+  // at a time, and of the contexts that came meanwhile only the newest follows it.
+  Host.prototype.giveContext = function (url, context, note) {
+    var host = this;
+    if (this.contextSending) {
+      this.contextNext = { url: url, context: context, note: note };
+      return;
+    }
+    this.contextSending = true;
+    window.InspectorApps.post(url, context, true)
+      .then(function () {
+        note.textContent = "given to the chat's model on its next turn";
+      })
+      .catch(function (error) {
+        note.textContent = "not given to the model: " + error.message;
+      })
+      .then(function () {
+        host.contextSending = false;
+        var next = host.contextNext;
+        host.contextNext = null;
+        if (next) {
+          host.giveContext(next.url, next.context, next.note);
+        }
+      });
   };
 
   // What a view's _meta.ui.permissions may ask for, and the iframe's permission policy for each.

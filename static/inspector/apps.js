@@ -18,6 +18,8 @@
   var FLUSH_MS = 500;
   var OUTBOX_LIMIT = 1000;
   var MESSAGE_CHARS = 65536;
+  // Half of what a browser lets requests that outlive their page carry (64 KiB, all of them together).
+  var KEEPALIVE_BYTES = 32768;
   // A view flooding the page: past this many messages a second, the log shows a count, not each.
   var SHOWN_PER_SECOND = 100;
   // Past this many a second, a view's messages are ignored (counted, and said on the timeline): a
@@ -44,8 +46,11 @@
     return window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
   }
 
-  function post(url, body, json) {
+  // ``outlive``: a JSON body that fits the browser's budget goes in a request that is finished even
+  // if the page goes away meanwhile (keepalive; an ordinary one is cancelled with the page).
+  function post(url, body, json, outlive) {
     var headers = { "X-CSRFToken": csrfToken() };
+    var text = json ? JSON.stringify(body) : body;
     if (json) {
       headers["Content-Type"] = "application/json";
     }
@@ -53,7 +58,8 @@
       method: "POST",
       headers: headers,
       credentials: "same-origin",
-      body: json ? JSON.stringify(body) : body,
+      keepalive: !!(outlive && json && bytes(text) <= KEEPALIVE_BYTES),
+      body: text,
     }).then(function (response) {
       return response.json().then(function (data) {
         if (!response.ok) {
@@ -62,6 +68,10 @@
         return data;
       });
     });
+  }
+
+  function bytes(text) {
+    return new Blob([text]).size;
   }
 
   function short(value) {
@@ -158,7 +168,7 @@
       var dropped = host.dropped;
       host.dropped = 0;
       var body = { view: host.section.dataset.uri, messages: batch, dropped: dropped };
-      return post(host.section.dataset.messagesUrl, body, true)
+      return post(host.section.dataset.messagesUrl, body, true, true)
         .catch(function (error) {
           host.say("the timeline did not take the view's messages: " + error.message);
         })
@@ -166,6 +176,31 @@
     }
     this.flushing = (this.flushing || Promise.resolve()).then(send);
     return this.flushing;
+  };
+
+  // The page is going away: what waits goes now, without waiting for a batch in flight, in a request
+  // the browser finishes after the page is gone (an ordinary one is cancelled with it). Such requests
+  // share a small budget, so what does not fit goes as a count: the timeline marks it missing.
+  Host.prototype.flushNow = function () {
+    if (this.readonly || (!this.outbox.length && !this.dropped)) {
+      return;
+    }
+    var waiting = this.outbox.splice(0);
+    var dropped = this.dropped;
+    this.dropped = 0;
+    var body = { view: this.section.dataset.uri, messages: [], dropped: 0 };
+    var size = bytes(JSON.stringify(body)) + 16;
+    for (var i = 0; i < waiting.length; i += 1) {
+      var more = bytes(JSON.stringify(waiting[i])) + 1;
+      if (size + more > KEEPALIVE_BYTES) {
+        dropped += waiting.length - i;
+        break;
+      }
+      body.messages.push(waiting[i]);
+      size += more;
+    }
+    body.dropped = dropped;
+    post(this.section.dataset.messagesUrl, body, true, true).catch(function () {});
   };
 
   Host.prototype.log = function (direction, message, note) {
@@ -674,7 +709,7 @@
   }
 
   // What the person sees beyond the frame (apps-ui.js) is added to the host from there.
-  window.InspectorApps = { Host: Host };
+  window.InspectorApps = { Host: Host, post: post };
 
   document.addEventListener("htmx:load", function (event) {
     tabsAgain(event.target);
@@ -693,6 +728,7 @@
   window.addEventListener("pagehide", function () {
     hosts.slice().forEach(function (host) {
       host.close(false);
+      host.flushNow();
     });
   });
   // The theme switch: the views hear of it as a host context change.

@@ -46,6 +46,26 @@
     askAbout(runningIds(document));
   });
 
+  // A tool's call form goes over the live socket while it is open (ws-send), with no request of its
+  // own to make, and is posted while it is not: htmx runs only the first of an element's handlers for
+  // an event, ws-send's, so its hx-post is issued from here.
+  var socketOpen = false;
+  document.addEventListener("htmx:wsOpen", function () { socketOpen = true; });
+  document.addEventListener("htmx:wsClose", function () { socketOpen = false; });
+  document.addEventListener("htmx:wsConfigSend", function (event) {
+    var form = event.target;
+    if (socketOpen || !form.hasAttribute("hx-post")) {
+      return;
+    }
+    event.preventDefault();
+    if (event.detail.triggeringEvent) {
+      event.detail.triggeringEvent.preventDefault(); // no native submission either
+    }
+    htmx.ajax("POST", form.getAttribute("hx-post"), {
+      source: form, target: form.getAttribute("hx-target"), swap: form.getAttribute("hx-swap"),
+    });
+  });
+
   document.addEventListener("htmx:afterSettle", function () {
     tellPanel(false);
   });
@@ -340,6 +360,24 @@
       }, REFRESH_MS);
     }
   }, true);
+
+  // A list redrawn between a press on one of its links and the release would lose the click (the
+  // release lands on a new element): a refresh that arrives while it is pressed is not swapped in.
+  var pressed = null;
+  document.addEventListener("pointerdown", function (event) {
+    pressed = event.target.closest ? event.target.closest(".switcher-list") : null;
+  }, true);
+  document.addEventListener("pointerup", function () {
+    pressed = null;
+  }, true);
+  document.addEventListener("pointercancel", function () {
+    pressed = null;
+  }, true);
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (pressed !== null && event.detail.target === pressed) {
+      event.detail.shouldSwap = false;
+    }
+  });
 
   document.addEventListener("keydown", function (event) {
     var menu = event.target.closest && event.target.closest("details.switcher[open]");

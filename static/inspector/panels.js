@@ -1,9 +1,9 @@
 // The list panels' first open: the Tools, Resources and Prompts panels render a form that sends their
 // list as it loads (htmx, hx-trigger="load"); this keeps the person's "List on open" switch, refuses
-// that request before it is sent when the switch is off or the page already sent it, and drops its
-// answer when the person has moved to another tab meanwhile. And a session page rendered while the
-// server was still connecting moves to Tools once the server turns out to have tools, unless the
-// person has picked a tab.
+// that request before it is sent when the switch is off or the page already sent it. Answers that redraw
+// the panel go in in the order they were asked for. And a session page rendered while the server was
+// still connecting moves to Tools once the server turns out to have tools, unless the person has picked
+// a tab.
 (function () {
   "use strict";
   var KEY = "inspector.listOnOpen";
@@ -66,19 +66,31 @@
     asked[url] = true;
   });
 
-  // A list replaces its own panel only. The panel was redrawn while the list was on the way: the list
-  // goes in only if the same panel, still unlisted, is shown; another tab, or a listing already there,
-  // stays.
+  // Answers that redraw the panel go in in the order they were asked for: one that comes after the
+  // answer to a later request (a tab opened, a list asked again, a subscription) is older than what is
+  // shown, and stays out.
+  var panelAsked = 0;
+  var panelShown = 0;
+
+  function drawsPanel(target) {
+    return target && (target.id === "panel" || (target.parentElement && target.parentElement.id === "panel"));
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (drawsPanel(event.detail.target) && event.detail.xhr) {
+      event.detail.xhr.panelAsked = ++panelAsked;
+    }
+  });
+
   document.addEventListener("htmx:beforeSwap", function (event) {
-    var form = event.detail.elt;
-    if (!form.matches || !form.matches("form[data-list-on-open]") || document.body.contains(form)) {
+    var order = event.detail.xhr ? event.detail.xhr.panelAsked : undefined;
+    if (!drawsPanel(event.detail.target) || order === undefined || !event.detail.shouldSwap) {
       return;
     }
-    var shown = document.querySelector("#panel form[data-list-on-open]");
-    if (shown && shown.getAttribute("hx-post") === form.getAttribute("hx-post")) {
-      event.detail.target = shown.closest("#panel > *");
-    } else {
+    if (order < panelShown) {
       event.detail.shouldSwap = false;
+    } else {
+      panelShown = order;
     }
   });
 

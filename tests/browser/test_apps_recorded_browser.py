@@ -220,3 +220,17 @@ def test_a_view_goes_fullscreen_and_back_and_opens_again_after_a_reload_live_or_
     inside.get_by_role("button", name="Refresh").click()
     expect(inside.locator("#refreshed")).to_contain_text("error: the session is closed: the view, drawn from")
     assert_clean(home)
+
+
+def test_what_a_view_said_just_before_the_page_was_reloaded_is_on_the_timeline(home: Any) -> None:
+    view = _call_with_view(home, "Oslo")
+    rows = home.locator("#timeline-rows > .frame")
+    # The view's first messages were sent as a batch: nothing waits to be sent now.
+    expect(rows.filter(has_text="app ⇠ ui/notifications/size-changed").first).to_be_visible(timeout=LONG)
+    inside = view.frame_locator("iframe.app-frame")
+    inside.get_by_role("button", name="Go fullscreen").click()
+    expect(inside.locator("#log")).to_contain_text("display mode fullscreen")
+    # Well within the half second the page gathers a view's messages for: they go as the page does.
+    home.reload()
+    expect(rows.filter(has_text="app ⇠ ui/request-display-mode")).to_have_count(1)
+    expect(rows.filter(has_text="app ⇢ ui/resource-teardown")).to_have_count(1)

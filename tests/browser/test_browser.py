@@ -107,6 +107,37 @@ def test_listing_and_calling_tools_shows_text_numbers_and_images(home: Any, ever
     assert_clean(home)
 
 
+def test_a_tool_call_goes_over_the_live_socket_and_is_posted_while_the_socket_is_down(
+    home: Any, everything_stdio: dict
+) -> None:
+    posted: list[str] = []
+    sent: list[str] = []
+    home.on(
+        "request", lambda r: posted.append(r.url) if r.method == "POST" and "/tools/call" in r.url else None
+    )
+    home.on("websocket", lambda socket: socket.on("framesent", lambda payload: sent.append(str(payload))))
+    connect(home, stdio=everything_stdio)
+    list_tools(home, until=("echo",))
+    echo = open_tool(home, "echo")
+    echo.get_by_label("message").fill("over the socket")
+    echo.get_by_role("button", name="Call echo").click()
+    expect(call_card(home, "tools/call", "echo").first).to_contain_text("Echo: over the socket")
+    assert posted == [] and [s for s in sent if '"action":"call"' in s and "over the socket" in s]
+    call_tool_raw(home, "echo", "[1")  # the form comes back over the socket with what to fix
+    expect(home.locator("#tool-raw-error")).to_contain_text("not valid JSON")
+    assert posted == []
+
+    # The same page with its live socket refused (a proxy that drops WebSockets): the form posts.
+    home.route_web_socket(re.compile(r"/ws/sessions/"), lambda socket: socket.close())
+    home.reload()
+    echo = open_tool(home, "echo")
+    echo.get_by_label("message").fill("posted instead")
+    echo.get_by_role("button", name="Call echo").click()
+    expect(call_card(home, "tools/call", "echo").first).to_contain_text("Echo: posted instead")
+    assert len(posted) == 1 and not [s for s in sent if "posted instead" in s]
+    assert_clean(home)
+
+
 def _progress_value(card: Any) -> float:
     value = card.get_by_role("progressbar").get_attribute("value")
     return float(value) if value is not None else 0.0
@@ -187,6 +218,31 @@ def test_sampling_and_elicitation_wait_for_a_person_and_return_what_they_sent(
     assert_clean(home)
 
 
+def test_a_tool_enabled_sampling_request_is_answered_with_a_tool_use_and_then_with_words(home: Any) -> None:
+    """2025-11-25: the card offers the request's tools; a person picks one and its input, the server
+    runs it and asks again with the tool's result in the messages, and the words answer the call."""
+    connect(home, stdio={"command": sys.executable, "args": [str(SERVERS / "sampling_tools.py")]})
+    form = open_tool(home, "forecast")
+    form.get_by_label("city").fill("Oslo")
+    form.get_by_role("button", name="Call forecast").click()
+    review = _reviews(home).filter(has_text="a reply from your model")
+    expect(review).to_have_count(1, timeout=SHORT)
+    expect(review.locator(".sampling-tools")).to_contain_text("The weather in a city.")
+    review.get_by_label("Use a tool").select_option("get_weather")
+    review.get_by_label("Its input (JSON object)").fill('{"city": "Oslo"}')
+    review.get_by_role("button", name="Approve and send").click()
+
+    again = _reviews(home).filter(has_text="sunny in Oslo")
+    expect(again).to_have_count(1, timeout=SHORT)
+    expect(again.locator(".tool-use-block")).to_contain_text("get_weather")
+    again.get_by_label("Reply (sent as the assistant's text)").fill("Sunny: take sunglasses")
+    again.get_by_role("button", name="Approve and send").click()
+    card = call_card(home, "tools/call", "forecast").first
+    expect(card.get_by_role("status")).to_have_text("done", timeout=SHORT)
+    expect(card).to_contain_text("human: Sunny: take sunglasses")
+    assert_clean(home)
+
+
 def test_roots_list_waits_for_review_and_the_edited_roots_reach_the_server(
     home: Any, everything_stdio: dict
 ) -> None:
@@ -212,13 +268,20 @@ def test_roots_list_waits_for_review_and_the_edited_roots_reach_the_server(
     assert_clean(home)
 
 
-def test_a_subscribed_resource_shows_the_servers_update_live(home: Any, everything_stdio: dict) -> None:
+def _listed_resource(home: Any, everything_stdio: dict) -> tuple[Any, str]:
+    """Connect, list the resources; the first one's Subscribe button and its URI."""
     connect(home, stdio=everything_stdio)
     open_tab(home, "Resources")
     home.get_by_role("button", name="List resources").click()
     subscribe = home.get_by_role("button", name=re.compile(r"^Subscribe to ")).first
     expect(subscribe).to_be_visible()
-    uri = (subscribe.get_attribute("aria-label") or "").removeprefix("Subscribe to ")
+    # The panel's own first listing may have drawn it while the click's was still on its way.
+    expect(home.locator("#panel.htmx-request, #panel .htmx-request")).to_have_count(0)
+    return subscribe, (subscribe.get_attribute("aria-label") or "").removeprefix("Subscribe to ")
+
+
+def test_a_subscribed_resource_shows_the_servers_update_live(home: Any, everything_stdio: dict) -> None:
+    subscribe, uri = _listed_resource(home, everything_stdio)
     subscribe.click()
     expect(home.get_by_role("button", name=f"Unsubscribe from {uri}").first).to_be_visible()
     subscriptions = home.locator(
@@ -233,6 +296,38 @@ def test_a_subscribed_resource_shows_the_servers_update_live(home: Any, everythi
     expect(toggle.get_by_role("status")).to_have_text("done")
     expect(marker).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\d$"), timeout=15_000)
     expect(timeline_rows(home, "notifications/resources/updated").first).to_be_attached()
+    assert_clean(home)
+
+
+def test_a_panel_answer_drawn_before_a_newer_drawing_of_the_panel_stays_out(
+    home: Any, everything_stdio: dict
+) -> None:
+    subscribe, uri = _listed_resource(home, everything_stdio)
+
+    # A listing drawn by the server now (no subscription yet) is held on its way back to the page.
+    held: list[Any] = []
+    home.route("**/list/resources", lambda route: held.append((route, route.fetch())))
+    home.get_by_role("button", name="List resources").click()
+
+    def fetched() -> bool:
+        home.evaluate("1")  # Playwright runs the route's handler while the page is asked something
+        return bool(held)
+
+    wait_until(fetched, SHORT / 1000, "the listing was not held")
+    # Meanwhile the person subscribes: the panel is drawn again, subscribed.
+    subscribe.click()
+    unsubscribe = home.get_by_role("button", name=f"Unsubscribe from {uri}").first
+    expect(unsubscribe).to_be_visible()
+    # The older listing arrives last: it does not put the panel back as it was before the subscription.
+    home.evaluate(
+        """() => { window.__panelAnswer = new Promise((resolve) => document.addEventListener(
+             'htmx:beforeSwap', (e) => { if (e.detail.target.id === 'panel') resolve(); })); }"""
+    )
+    route, response = held[0]
+    route.fulfill(response=response)
+    home.evaluate("() => window.__panelAnswer")
+    home.unroute("**/list/resources")
+    expect(unsubscribe).to_be_visible()
     assert_clean(home)
 
 

@@ -44,6 +44,7 @@ SCRIPT = {
             "tool_calls": [{"id": "call_view", "name": "show_weather", "arguments": {"city": "Oslo"}}],
         },
         {"match": "Oslo: 4", "text": "It is 4 °C in Oslo: the view shows it.", "chunk": 6},
+        {"match": "What should I wear in Oslo?", "text": "A warm coat, for 4 °C."},
         {
             "match": "Tell a story",
             "text": "Once upon a time a server answered every call.",
@@ -186,16 +187,24 @@ def test_a_tool_with_a_view_shows_it_in_the_chat_and_it_stays_as_the_chat_goes_o
     inside.get_by_role("button", name="Refresh").click()
     expect(inside.locator("#refreshed")).to_have_text("refreshed Oslo: 5 °C")
     expect(timeline_rows(home, "tools/call").filter(has_text="refresh_weather").first).to_be_visible()
-    # What the view asks to say to the model goes to the message box for the person to send.
-    inside.get_by_role("button", name="Tell the model").click()
-    view.get_by_role("region", name="What a model would receive").get_by_role(
-        "button", name="Put in the message box"
-    ).click()
-    expect(composer.get_by_label("Message")).to_have_value("What should I wear in Oslo?")
-    expect(composer.get_by_label("Message")).to_be_focused()
     # The model was offered the tools a model may call: not the one the view keeps for itself.
     _, log = scripted_llm
     asked = [json.loads(line) for line in log.read_text().splitlines()]
     offered = {t["function"]["name"] for t in asked[-1]["tools"]}
     assert "show_weather" in offered and "model_only_secret" in offered and "refresh_weather" not in offered
+    # What the view asks to say to the model goes to the message box for the person to send; the
+    # context it gives goes to the model with the next turn.
+    inside.get_by_role("button", name="Tell the model").click()
+    for_model = view.get_by_role("region", name="What a model would receive")
+    expect(for_model).to_contain_text("given to the chat's model on its next turn")
+    for_model.get_by_role("button", name="Put in the message box").click()
+    expect(composer.get_by_label("Message")).to_have_value("What should I wear in Oslo?")
+    expect(composer.get_by_label("Message")).to_be_focused()
+    composer.get_by_role("button", name="Send").click()
+    expect(home.locator("#chat-log .chat-assistant").last).to_contain_text("A warm coat")
+    asked = [json.loads(line) for line in log.read_text().splitlines()]
+    system = asked[-1]["messages"][0]
+    assert system["role"] == "system", asked[-1]["messages"]
+    context = 'Context from the view of the show_weather call call_view:\n{"city": "Oslo", "shown": true}'
+    assert context in system["content"]
     assert_clean(home)

@@ -1,8 +1,8 @@
 """One fast test per verdict rule code (docs/engine.md), each with the well-behaved variant beside it.
 
-The server is scripted in memory (``sessions.engine.testing.ScriptedTransport``); the HTTP transport
-rules drive the real transports against ``httpx.MockTransport``; ``unterminated-line`` feeds the
-stdio line reader from a ``StreamReader``. No process, no socket, no sleeping.
+The server is scripted in memory (``sessions.engine.testing.ScriptedTransport``). No process, no socket,
+no sleeping. The stateless revision's rules are in test_stateless_rules.py, the transports' in
+test_transport_rules.py.
 """
 
 from __future__ import annotations
@@ -10,81 +10,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
+from support.rules import (
+    LOG,
+    STATELESS,
+    call,
+    connected,
+    flagged,
+    notification,
+    options,
+    progress,
+    stateless,
+)
 
 from sessions.engine import (
-    SUBSCRIPTION_ID,
     ClientCapabilities,
     ClientOptions,
     ClientSession,
     Frame,
-    HttpTarget,
     McpError,
     PendingRequest,
     RequestTimeout,
-    SessionExpired,
-    TransportError,
 )
-from sessions.engine._legacy_sse import LegacySseTransport
-from sessions.engine._stdio import read_messages
-from sessions.engine._streamable import StreamableHttpTransport
 from sessions.engine.testing import (
     ManualClock,
     Recorder,
     ScriptedTransport,
-    Sent,
     discover_result,
     initialize_result,
-    mock_http,
 )
-
-STATELESS = "2026-07-28"
-SERVER_INFO_META = {"io.modelcontextprotocol/serverInfo": {"name": "scripted", "version": "1.0.0"}}
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-LOG = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "hi"}}
-
-
-def flagged(frame: Frame, code: str) -> list[str]:
-    """The severities of the verdicts with ``code`` on ``frame`` (one entry per verdict)."""
-    return [v.severity for v in frame.verdicts if v.code == code]
-
-
-def options(**fields: Any) -> ClientOptions:
-    """Options for a scripted session: no schema checks unless asked, and a clock that stands still."""
-    fields.setdefault("validate", False)
-    fields.setdefault("clock", ManualClock())
-    return ClientOptions(**fields)
-
-
-@contextlib.asynccontextmanager
-async def connected(
-    client: ClientOptions | None = None, **handshake: Any
-) -> AsyncIterator[tuple[ClientSession, ScriptedTransport]]:
-    """A ready session over a scripted server that answered the handshake with ``handshake`` fields."""
-    server = ScriptedTransport(handshake=handshake or True)
-    async with ClientSession(server, client or options()) as session:
-        yield session, server
-
-
-async def call(
-    session: ClientSession, server: ScriptedTransport, method: str, params: dict[str, Any] | None = None
-) -> Sent:
-    """Start a request and return what the server received."""
-    await session.start_request(method, params)
-    return await server.next_sent(method)
-
-
-def notification(method: str, **params: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def progress(token: Any, value: Any) -> dict[str, Any]:
-    return notification("notifications/progress", progressToken=token, progress=value)
-
 
 # --- the bytes are not a JSON-RPC 2.0 message ---------------------------------------------
 
@@ -408,429 +365,6 @@ async def test_a_method_the_revision_does_not_define_is_flagged_not_in_revision(
         defined = server.server_sends(LOG)
     assert flagged(invented, "not-in-revision") == ["warning"]
     assert flagged(defined, "not-in-revision") == []
-
-
-# --- the stateless revision (2026-07-28) -------------------------------------------------
-
-
-def stateless(**fields: Any) -> ClientOptions:
-    return options(protocol_version=STATELESS, **fields)
-
-
-async def test_a_stateless_result_without_result_type_is_flagged_result_type() -> None:
-    async with connected(stateless()) as (session, server):
-        assert session.mode == "stateless"
-        bare = server.answer(await call(session, server, "tools/list"), {"tools": []})
-        typed = server.answer(
-            await call(session, server, "tools/list"),
-            {"resultType": "complete", "tools": [], "_meta": SERVER_INFO_META},
-        )
-    assert flagged(bare, "result-type") == ["error"]
-    assert flagged(typed, "result-type") == []
-
-
-async def test_a_stateless_result_without_server_info_is_flagged_server_info() -> None:
-    async with connected(stateless()) as (session, server):
-        anonymous = server.answer(
-            await call(session, server, "tools/list"), {"resultType": "complete", "tools": []}
-        )
-        signed = server.answer(
-            await call(session, server, "tools/list"),
-            {"resultType": "complete", "tools": [], "_meta": SERVER_INFO_META},
-        )
-    assert flagged(anonymous, "server-info") == ["info"]
-    assert flagged(signed, "server-info") == []
-
-
-async def test_input_required_where_the_revision_forbids_it_is_flagged_input_required() -> None:
-    async with connected(stateless()) as (session, server):
-        wrong_method = server.answer(
-            await call(session, server, "tools/list"),
-            {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list"}}},
-        )
-        empty = server.answer(
-            await call(session, server, "tools/call", {"name": "t", "arguments": {}}),
-            {"resultType": "input_required"},
-        )
-        handle = await session.start_request("tools/call", {"name": "t", "arguments": {}})
-        asked = await server.next_sent("tools/call")
-        fine = server.answer(
-            asked, {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list"}}}
-        )
-        retry = await server.next_sent("tools/call")
-        server.answer(retry, {"resultType": "complete", "content": []})
-        assert await handle == {"resultType": "complete", "content": []}
-    assert flagged(wrong_method, "input-required") == ["error"]
-    assert flagged(empty, "input-required") == ["error"]
-    assert flagged(fine, "input-required") == []
-    assert retry.params["inputResponses"] == {"r": {"roots": []}}
-
-
-async def test_error_32020_is_flagged_header_mismatch() -> None:
-    async with connected() as (session, server):
-        mismatch = server.answer(
-            await call(session, server, "tools/list"), error={"code": -32020, "message": "Mcp-Method differs"}
-        )
-        other = server.answer(
-            await call(session, server, "tools/list"), error={"code": -32601, "message": "Method not found"}
-        )
-    assert flagged(mismatch, "header-mismatch") == ["warning"]
-    assert mismatch.note == "Header mismatch (-32020)"
-    assert flagged(other, "header-mismatch") == []
-
-
-async def test_a_stateless_error_over_http_without_status_400_is_flagged_error_status() -> None:
-    missing = {"code": -32021, "message": "Missing required client capability"}
-    async with connected() as (session, server):
-        wrong = server.answer(await call(session, server, "tools/list"), error=missing, http={"status": 500})
-        right = server.answer(await call(session, server, "tools/list"), error=missing, http={"status": 400})
-        stdio = server.answer(await call(session, server, "tools/list"), error=missing)
-    assert flagged(wrong, "error-status") == ["warning"]
-    assert flagged(right, "error-status") == []
-    assert flagged(stdio, "error-status") == []
-
-
-async def test_a_stateless_log_nobody_asked_for_is_flagged_unrequested_log() -> None:
-    async with connected(stateless()) as (session, server):
-        unasked = server.server_sends(LOG)
-        await session.set_logging_level("info")
-        asked = server.server_sends(LOG)
-    assert flagged(unasked, "unrequested-log") == ["warning"]
-    assert flagged(asked, "unrequested-log") == []
-
-
-async def test_a_tool_with_a_bad_x_mcp_header_annotation_is_flagged_x_mcp_header() -> None:
-    bad = {"type": "object", "properties": {"where": {"type": "object", "x-mcp-header": "Where"}}}
-    good = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
-    async with connected(stateless()) as (session, server):
-        listed = server.answer(
-            await call(session, server, "tools/list"),
-            {"resultType": "complete", "tools": [{"name": "bad", "inputSchema": bad}]},
-        )
-        fine = server.answer(
-            await call(session, server, "tools/list"),
-            {"resultType": "complete", "tools": [{"name": "good", "inputSchema": good}]},
-        )
-        headers = session.param_headers(
-            {"method": "tools/call", "params": {"name": "good", "arguments": {"region": "eu"}}}
-        )
-    assert flagged(listed, "x-mcp-header") == ["error"]
-    assert flagged(fine, "x-mcp-header") == []
-    assert headers == {"Mcp-Param-Region": "eu"}
-
-
-# --- subscriptions/listen (stateless) -----------------------------------------------------
-
-FEATURES: dict[str, Any] = {"capabilities": {"tools": {}, "prompts": {}}}
-
-
-def on_stream(method: str, stream: Any, **params: Any) -> dict[str, Any]:
-    """A listen-stream notification carrying the stream's subscription id (``None``: no ``_meta``)."""
-    if stream is not None:
-        params["_meta"] = {SUBSCRIPTION_ID: stream}
-    return notification(method, **params)
-
-
-@contextlib.asynccontextmanager
-async def listening(
-    honored: dict[str, Any] | None = None, **handshake: Any
-) -> AsyncIterator[tuple[ScriptedTransport, Sent, Callable[[dict[str, Any]], Frame]]]:
-    """A stateless session with a subscriptions/listen in flight; yields a way to acknowledge it."""
-    async with connected(stateless(), **(handshake or FEATURES)) as (session, server):
-        listen = asyncio.create_task(session.listen([]))
-        request = await server.next_sent("subscriptions/listen")
-
-        def acknowledge(notifications: dict[str, Any]) -> Frame:
-            return server.server_sends(on_stream(ACKNOWLEDGED, request.id, notifications=notifications))
-
-        try:
-            yield server, request, acknowledge
-        finally:
-            if not listen.done():
-                listen.cancel()
-            with contextlib.suppress(asyncio.CancelledError, McpError):
-                await listen
-
-
-async def test_a_list_change_off_any_listen_stream_is_flagged_outside_listen() -> None:
-    async with listening() as (server, request, acknowledge):
-        acknowledge(request.params["notifications"])
-        outside = server.server_sends(on_stream("notifications/tools/list_changed", None))
-        inside = server.server_sends(on_stream("notifications/tools/list_changed", request.id))
-    assert flagged(outside, "outside-listen") == ["error"]
-    assert inside.verdicts == [] and inside.note == f"on subscriptions/listen {request.id!r}"
-
-
-async def test_an_acknowledgement_without_a_subscription_id_is_flagged_subscription_id() -> None:
-    async with listening() as (server, request, acknowledge):
-        anonymous = server.server_sends(on_stream(ACKNOWLEDGED, None, notifications={}))
-        named = acknowledge(request.params["notifications"])
-    assert flagged(anonymous, "subscription-id") == ["error"]
-    assert flagged(named, "subscription-id") == []
-
-
-async def test_a_frame_naming_no_open_listen_is_flagged_unknown_subscription() -> None:
-    async with listening() as (server, request, acknowledge):
-        acknowledge(request.params["notifications"])
-        stray = server.server_sends(on_stream("notifications/tools/list_changed", 999))
-        known = server.server_sends(on_stream("notifications/tools/list_changed", request.id))
-    assert flagged(stray, "unknown-subscription") == ["error"]
-    assert flagged(known, "unknown-subscription") == []
-
-
-async def test_a_change_before_the_acknowledgement_is_flagged_before_acknowledged() -> None:
-    async with listening() as (server, request, acknowledge):
-        early = server.server_sends(on_stream("notifications/tools/list_changed", request.id))
-        acknowledge(request.params["notifications"])
-        later = server.server_sends(on_stream("notifications/tools/list_changed", request.id))
-    assert flagged(early, "before-acknowledged") == ["error"]
-    assert flagged(later, "before-acknowledged") == []
-
-
-async def test_a_change_the_stream_did_not_acknowledge_is_flagged_unrequested_notification() -> None:
-    async with listening() as (server, request, acknowledge):
-        assert request.params["notifications"] == {"toolsListChanged": True, "promptsListChanged": True}
-        ack = acknowledge({"toolsListChanged": True})  # prompts asked for, not honoured
-        prompts = server.server_sends(on_stream("notifications/prompts/list_changed", request.id))
-        tools = server.server_sends(on_stream("notifications/tools/list_changed", request.id))
-    assert ack.note is not None and "not honoured: promptsListChanged" in ack.note
-    assert flagged(prompts, "unrequested-notification") == ["error"]
-    assert flagged(tools, "unrequested-notification") == []
-
-
-async def test_an_acknowledgement_of_more_than_was_asked_is_flagged_ack_not_requested() -> None:
-    async with listening(capabilities={"tools": {}}) as (_, request, acknowledge):
-        generous = acknowledge({"toolsListChanged": True, "resourcesListChanged": True})
-    async with listening(capabilities={"tools": {}}) as (_, request, acknowledge):
-        exact = acknowledge({"toolsListChanged": True})
-    assert flagged(generous, "ack-not-requested") == ["error"]
-    assert flagged(exact, "ack-not-requested") == []
-
-
-async def test_a_second_acknowledgement_is_flagged_duplicate_ack() -> None:
-    async with listening() as (_, request, acknowledge):
-        first = acknowledge(request.params["notifications"])
-        second = acknowledge(request.params["notifications"])
-    assert flagged(first, "duplicate-ack") == []
-    assert flagged(second, "duplicate-ack") == ["error"]
-
-
-# --- the stdio transport -----------------------------------------------------------------
-
-
-async def test_stdout_that_ends_mid_line_is_flagged_unterminated_line() -> None:
-    session = ClientSession(ScriptedTransport(), options())
-    recorder = Recorder(session)
-    stdout = asyncio.StreamReader()
-    stdout.feed_data(json.dumps(LOG).encode() + b"\n" + json.dumps(LOG).encode())
-    stdout.feed_eof()
-    await read_messages(stdout, session)
-    terminated, cut = [f for f in recorder.frames if f.kind == "message"]
-    assert flagged(terminated, "unterminated-line") == []
-    assert flagged(cut, "unterminated-line") == ["warning"] and cut.message == LOG
-
-
-# --- the HTTP transports (real transports over httpx.MockTransport) -------------------------
-
-URL = "http://mcp.test/mcp"
-
-
-def well_behaved(request: httpx.Request) -> httpx.Response:
-    """A Streamable HTTP server that does everything right (and has no GET stream)."""
-    if request.method == "GET":
-        return httpx.Response(405)
-    if request.method == "DELETE":
-        return httpx.Response(204)
-    body = json.loads(request.content)
-    if "method" not in body or "id" not in body:
-        return httpx.Response(202)
-    if body["method"] == "initialize":
-        reply = {"jsonrpc": "2.0", "id": body["id"], "result": initialize_result()}
-        return httpx.Response(200, json=reply, headers={"Mcp-Session-Id": "session-1"})
-    return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": {}})
-
-
-def rpc_method(request: httpx.Request) -> str | None:
-    return json.loads(request.content).get("method") if request.method == "POST" else None
-
-
-class Stored(Recorder):
-    """A recorder that also keeps each frame as it was when published: what the runtime stores."""
-
-    def __init__(self, session: ClientSession) -> None:
-        super().__init__(session)
-        self.stored: dict[int, dict[str, Any]] = {}
-
-    def _add(self, event: Any) -> None:
-        if isinstance(event, Frame):
-            self.stored[event.seq] = event.to_dict()
-        super()._add(event)
-
-    def as_stored(self, frame: Frame) -> Frame:
-        """``frame``, after checking that nothing was added to it after it was published."""
-        assert self.stored[frame.seq] == frame.to_dict(), "changed after it was published (and stored)"
-        return frame
-
-
-def http_session(
-    handler: Callable[[httpx.Request], httpx.Response], *, get_stream: bool = False
-) -> tuple[ClientSession, Stored]:
-    target = HttpTarget(URL, transport="http", open_get_stream=get_stream)
-    transport = StreamableHttpTransport(target, client_factory=mock_http(handler))
-    session = ClientSession(transport, options())
-    return session, Stored(session)
-
-
-async def reply_head(recorder: Stored, what: Callable[[Frame], bool]) -> Frame:
-    """The HTTP response head to the first request frame ``what`` picks (a message or a GET), as the
-    runtime's recorder stores it: verdicts, notes and body must be there when it is published."""
-    out = await recorder.frame(lambda f: f.direction == "out" and what(f))
-    head = await recorder.frame(
-        lambda f: (
-            f.kind == "http" and f.direction == "in" and f.transport["http"].get("request_seq") == out.seq
-        )
-    )
-    return recorder.as_stored(head)
-
-
-def is_method(method: str) -> Callable[[Frame], bool]:
-    return lambda f: f.kind == "message" and f.method == method
-
-
-async def test_a_session_id_with_invisible_characters_is_flagged_session_id_chars() -> None:
-    def spacey(request: httpx.Request) -> httpx.Response:
-        response = well_behaved(request)
-        if rpc_method(request) == "initialize":
-            response.headers["Mcp-Session-Id"] = "session 1"
-        return response
-
-    session, recorder = http_session(spacey)
-    async with session:
-        bad = await reply_head(recorder, is_method("initialize"))
-    session, recorder = http_session(well_behaved)
-    async with session:
-        good = await reply_head(recorder, is_method("initialize"))
-    assert flagged(bad, "session-id-chars") == ["error"]
-    assert flagged(good, "session-id-chars") == []
-
-
-async def test_a_request_answered_202_is_flagged_accepted_request() -> None:
-    def accepting(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(202) if rpc_method(request) == "tools/list" else well_behaved(request)
-
-    session, recorder = http_session(accepting)
-    async with session:
-        await session.start_request("tools/list")
-        request_head = await reply_head(recorder, is_method("tools/list"))
-        notification_head = await reply_head(recorder, is_method("notifications/initialized"))
-    assert flagged(request_head, "accepted-request") == ["error"]
-    assert notification_head.transport["http"]["status"] == 202
-    assert flagged(notification_head, "accepted-request") == []
-
-
-async def test_a_reply_that_is_not_json_nor_sse_is_flagged_content_type() -> None:
-    def plain(request: httpx.Request) -> httpx.Response:
-        response = well_behaved(request)
-        if rpc_method(request) == "tools/list":
-            return httpx.Response(200, content=response.content, headers={"Content-Type": "text/plain"})
-        return response
-
-    session, recorder = http_session(plain)
-    async with session:
-        assert await session.request("tools/list") == {}  # the body is still read
-        wrong = await reply_head(recorder, is_method("tools/list"))
-        right = await reply_head(recorder, is_method("initialize"))
-    assert flagged(wrong, "content-type") == ["error"]
-    assert flagged(right, "content-type") == []
-
-
-async def test_a_notification_answered_other_than_202_is_flagged_expected_202() -> None:
-    def chatty(request: httpx.Request) -> httpx.Response:
-        if rpc_method(request) == "notifications/initialized":
-            return httpx.Response(200)
-        return well_behaved(request)
-
-    session, recorder = http_session(chatty)
-    async with session:
-        wrong = await reply_head(recorder, is_method("notifications/initialized"))
-    session, recorder = http_session(well_behaved)
-    async with session:
-        right = await reply_head(recorder, is_method("notifications/initialized"))
-    assert flagged(wrong, "expected-202") == ["warning"]
-    assert flagged(right, "expected-202") == []
-
-
-async def test_an_unknown_session_answered_400_is_flagged_expiry_status() -> None:
-    def forgetful(status: int) -> Callable[[httpx.Request], httpx.Response]:
-        def handler(request: httpx.Request) -> httpx.Response:
-            if rpc_method(request) == "tools/list":
-                return httpx.Response(status, content=b"unknown session")
-            return well_behaved(request)
-
-        return handler
-
-    heads = []
-    for status in (400, 404):
-        session, recorder = http_session(forgetful(status))
-        async with session:
-            with pytest.raises(SessionExpired):
-                await session.request("tools/list")
-            assert session.state == "expired"
-            heads.append(await reply_head(recorder, is_method("tools/list")))
-    assert flagged(heads[0], "expiry-status") == ["warning"]
-    assert flagged(heads[1], "expiry-status") == []
-
-
-async def test_a_get_that_opens_no_event_stream_is_flagged_get_stream() -> None:
-    def odd_get(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET":
-            return httpx.Response(200, content=b"hello", headers={"Content-Type": "text/plain"})
-        return well_behaved(request)
-
-    def is_get(frame: Frame) -> bool:
-        return frame.kind == "http" and frame.transport["http"].get("method") == "GET"
-
-    session, recorder = http_session(odd_get, get_stream=True)
-    async with session:
-        odd = await reply_head(recorder, is_get)
-    session, recorder = http_session(well_behaved, get_stream=True)
-    async with session:
-        refused = await reply_head(recorder, is_get)
-    assert flagged(odd, "get-stream") == ["warning"]
-    assert refused.verdicts == [] and refused.note == "the server offers no standalone stream"
-
-
-async def test_a_legacy_endpoint_on_another_origin_is_flagged_endpoint_origin_and_refused() -> None:
-    def legacy(endpoint: str) -> Callable[[httpx.Request], httpx.Response]:
-        def handler(request: httpx.Request) -> httpx.Response:
-            stream = f"event: endpoint\ndata: {endpoint}\n\n".encode()
-            return httpx.Response(200, content=stream, headers={"Content-Type": "text/event-stream"})
-
-        return handler
-
-    def endpoint_frame(recorder: Stored) -> Frame:
-        (frame,) = [f for f in recorder.frames if f.transport.get("http", {}).get("event") == "endpoint"]
-        return recorder.as_stored(frame)
-
-    target = HttpTarget(URL, transport="sse")
-    elsewhere = ClientSession(
-        LegacySseTransport(target, client_factory=mock_http(legacy("http://evil.test/m")))
-    )
-    recorder = Stored(elsewhere)
-    with pytest.raises(TransportError, match="another origin"):
-        await elsewhere.open()
-    await elsewhere.aclose()
-    refused = endpoint_frame(recorder)
-
-    here = LegacySseTransport(target, client_factory=mock_http(legacy("/messages?session=1")))
-    same_origin = ClientSession(here)
-    recorder = Stored(same_origin)
-    await same_origin.open()
-    await same_origin.aclose()
-    accepted = endpoint_frame(recorder)
-    assert flagged(refused, "endpoint-origin") == ["error"]
-    assert flagged(accepted, "endpoint-origin") == []
-    assert here.endpoint == "http://mcp.test/messages?session=1"
 
 
 # --- tools' output schemas ----------------------------------------------------------------

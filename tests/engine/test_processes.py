@@ -209,3 +209,44 @@ async def test_disconnect_leaves_no_server_process_and_the_session_records_its_s
     await asyncio.to_thread(wait_dead, pids)
     await session.arefresh_from_db()
     assert session.server_process == {}
+
+
+# An app that is killed the moment after it started its watchdog, before another line of its own ran.
+KILLED_AT_SPAWN = """
+import os, signal, subprocess, sys, time
+from sessions.engine import _processes
+
+spawn = os.posix_spawn
+
+def spawn_then_die(*args, **kwargs):
+    spawn(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+_processes.os.posix_spawn = spawn_then_die
+marker = _processes.new_marker()
+server = subprocess.Popen(
+    ["sleep", "600"], start_new_session=True, env={**os.environ, _processes.MARKER: marker}
+)
+print(server.pid, flush=True)
+while _processes.ServerProcess.of(server.pid, marker).started == 0:
+    time.sleep(0.01)
+_processes.watch(_processes.ServerProcess.of(server.pid, marker))
+"""
+
+
+def test_an_app_killed_just_after_starting_its_watchdog_has_told_it_of_the_server(
+    leftovers: list[int],
+) -> None:
+    root = str(REPO)
+    app = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_SPAWN],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=WAIT,
+    )
+    assert app.returncode == -signal.SIGKILL, app.stderr
+    server = int(app.stdout.split()[0])
+    leftovers.append(server)
+    wait_dead({"server": server})

@@ -183,6 +183,66 @@ def test_tool_enabled_sampling_is_taken_from_a_client_that_declared_sampling_too
     assert refusal is not None and refusal[0] == "undeclared-capability" and refusal[1].code == -32602
 
 
+def test_sampling_tools_is_declared_from_2025_11_25_when_switched_on_and_a_replay_reads_it_back() -> None:
+    from sessions.replay._drive import capabilities
+    from sessions.servers import build_options
+
+    on = ClientCapabilities(sampling_tools=True)
+    assert on.to_wire("2025-06-18")["sampling"] == {}
+    for version in ("2025-11-25", "2026-07-28"):
+        assert on.to_wire(version)["sampling"] == {"tools": {}}
+        assert ClientCapabilities().to_wire(version)["sampling"] == {}  # the CLI's, and the default
+        assert capabilities(on.to_wire(version), version).sampling_tools
+    # The web's sessions declare it unless the connect form's switch is off.
+    assert build_options({"capabilities": {}}).capabilities.to_wire("2025-11-25")["sampling"] == {"tools": {}}
+    off = build_options({"capabilities": {"sampling_tools": False}}).capabilities
+    assert off.to_wire("2025-11-25")["sampling"] == {}
+
+
+USE = {"type": "tool_use", "id": "u1", "name": "t", "input": {}}
+RESULT = {"type": "tool_result", "toolUseId": "u1", "content": []}
+TEXT = {"type": "text", "text": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        ([{"role": "user", "content": TEXT}], None),
+        ([{"role": "assistant", "content": [TEXT, USE]}, {"role": "user", "content": [RESULT]}], None),
+        ([{"role": "assistant", "content": USE}, {"role": "user", "content": RESULT}], None),
+        ([{"role": "assistant", "content": [USE]}], "messages[0]'s tool use 'u1' has no tool result"),
+        (
+            [
+                {"role": "assistant", "content": [USE]},
+                {"role": "user", "content": [{**RESULT, "toolUseId": "u2"}]},
+            ],
+            "messages[0]'s tool use 'u1' has no tool result",
+        ),
+        (
+            [{"role": "assistant", "content": [USE]}, {"role": "user", "content": [RESULT, TEXT]}],
+            "messages[1] mixes tool results with other content",
+        ),
+        ("not a list", None),
+    ],
+)
+def test_tool_uses_and_their_results_balance_in_a_sampling_request(
+    messages: Any, problem: str | None
+) -> None:
+    from sessions.engine._shapes import tool_results_problem
+
+    found = tool_results_problem(messages)
+    assert (found is None) if problem is None else (found is not None and found.startswith(problem))
+
+
+async def test_an_unbalanced_tool_enabled_sampling_request_is_flagged_and_still_put_to_a_person() -> None:
+    messages = [{"role": "assistant", "content": [USE]}, {"role": "user", "content": [TEXT]}]
+    params = {**SAMPLING, "messages": messages, "tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    async with connected(ClientCapabilities(sampling_tools=True)) as (session, server, recorder):
+        sampling = server.server_sends(request(3, "sampling/createMessage", params))
+        await recorder.pending("sampling/createMessage")
+    assert flagged(sampling, "sampling-tool-results") == ["error"]
+
+
 # --- icons ---------------------------------------------------------------------------------------------
 
 

@@ -40,6 +40,9 @@ def test_the_runtime_and_consumer_suite_passes_on_postgres_and_redis(tmp_path: P
         "tests/runtime/test_limits.py",
         "tests/runtime/test_storage_failures.py",  # the guard on the session row, on PostgreSQL
         "tests/runtime/test_resumed_worker.py",
+        # The page's forms over its live socket: the consumer's reads and the owner's answer.
+        "tests/web/test_tools_panel.py::test_a_call_form_sent_over_the_live_socket_is_answered_on_it",
+        "tests/web/test_tools_panel.py::test_a_viewer_cannot_call_a_tool_over_the_live_socket",
     ]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],

@@ -15,7 +15,8 @@ from sessions.playground.models import ChatEntry
 from sessions.playground.routing import combine, prefix_for, unique_prefixes
 from sessions.playground.sampling import sampling_request, sampling_result
 from sessions.playground.turns import next_work
-from sessions.providers import ModelConfig, Reply, tool_specs
+from sessions.providers import ModelConfig, Reply, _anthropic, _openai, tool_specs
+from sessions.web.llm import preferred
 
 Kind, Status = ChatEntry.Kind, ChatEntry.Status
 
@@ -112,6 +113,38 @@ def test_a_sampling_request_is_asked_of_the_model_as_its_messages_and_answered_a
     }
     cut = sampling_result(Reply("Fo", stop="max_tokens"), config)
     assert (cut["model"], cut["stopReason"]) == ("gpt-4", "maxTokens")
+    assert sampling_result(Reply("F", stop="stop_sequence"), config)["stopReason"] == "stopSequence"
+
+
+def test_a_sampling_requests_token_limit_and_stop_sequences_reach_either_api_within_the_models_own() -> None:
+    params = {"maxTokens": 100, "stopSequences": ["\n\n", "END", 7, ""], "messages": []}
+    request = sampling_request(params)
+    assert (request.max_tokens, request.stop) == (100, ("\n\n", "END"))
+    small = ModelConfig("gpt", "GPT", "openai", "http://x/v1", "gpt-4", max_tokens=64)
+    sent = _openai.body(small, request, stream=False)
+    assert (sent["max_tokens"], sent["stop"]) == (64, ["\n\n", "END"])
+    claude = ModelConfig("c", "C", "anthropic", "http://x/v1", "claude", max_tokens=4096)
+    sent = _anthropic.body(claude, request, stream=False)
+    assert (sent["max_tokens"], sent["stop_sequences"]) == (100, ["\n\n", "END"])
+    # No limit asked: each API as before (OpenAI's own default, the model's for Anthropic).
+    bare = sampling_request({"maxTokens": True, "messages": []})
+    assert "max_tokens" not in _openai.body(small, bare, stream=False)
+    assert _anthropic.body(claude, bare, stream=False)["max_tokens"] == 4096
+    answer = {"content": [{"type": "text", "text": "a"}], "stop_reason": "stop_sequence", "model": "c"}
+    assert _anthropic.parse_response(answer).stop == "stop_sequence"
+
+
+def test_a_review_card_offers_first_the_model_a_sampling_requests_hints_name() -> None:
+    offered = [
+        {"key": "default", "label": "gpt-4o-mini", "model": "gpt-4o-mini"},
+        {"key": "ours", "label": "Our Claude", "model": "claude-3-5-sonnet-20241022"},
+    ]
+    hinted = lambda *names: {"modelPreferences": {"hints": [{"name": n} for n in names]}}  # noqa: E731
+    assert preferred(hinted("claude-3-5-sonnet"), offered) == "ours"  # a hint is part of a model's id
+    assert preferred(hinted("gemini", "OUR CLAUDE"), offered) == "ours"  # the first that matches, any case
+    assert preferred(hinted("gemini"), offered) == "default"
+    assert preferred({"modelPreferences": {"hints": "claude"}}, offered) == "default"  # not a list: no hint
+    assert preferred({}, offered) == "default" and preferred({}, []) == ""
 
 
 def test_a_sampling_answer_after_a_call_leaves_the_next_turn_to_the_model() -> None:
@@ -131,3 +164,25 @@ def test_a_tool_an_app_keeps_for_its_views_is_not_offered_to_a_model() -> None:
         {"name": "odd", "_meta": {"ui": {"visibility": "app"}}},  # not a list: the default, both
     ]
     assert [t["name"] for t in for_model(tools)] == ["both", "model-only", "odd"]
+
+
+def test_each_views_last_context_goes_to_the_model_after_the_system_prompt_cut_when_long() -> None:
+    from sessions.playground.transcript import MAX_VIEW_CONTEXT, with_view_contexts
+
+    shown = ChatEntry(kind=Kind.TOOL, tool_name="show_weather", call_id="call_1")
+    shown.view_context = {
+        "content": [{"type": "text", "text": "Oslo is shown."}, {"type": "image", "data": "…"}],
+        "structuredContent": {"city": "Oslo", "shown": True},
+    }
+    big = ChatEntry(kind=Kind.TOOL, tool_name="show_map", call_id="call_2")
+    big.view_context = {"content": [{"type": "text", "text": "x" * (MAX_VIEW_CONTEXT + 10)}]}
+    quiet = ChatEntry(kind=Kind.TOOL, tool_name="echo", call_id="call_3")
+    system = with_view_contexts("Be brief.", [ChatEntry(kind=Kind.USER, text="hi"), shown, quiet, big])
+    first, second, third = system.split("\n\n")
+    assert first == "Be brief."
+    assert second == (
+        "Context from the view of the show_weather call call_1:\n"
+        'Oslo is shown.\n{"city": "Oslo", "shown": true}'
+    )
+    assert third.endswith(f"x [cut at {MAX_VIEW_CONTEXT} characters]") and len(third) < MAX_VIEW_CONTEXT + 100
+    assert with_view_contexts("", [quiet]) == "" and with_view_contexts("Be brief.", []) == "Be brief."

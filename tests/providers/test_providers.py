@@ -360,3 +360,19 @@ async def test_a_model_at_an_address_that_is_not_one_says_so() -> None:
         ProviderError, match="cannot reach Broken at http://\\[::1/v1/chat/completions: InvalidURL"
     ):
         await complete(broken, ChatRequest("", [], []))
+
+
+def test_a_sampling_request_that_requires_a_tool_use_makes_both_apis_require_a_call() -> None:
+    from sessions.playground.sampling import sampling_request
+
+    params: dict[str, Any] = {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Weather?"}}],
+        "maxTokens": 50,
+        "tools": [{"name": "get.weather", "inputSchema": {"type": "object"}}],
+    }
+    for mode, openai, anthropic in (("required", "required", {"type": "any"}), ("auto", None, None)):
+        request = sampling_request({**params, "toolChoice": {"mode": mode}})
+        assert [t.name for t in request.tools] == ["get_weather"]  # named as the APIs allow
+        assert _openai.body(OPENAI, request, stream=False).get("tool_choice") == openai
+        assert _anthropic.body(ANTHROPIC, request, stream=False).get("tool_choice") == anthropic
+    assert sampling_request({**params, "toolChoice": {"mode": "none"}}).tools == []

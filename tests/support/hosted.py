@@ -177,7 +177,13 @@ def engine_worker(env: dict[str, str], cwd: Path = REPO) -> Iterator[subprocess.
         yield worker
     finally:
         worker.terminate()
-        worker.wait(timeout=30)
+        try:
+            worker.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Killed and reaped here, so that the failure is this test's, not a later one's leak warning.
+            worker.kill()
+            worker.wait()
+            raise AssertionError("the engine worker did not stop within 30 s of SIGTERM") from None
 
 
 @contextlib.contextmanager

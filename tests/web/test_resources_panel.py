@@ -14,7 +14,9 @@ from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    receive_until,
     request,
+    session_communicator,
     start_session,
     stdio_config,
     wait_until,
@@ -355,6 +357,34 @@ async def test_prompts_list_get_with_arguments_and_complete_arguments(everything
             headers={"HX-Request": "true", "HX-Trigger": "prompt1-a1", "HX-Trigger-Name": "arg.name"},
         )
         assert re.findall(r'<option value="([^"]*)">', names.content.decode()) == ["David", "Eve", "Frank"]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompts_and_a_templates_form_sent_over_the_live_socket_are_answered_on_it(
+    everything_stdio: dict,
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, everything(everything_stdio))
+        socket = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+        assert (await socket.connect())[0]
+
+        async def send(action: str, **form: str) -> None:
+            await socket.send_to(text_data=json.dumps({"action": action, **form, "HEADERS": {}}))
+
+        try:
+            await send("prompt", ref="args-prompt", **{"arg.city": "<Paris>", "arg.state": ""})
+            seen = await receive_until(socket, "What&#x27;s weather in &lt;Paris&gt;?")
+            assert '<div hx-swap-oob="afterbegin:#call-list"><article id="call-' in seen
+            await send("template", ref=TEXT_TEMPLATE, **{"arg.resourceId": "3"})
+            await receive_until(socket, "Resource 3: This is a plaintext resource")
+            await send("template", ref="")
+            await receive_until(socket, "ref (the URI template) is required")
+            await send("prompt", ref="")
+            await receive_until(socket, "ref (the prompt&#x27;s name) is required")
+        finally:
+            await socket.disconnect()
 
 
 @pytest.mark.slow

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.teams.models import Team, TeamModel
 from sessions.web.elicitation_forms import fields_of, validate
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -109,6 +111,86 @@ async def test_a_sampling_card_shows_the_request_escaped_and_approving_it_comple
 
         late = await client.post(url(session, review, "sampling"), reply)
         assert late.status_code == 409 and "already answered" in late.content.decode()
+
+
+def sampling_tools(mode: str = "auto") -> dict[str, Any]:
+    return {"command": sys.executable, "args": [str(SERVERS / "sampling_tools.py"), mode]}
+
+
+async def test_a_tool_enabled_sampling_request_is_answered_with_a_tool_use_then_with_the_text() -> None:
+    """2025-11-25: the client declares sampling.tools; the card shows the tools offered and answers
+    with a tool use; the server runs the tool and asks again with its result, which the card shows."""
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, config(sampling_tools()))
+        assert session.client_capabilities["sampling"] == {"tools": {}}
+        client = await logged_in_client(alice)
+        call = call_tool(session, "forecast", {"city": "Oslo"})
+        review = await waiting_review(session, "sampling/createMessage")
+        page = await page_of(client, session)
+        assert "<code>get_weather</code>" in page and "The weather in a city." in page
+        assert '<option value="get_weather">get_weather</option>' in page and "Use a tool" in page
+
+        for wrong, why in (
+            ({"tool_name": "rm_rf"}, "&#x27;rm_rf&#x27; is not one of the tools the request offers."),
+            (
+                {"tool_name": "get_weather", "tool_input": "[1]"},
+                "The tool&#x27;s input must be a JSON object.",
+            ),
+            ({"tool_name": "get_weather", "tool_input": "{"}, "The tool&#x27;s input is not JSON"),
+        ):
+            answer = {"text": "", "model": "human", "stop_reason": "endTurn", **wrong}
+            refused = await client.post(url(session, review, "sampling"), answer)
+            assert refused.status_code == 422 and why in refused.content.decode()
+        use = {
+            "text": "Let me look.",
+            "model": "human",
+            "stop_reason": "endTurn",
+            "tool_name": "get_weather",
+            "tool_input": '{"city": "Oslo"}',
+        }
+        assert (await client.post(url(session, review, "sampling"), use)).status_code == 200
+        done = await resolved(review)
+        assert done.answer["stopReason"] == "toolUse" and done.answer["content"][0] == {
+            "type": "text",
+            "text": "Let me look.",
+        }
+        tool_use = done.answer["content"][1]
+        assert tool_use["type"] == "tool_use" and tool_use["name"] == "get_weather"
+        assert tool_use["input"] == {"city": "Oslo"} and tool_use["id"].startswith("toolu_")
+
+        again = await wait_until(
+            lambda: PendingReview.objects.filter(
+                session=session, method="sampling/createMessage", status="waiting"
+            ).first(),
+            what="the second sampling request",
+        )
+        page = await page_of(client, session)
+        assert "tool result" in page and "sunny in Oslo" in page and tool_use["id"] in page
+        text = {"text": "Sunny, take sunglasses.", "model": "human", "stop_reason": "endTurn"}
+        assert (await client.post(url(session, again, "sampling"), text)).status_code == 200
+        assert await tool_text(call) == "human: Sunny, take sunglasses."
+
+
+@pytest.mark.parametrize(
+    ("mode", "answer", "why"),
+    [
+        ("required", {}, "The request&#x27;s toolChoice is required"),
+        ("none", {"tool_name": "get_weather"}, "The request&#x27;s toolChoice is none"),
+    ],
+)
+async def test_the_card_holds_a_reply_to_the_requests_tool_choice(mode: str, answer: dict, why: str) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(alice, config(sampling_tools(mode)))
+        client = await logged_in_client(alice)
+        call = call_tool(session, "forecast", {"city": "Oslo"})
+        review = await waiting_review(session, "sampling/createMessage")
+        reply = {"text": "hm", "model": "human", "stop_reason": "endTurn", **answer}
+        refused = await client.post(url(session, review, "sampling"), reply)
+        assert refused.status_code == 422 and why in refused.content.decode()
+        await client.post(url(session, review, "reject"))
+        assert "rejected" in (await tool_text(call)).lower()
 
 
 async def test_a_task_augmented_sampling_request_is_answered_on_its_card_and_reaches_the_server_as_a_task(
@@ -516,71 +598,174 @@ def fake_llm(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield f"http://127.0.0.1:{port}/v1", log
 
 
+@contextlib.asynccontextmanager
+async def drafting(spec: dict, base: str, key: str = "test-key") -> AsyncIterator[tuple[McpSession, Any]]:
+    """Alice's live session on ``spec`` and her client, with the stand-in at ``base`` as the installation's
+    model (``fake-model``), called with ``key``."""
+    with override_settings(
+        INSPECTOR_LLM_URL=base, INSPECTOR_LLM_MODEL="fake-model", INSPECTOR_LLM_API_KEY=key
+    ):
+        async with live_runtime():
+            alice = await make_user()
+            session = await start_session(alice, config(spec))
+            yield session, await logged_in_client(alice)
+
+
 async def test_a_model_drafts_the_sampling_reply_and_the_person_approves_it(
     everything_stdio: dict, fake_llm: tuple[str, Path]
 ) -> None:
     base, log = fake_llm
-    with override_settings(
-        INSPECTOR_LLM_URL=base, INSPECTOR_LLM_MODEL="fake-model", INSPECTOR_LLM_API_KEY="test-key"
-    ):
-        async with live_runtime():
-            alice = await make_user()
-            session = await start_session(alice, config(everything_stdio))
-            client = await logged_in_client(alice)
-            call = call_tool(
-                session, "trigger-sampling-request", {"prompt": "Tea or coffee?", "maxTokens": 77}
-            )
+    async with drafting(everything_stdio, base) as (session, client):
+        call = call_tool(session, "trigger-sampling-request", {"prompt": "Tea or coffee?", "maxTokens": 77})
+        review = await waiting_review(session, "sampling/createMessage")
+        page = await page_of(client, session)
+        assert "Draft with fake-model" in page and "test-key" not in page
+
+        card = (await client.post(url(session, review, "draft"))).content.decode()
+        assert "Drafted by <strong>fake-model-1</strong>" in card
+        drafted = "Drafted: Resource trigger-sampling-request context: Tea or coffee?"
+        assert drafted in card and 'value="endTurn"' in card
+        sent = json.loads(log.read_text().splitlines()[-1])
+        assert sent["model"] == "fake-model" and sent["max_tokens"] == 77 and sent["temperature"] == 0.7
+        assert sent["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
+        assert sent["messages"][-1] == {"role": "user", "content": drafted.removeprefix("Drafted: ")}
+
+        draft_sha = re.search(r'name="draft_sha" value="([0-9a-f]{64})"', card)
+        assert draft_sha
+        answer = {
+            "text": drafted,
+            "model": "fake-model-1",
+            "stop_reason": "endTurn",
+            "drafted_by": "fake-model-1",
+            "draft_sha": draft_sha[1],
+        }
+        response = await client.post(url(session, review, "sampling"), answer)
+        assert response.status_code == 200
+        assert drafted in await tool_text(call)
+        await resolved(review)
+        frames = await frames_of(session, direction="out", rpc_kind="result", method="sampling/createMessage")
+        assert frames and frames[-1].note == "drafted by fake-model-1, approved by alice"
+
+
+async def test_the_card_drafts_with_the_teams_own_model_when_chosen_and_never_another_teams(
+    everything_stdio: dict, fake_llm: tuple[str, Path]
+) -> None:
+    base, log = fake_llm
+    async with drafting(everything_stdio, base) as (session, client):
+        await TeamModel.objects.acreate(
+            team_id=session.team_id,
+            name="ours",
+            label="Our team's model",
+            url=base,
+            model="team-x",
+            api_key="test-key",
+        )
+        other = await Team.objects.acreate(name="another team")
+        await TeamModel.objects.acreate(
+            team=other, name="theirs", url=base, model="their-x", api_key="test-key"
+        )
+        call = call_tool(session, "trigger-sampling-request", {"prompt": "Tea?", "maxTokens": 50})
+        review = await waiting_review(session, "sampling/createMessage")
+        page = await page_of(client, session)
+        picker = re.search(
+            r'<select id="review-\d+-draft-model" name="draft_model">(.*?)</select>', page, re.S
+        )
+        assert picker, "two models: the card lets the person choose"
+        assert re.findall(r'<option value="([^"]+)"', picker[1]) == ["default", "ours"]
+        assert "Our team&#x27;s model" in picker[1] and "theirs" not in page and "test-key" not in page
+
+        card = (await client.post(url(session, review, "draft"), {"draft_model": "ours"})).content.decode()
+        assert "Drafted: Resource trigger-sampling-request context: Tea?" in card
+        assert json.loads(log.read_text().splitlines()[-1])["model"] == "team-x"
+        assert '<option value="ours" selected>' in card  # the card keeps the person's choice
+
+        refused = await client.post(url(session, review, "draft"), {"draft_model": "theirs"})
+        assert refused.status_code == 422 and "no model named &#x27;theirs&#x27;" in refused.content.decode()
+        assert json.loads(log.read_text().splitlines()[-1])["model"] == "team-x"  # nothing went to it
+        await client.post(url(session, review, "reject"))
+        await asyncio.wait_for(call, CALL_WAIT)
+
+
+async def test_a_model_drafts_a_tool_use_and_then_its_answer_from_the_tools_result(tmp_path: Path) -> None:
+    """The draft offers the model the request's tools; its tool call fills the card's tool use, and the
+    next request's tool use and result reach it as its own call and the tool's answer."""
+    steps = [
+        {"match": "sunny in Oslo", "text": "Sunny in Oslo."},
+        {"tool_calls": [{"id": "call_7", "name": "get_weather", "arguments": {"city": "Oslo"}}]},
+    ]
+    script, log = tmp_path / "script.json", tmp_path / "requests.jsonl"
+    script.write_text(json.dumps({"key": "test-key", "steps": steps}))
+    port = free_port()
+    model = [sys.executable, str(SERVERS / "scripted_llm.py"), str(port), str(script), str(log)]
+    with start_http_server(model, port):
+        async with drafting(sampling_tools(), f"http://127.0.0.1:{port}/v1") as (session, client):
+            call = call_tool(session, "forecast", {"city": "Oslo"})
             review = await waiting_review(session, "sampling/createMessage")
-            page = await page_of(client, session)
-            assert "Draft with fake-model" in page and "test-key" not in page
-
             card = (await client.post(url(session, review, "draft"))).content.decode()
-            assert "Drafted by <strong>fake-model-1</strong>" in card
-            drafted = "Drafted: Resource trigger-sampling-request context: Tea or coffee?"
-            assert drafted in card and 'value="endTurn"' in card
+            assert '<option value="get_weather" selected>get_weather</option>' in card
+            assert "&quot;city&quot;: &quot;Oslo&quot;" in card and 'value="toolUse"' in card
             sent = json.loads(log.read_text().splitlines()[-1])
-            assert sent["model"] == "fake-model" and sent["max_tokens"] == 77 and sent["temperature"] == 0.7
-            assert sent["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
-            assert sent["messages"][-1] == {"role": "user", "content": drafted.removeprefix("Drafted: ")}
-
-            draft_sha = re.search(r'name="draft_sha" value="([0-9a-f]{64})"', card)
-            assert draft_sha
+            assert [t["function"]["name"] for t in sent["tools"]] == ["get_weather"]
+            sha = re.search(r'name="draft_sha" value="([0-9a-f]{64})"', card)
+            assert sha
             answer = {
-                "text": drafted,
-                "model": "fake-model-1",
-                "stop_reason": "endTurn",
-                "drafted_by": "fake-model-1",
-                "draft_sha": draft_sha[1],
+                "text": "",
+                "model": "gpt-scripted",
+                "stop_reason": "toolUse",
+                "tool_name": "get_weather",
+                "tool_input": '{\r\n  "city": "Oslo"\r\n}',  # as a browser sends a textarea
+                "drafted_by": "gpt-scripted",
+                "draft_sha": sha[1],
             }
-            response = await client.post(url(session, review, "sampling"), answer)
-            assert response.status_code == 200
-            assert drafted in await tool_text(call)
-            await resolved(review)
+            assert (await client.post(url(session, review, "sampling"), answer)).status_code == 200
+            done = await resolved(review)
+            assert done.answer["content"] == [
+                {
+                    "type": "tool_use",
+                    "id": done.answer["content"][0]["id"],
+                    "name": "get_weather",
+                    "input": {"city": "Oslo"},
+                }
+            ]
             frames = await frames_of(
                 session, direction="out", rpc_kind="result", method="sampling/createMessage"
             )
-            assert frames and frames[-1].note == "drafted by fake-model-1, approved by alice"
+            assert frames and frames[-1].note == "drafted by gpt-scripted, approved by alice"
+
+            again = await wait_until(
+                lambda: PendingReview.objects.filter(
+                    session=session, method="sampling/createMessage", status="waiting"
+                ).first(),
+                what="the second sampling request",
+            )
+            card = (await client.post(url(session, again, "draft"))).content.decode()
+            assert "Sunny in Oslo." in card
+            sent = json.loads(log.read_text().splitlines()[-1])
+            assistant, tool = sent["messages"][-2:]
+            assert (
+                assistant["role"] == "assistant"
+                and assistant["tool_calls"][0]["function"]["name"] == "get_weather"
+            )
+            assert tool["role"] == "tool" and tool["content"] == "sunny in Oslo"
+            assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"]
+            reply = {"text": "Sunny in Oslo.", "model": "gpt-scripted", "stop_reason": "endTurn"}
+            assert (await client.post(url(session, again, "sampling"), reply)).status_code == 200
+            assert await tool_text(call) == "gpt-scripted: Sunny in Oslo."
 
 
 async def test_a_draft_that_fails_says_why_and_the_card_stays(
     everything_stdio: dict, fake_llm: tuple[str, Path]
 ) -> None:
     base, _ = fake_llm
-    with override_settings(
-        INSPECTOR_LLM_URL=base, INSPECTOR_LLM_MODEL="fake-model", INSPECTOR_LLM_API_KEY="wrong"
-    ):
-        async with live_runtime():
-            alice = await make_user()
-            session = await start_session(alice, config(everything_stdio))
-            client = await logged_in_client(alice)
-            call = call_tool(session, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
-            review = await waiting_review(session, "sampling/createMessage")
-            response = await client.post(url(session, review, "draft"))
-            text = response.content.decode()
-            assert response.status_code == 422 and "Draft failed:" in text and "HTTP 401" in text
-            assert "wrong" not in text  # the key never reaches a page
-            await client.post(url(session, review, "reject"))
-            await asyncio.wait_for(call, CALL_WAIT)
+    async with drafting(everything_stdio, base, key="wrong") as (session, client):
+        call = call_tool(session, "trigger-sampling-request", {"prompt": "hi", "maxTokens": 5})
+        review = await waiting_review(session, "sampling/createMessage")
+        response = await client.post(url(session, review, "draft"))
+        text = response.content.decode()
+        assert response.status_code == 422 and "Draft failed:" in text and "HTTP 401" in text
+        assert "wrong" not in text  # the key never reaches a page
+        await client.post(url(session, review, "reject"))
+        await asyncio.wait_for(call, CALL_WAIT)
     with override_settings(INSPECTOR_LLM_URL="", INSPECTOR_LLM_MODEL=""):
         assert "Draft with" not in render_to_string(
             "sessions/reviews/_sampling.html", {"review": review, "session": session, "form": {}}

@@ -20,7 +20,9 @@ from support.web import (
     logged_in_client,
     make_user,
     message,
+    receive_until,
     request,
+    session_communicator,
     start_session,
     stdio_config,
     wait_until,
@@ -28,6 +30,7 @@ from support.web import (
 
 from sessions.config_files import ConfigError, parse_servers
 from sessions.models import McpSession, ServerConfig, TimelineFrame
+from sessions.teams.models import Membership, Role
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -345,6 +348,46 @@ async def test_the_raw_request_form_sends_a_notification_without_an_id_onto_the_
         assert message(sent[0]) == {"jsonrpc": "2.0", "method": method}
         shown = card.content.decode()
         assert method in shown and "notification, no id" in shown and f"frame #{sent[0].seq}" in shown
+
+
+@pytest.mark.slow
+async def test_the_raw_request_form_sent_over_the_live_socket_is_answered_on_it(
+    everything_stdio: dict,
+) -> None:
+    """The raw request form and the panels' buttons go over the page's socket while it is open, with
+    the view's checks: an operator of the session's team, a method, params that are a JSON object."""
+    async with live_runtime():
+        alice, bob = await make_user(), await make_user("bob")
+        await Membership.objects.acreate(team=await ateam_of(alice), user=bob, role=Role.VIEWER)
+        session = await start_session(alice, everything(everything_stdio))
+        path = f"/ws/sessions/{session.public_id}/"
+        socket, watcher = await session_communicator(alice, path), await session_communicator(bob, path)
+        assert (await socket.connect())[0] and (await watcher.connect())[0]
+
+        async def send(to: Any, method: str, params: str = "", **more: str) -> None:
+            form = {"action": "request", "method": method, "params": params, **more, "HEADERS": {}}
+            await to.send_to(text_data=json.dumps(form))
+
+        try:
+            await send(socket, "tools/call", '{"name": "echo", "arguments": {"message": "raw <over> it"}}')
+            seen = await receive_until(socket, "Echo: raw &lt;over&gt; it")
+            assert '<div hx-swap-oob="afterbegin:#call-list"><article id="call-' in seen
+            await send(socket, "notifications/roots/list_changed", notification="1")
+            seen = await receive_until(socket, "notification, no id")
+            for params, why in (("[1", "params are not JSON"), ("[1]", "params must be a JSON object")):
+                await send(socket, "ping", params)
+                assert 'role="alert"' in await receive_until(socket, why)
+            await send(socket, " ")
+            await receive_until(socket, "method is required")
+
+            await send(watcher, "tools/call", '{"name": "echo", "arguments": {"message": "from bob"}}')
+            await receive_until(watcher, "Your role in this team is viewer; this needs operator.")
+        finally:
+            await socket.disconnect()
+            await watcher.disconnect()
+        sent = TimelineFrame.objects.filter(session=session, direction="out")
+        assert await sent.filter(method="notifications/roots/list_changed").aexists()
+        assert not [f async for f in sent.filter(method="tools/call") if b"from bob" in bytes(f.raw)]
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver
 from support.web import scripted_servers, session_communicator
@@ -218,6 +219,7 @@ URLS: dict[str, tuple[str, str]] = {
     "playground_step": ("POST", "act"),
     "playground_stream": ("GET", "read"),
     "playground_decide": ("POST", "act"),
+    "playground_view_context": ("POST", "act"),
     "team_playground": ("GET", "team-read"),
     "team_chat_new": ("POST", "team-act"),
     "team_chat": ("GET", "read"),
@@ -226,6 +228,7 @@ URLS: dict[str, tuple[str, str]] = {
     "team_chat_step": ("POST", "act-on-team-id"),
     "team_chat_stream": ("GET", "read"),
     "team_chat_decide": ("POST", "act-on-team-id"),
+    "team_chat_view_context": ("POST", "act-on-team-id"),
     "evals": ("GET", "team-read"),
     "eval_new": ("POST", "team-act"),
     "eval_suite": ("GET", "read"),
@@ -456,7 +459,11 @@ def _outcome(status: int, body: str) -> str:
 @database_sync_to_async
 def _restore(world: dict[str, TeamIds]) -> None:
     """Put back what an allowed request deleted or changed, so every request meets the same world."""
-    teams = list(world.values())
+    with transaction.atomic():  # one commit, not one per statement
+        _put_back(list(world.values()))
+
+
+def _put_back(teams: list[TeamIds]) -> None:
     # Parents first.
     for part in (
         "session",
@@ -496,12 +503,15 @@ async def test_every_url_answers_each_person_as_the_table_says(settings: Any) ->
         clients[name] = AsyncClient()
         await clients[name].aforce_login(user)
     differences = []
+    changed = True  # whether the world may differ from what _world made; no GET changes anything
     with scripted_servers():  # the connects start no process: what they answer is what is checked
         for route, url_name in routes:
             method, rule = URLS[url_name]
             for person, expected in RULES[rule].items():
                 for team, wanted in zip(("A", "B"), expected, strict=True):
-                    await _restore(world)
+                    if changed:
+                        await _restore(world)
+                    changed = method != "GET"
                     url = _url(route, world[team]) + QUERIES.get(url_name, "")
                     client = clients[person]
                     response = await (client.get(url) if method == "GET" else client.post(url, {}))
@@ -538,12 +548,29 @@ async def test_a_chat_of_another_team_is_hidden_even_through_ones_own_session(se
     base = f"/s/{own.session.public_id}/playground/{other.chat.pk}"
     response = await bob.get(base)
     assert response.status_code == 404 and "No such chat" in response.content.decode()
-    for action in ("settings", "send", "step", f"calls/{other.call.pk}/approve"):
+    for action in (
+        "settings",
+        "send",
+        "step",
+        f"calls/{other.call.pk}/approve",
+        f"calls/{other.call.pk}/context",
+    ):
         assert (await bob.post(f"{base}/{action}", {"text": "hi"})).status_code == 404, action
     response = await bob.post(
         f"/s/{own.session.public_id}/playground/{own.chat.pk}/calls/{other.call.pk}/deny"
     )
     assert response.status_code == 404
+    # A view's context for the model is kept only on a call of the person's own chat.
+    own_chat = f"/s/{own.session.public_id}/playground/{own.chat.pk}"
+    context = {"structuredContent": {"city": "Oslo"}}
+    response = await bob.post(f"{own_chat}/calls/{other.call.pk}/context", context, "application/json")
+    assert response.status_code == 404
+    response = await bob.post(f"{own_chat}/calls/{own.call.pk}/context", {"text": "hi"})
+    assert response.status_code == 400 and "application/json" in response.json()["message"]
+    response = await bob.post(f"{own_chat}/calls/{own.call.pk}/context", context, "application/json")
+    assert response.status_code == 200
+    assert await ChatEntry.objects.filter(pk=own.call.pk, view_context=context).aexists()
+    assert await ChatEntry.objects.filter(pk=other.call.pk, view_context__isnull=True).aexists()
     assert await ChatEntry.objects.filter(pk=other.call.pk, status="pending").aexists()
     assert not await ChatEntry.objects.filter(chat=other.chat, kind="user").aexists()
 

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 from support.paths import SERVERS
+from support.teams import ateam_of
 from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    receive_until,
+    session_communicator,
     start_session,
     stdio_config,
     wait_until,
 )
 
 from sessions.models import McpSession, TimelineFrame
+from sessions.teams.models import Membership, Role
 from sessions.timeline.listings import latest_result
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -126,6 +133,65 @@ async def test_form_errors_raw_json_and_escaping(everything_stdio: dict) -> None
         )
 
 
+def form(name: str, **fields: str) -> str:
+    """A call form as the page's live socket sends it (htmx's ws-send: the fields, and its headers)."""
+    headers = {"HX-Request": "true", "HX-Trigger": None, "HX-Current-URL": "http://127.0.0.1/"}
+    return json.dumps({"action": "call", "name": name, "mode": "form", **fields, "HEADERS": headers})
+
+
+async def test_a_call_form_sent_over_the_live_socket_is_answered_on_it(everything_stdio: dict) -> None:
+    """The Tools form goes over the page's socket while it is open: the card comes back on it, out
+    of band at the top of the Requests list (or the Apps tab's stage), and the form with its errors."""
+    async with live_runtime():
+        session, _, _ = await listed_session(everything_stdio)
+        alice = await make_user()
+        socket = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+        connected, _ = await socket.connect()
+        assert connected
+        try:
+            await socket.send_to(text_data=form("echo", **{"arg.message": "over <the> socket"}))
+            seen = await receive_until(socket, "Echo: over &lt;the&gt; socket")
+            card = seen[seen.rindex('<div hx-swap-oob="afterbegin:#call-list"><article id="call-') :]
+            assert "<the>" not in card and "tools/call" in card
+
+            await socket.send_to(text_data=form("get-sum", **{"arg.a": "2", "arg.b": ""}))
+            seen = await receive_until(socket, "field-error")
+            assert '<section id="tool-form"' in seen and 'hx-swap-oob="true"' in seen and 'value="2"' in seen
+
+            raw = form("get-sum", mode="raw", raw='{"a": 40, "b": 2}', **{"in": "apps"})
+            await socket.send_to(text_data=raw)
+            seen = await receive_until(socket, '<div hx-swap-oob="afterbegin:#app-stage"><article id="call-')
+            assert "42" in seen[seen.rindex("#app-stage") :]
+
+            await socket.send_to(text_data=form("no-such-tool"))
+            seen = await receive_until(socket, "No such tool in the newest listing")
+            assert 'role="alert"' in seen
+            # What no form sends (a list for the name, an object for a field) is a form like any other.
+            odd = json.dumps({"action": "call", "name": ["x", "echo"], "arg.message": {"deep": [1]}})
+            await socket.send_to(text_data=odd)
+            seen = await receive_until(socket, "Echo: {&#x27;deep&#x27;: [1]}")
+        finally:
+            await socket.disconnect()
+
+
+async def test_a_viewer_cannot_call_a_tool_over_the_live_socket(everything_stdio: dict) -> None:
+    async with live_runtime():
+        session, _, _ = await listed_session(everything_stdio)
+        bob = await make_user("bob")
+        await Membership.objects.acreate(team=await ateam_of(await make_user()), user=bob, role=Role.VIEWER)
+        socket = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
+        connected, _ = await socket.connect()
+        assert connected  # a viewer watches the session
+        try:
+            await socket.send_to(text_data=form("echo", **{"arg.message": "from a viewer"}))
+            seen = await receive_until(socket, "this needs operator")
+            assert "Your role in this team is viewer" in seen
+        finally:
+            await socket.disconnect()
+        sent = TimelineFrame.objects.filter(session=session, method="tools/call", direction="out")
+        assert not await sent.aexists()
+
+
 async def test_the_call_card_shows_the_engines_output_schema_verdicts() -> None:
     server = [sys.executable, str(SERVERS / "bad_shapes.py"), "outputs"]
     async with live_runtime():
@@ -190,3 +256,60 @@ async def test_a_huge_tool_result_shows_its_head_and_size_and_downloads_whole(ba
         download = await client.get(f"{base}frames/{frame.seq}/raw")
         assert download.status_code == 200 and "attachment" in download["Content-Disposition"]
         assert len(download.content) == frame.size and download.content.count(b"x") >= size
+
+
+@asynccontextmanager
+async def ended_session_socket() -> AsyncIterator[Any]:
+    """Alice's live socket on an ended session of hers (no server: what answers a form is the test's)."""
+    alice = await make_user()
+    session = await McpSession.objects.acreate(
+        owner=alice, team=await ateam_of(alice), name="ended", config={}, status="closed"
+    )
+    socket = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+    assert (await socket.connect())[0]
+    try:
+        yield socket
+    finally:
+        await socket.disconnect()
+
+
+async def test_a_form_whose_answer_fails_says_so_and_the_socket_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sessions.web import consumers
+
+    async def broken(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setitem(consumers.SENT_FORMS, "call", broken)
+    async with ended_session_socket() as socket:
+        await socket.send_to(text_data=form("echo"))
+        await receive_until(socket, "The inspector failed to send this (its log says why).")
+        for panel in ("tools", "logging"):  # still answering: a move to the log redraws it
+            await socket.send_to(text_data=json.dumps({"action": "panel", "name": panel}))
+        await receive_until(socket, 'id="log-lines"')
+
+
+async def test_a_tab_with_too_many_forms_waiting_is_told_so_and_nothing_more_is_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sessions.web import consumers
+
+    started: list[str] = []
+    release = asyncio.Event()
+
+    async def held(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
+        started.append(message["name"])
+        await release.wait()
+        return f"<p>answered {message['name']}</p>"
+
+    monkeypatch.setitem(consumers.SENT_FORMS, "call", held)
+    monkeypatch.setattr(consumers, "SENT_AT_ONCE", 3)
+    async with ended_session_socket() as socket:
+        for n in range(4):
+            await socket.send_to(text_data=form(f"t{n}"))
+        await receive_until(socket, "Not sent: 3 requests from this tab are still waiting for their answers.")
+        assert started == ["t0", "t1", "t2"]
+        release.set()
+        seen = await receive_until(socket, "answered t2")
+        assert "answered t3" not in seen
