@@ -275,9 +275,22 @@
       field.setAttribute("value", field.value);
     }
   }
+  // The rest loses what the server put in its markup too (a form with errors comes back filled in).
+  function forget(field) {
+    if (field.tagName === "TEXTAREA") {
+      field.textContent = "";
+    } else if (field.tagName === "INPUT" && field.type !== "hidden" && field.type !== "checkbox" && field.type !== "radio") {
+      field.removeAttribute("value");
+    }
+  }
   document.addEventListener("htmx:beforeHistorySave", function () {
     var form = document.getElementById("connect-form");
     if (form) {
+      Array.prototype.forEach.call(form.elements, function (field) {
+        if (KEPT.indexOf(field.name) < 0) {
+          forget(field);
+        }
+      });
       KEPT.forEach(function (name) {
         keepTyped(form.elements.namedItem(name));
       });

@@ -161,3 +161,25 @@ def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_i
     expect(form.get_by_label("Environment", exact=True)).to_have_value("")
     stored = home.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
     assert "sekrit-value" not in stored
+
+
+@pytest.mark.provokes(r"HTTP 422 POST \S+/connect$")
+def test_back_after_a_form_with_errors_then_a_connect_keeps_no_secret_the_server_wrote_into_the_form(
+    home: Any, live_app: LiveApp, sdk_stdio: dict
+) -> None:
+    form = home.locator("#connect-form")
+    form.get_by_text("Arguments, environment, working directory").click()
+    form.get_by_label("Environment", exact=True).fill("TEST_SETTING=sekrit-value")
+    form.get_by_role("button", name="Connect", exact=True).click()  # no command: the form comes back
+    expect(form.get_by_role("alert")).to_contain_text("needs a command")
+    expect(form.get_by_label("Environment", exact=True)).to_have_value("TEST_SETTING=sekrit-value")
+    # The server wrote the environment into the form's markup, which htmx's history would keep.
+    assert "sekrit-value" in form.evaluate("f => f.outerHTML")
+    form.get_by_label("Command", exact=True).fill(shlex.join([sdk_stdio["command"], *sdk_stdio["args"]]))
+    form.get_by_role("button", name="Connect", exact=True).click()
+    home.wait_for_url(re.compile(r"/s/"))
+    expect(status(home)).to_have_text("ready", timeout=20_000)
+    home.go_back()
+    expect(home.locator("#connect-form").get_by_label("Environment", exact=True)).to_have_value("")
+    stored = home.evaluate("JSON.stringify(localStorage) + JSON.stringify(sessionStorage)")
+    assert "htmx-history-cache" in stored and "sekrit-value" not in stored

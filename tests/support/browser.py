@@ -53,6 +53,13 @@ document.addEventListener('securitypolicyviolation', function (e) {
 # Timeouts for Playwright's auto-waiting expect(), in milliseconds.
 SHORT = 10_000
 LONG = 30_000
+# expect()'s own default is 5 s, which a page loses on a loaded machine (three workers on two cores).
+try:
+    from playwright.sync_api import expect as _expect
+except ImportError:  # the browser tests skip themselves then
+    pass
+else:
+    _expect.set_options(timeout=SHORT)
 
 
 @dataclasses.dataclass
@@ -348,7 +355,11 @@ def open_tool(page: Any, name: str) -> Any:
     """Open the call form of tool `name`; return the form's section."""
     from playwright.sync_api import expect
 
+    # The form shown now is marked: a form of the same tool already open must not be taken for the new one,
+    # whose arrival would otherwise replace it under the caller's next click.
+    page.evaluate("() => { const f = document.getElementById('tool-form'); if (f) f.dataset.replaced = ''; }")
     page.get_by_role("button", name=f"Open tool {name}", exact=True).click()
+    expect(page.locator("#tool-form:not([data-replaced])")).to_be_attached()
     section = page.get_by_role("region", name=f"Call {name}", exact=True)
     expect(section).to_be_visible()
     return section
