@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.template.loader import render_to_string
 
@@ -21,6 +20,7 @@ from sessions.frames import stored_rpc_id
 from sessions.models import McpSession, PendingReview
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.runtime.db_threads import in_pages_thread
 from sessions.runtime.link import Link, link_of
 from sessions.servers import LOG_LEVELS
 from sessions.teams import access
@@ -65,25 +65,25 @@ SENT_FORMS = {
 __all__ = ["SessionConsumer"]
 
 
-@database_sync_to_async
+@in_pages_thread
 def _owned_session(public_id: str, user_id: int) -> McpSession | None:
     """The session if the person is a member of its team (any role may watch); else None."""
     found = access.session_with_role(user_id, public_id)
     return None if found is None else found[0]
 
 
-@database_sync_to_async
+@in_pages_thread
 def _refresh(session: McpSession) -> McpSession:
     session.refresh_from_db()
     return session
 
 
-@database_sync_to_async
+@in_pages_thread
 def _rows(session: McpSession, flt: TimelineFilter, **where: Any) -> list[dict[str, Any]]:
     return page_of_rows(session, flt, **where)
 
 
-@database_sync_to_async
+@in_pages_thread
 def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]:
     """The waiting review cards, and how those this tab showed ended (who answered); the cards shown."""
     reviews = list(PendingReview.objects.filter(session=session, status=PendingReview.Status.WAITING))
@@ -105,7 +105,7 @@ def _render_reviews(session: McpSession, seen: set[int]) -> tuple[str, set[int]]
     return render_to_string("sessions/_reviews.html", context), shown
 
 
-@database_sync_to_async
+@in_pages_thread
 def _render_calls(session: McpSession, rpc_ids: list[int]) -> tuple[list[str], set[int]]:
     """What the timeline says of running call cards: the finished ones' state and body, the others'
     latest progress; and which are still running."""
@@ -130,7 +130,7 @@ def _call_ids(value: Any) -> list[int]:
     return ids[:WATCHED_CALLS]
 
 
-@database_sync_to_async
+@in_pages_thread
 def _render_activity(session: McpSession, activity_id: int) -> str:
     entry = together.activity_entry(session, activity_id)
     if entry is None:
@@ -138,7 +138,7 @@ def _render_activity(session: McpSession, activity_id: int) -> str:
     return render_to_string("sessions/activity/_live_entry.html", {"entry": entry, "session": session})
 
 
-@database_sync_to_async
+@in_pages_thread
 def _render_note(session: McpSession, note_id: int, user_id: int) -> list[str]:
     """A new note's frame: its marker on the timeline, and its threads if the tab has it open."""
     context = together.note_update(session, note_id, user_id)
@@ -236,7 +236,7 @@ class SessionConsumer(TimelineConsumer):
     async def replaced(self, rows: list[dict[str, Any]], context: dict[str, Any]) -> str:
         if self.view != "flow":
             return await super().replaced(rows, context)
-        html, self.flow = await database_sync_to_async(flow.replaced)(self.session, rows, context)
+        html, self.flow = await in_pages_thread(flow.replaced)(self.session, rows, context)
         return html
 
     async def appended(self, rows: list[dict[str, Any]]) -> str | None:
@@ -300,7 +300,7 @@ class SessionConsumer(TimelineConsumer):
                 await self._send("sessions/_progress.html", context)
             case m.CallDone(outcome):
                 # Only the card's state and body: its header, arguments and place stay put.
-                context = await database_sync_to_async(call_context)(
+                context = await in_pages_thread(call_context)(
                     self.session, outcome["rpc_id"], outcome=outcome
                 )
                 self.calls_watched.discard(outcome["rpc_id"])
@@ -415,7 +415,7 @@ class SessionConsumer(TimelineConsumer):
         context = {"session": self.session, "reconnecting": reconnecting}
         await self._send("sessions/_session_state.html", context)
         await self._send("sessions/_session_actions.html", {"session": self.session})
-        facts = await database_sync_to_async(overview)(self.session)
+        facts = await in_pages_thread(overview)(self.session)
         await self._send("sessions/panels/overview.html", {"session": self.session, **facts})
         # "following live" only while the session is live: an ended one says so instead.
         controls = {"session": self.session, "live": not self.browsing}
@@ -438,12 +438,12 @@ class SessionConsumer(TimelineConsumer):
         await self.send(text_data=html)
 
     async def _send_authorizations(self) -> None:
-        context = await database_sync_to_async(oauth.authorizations_context)(self.session, self.user_id)
+        context = await in_pages_thread(oauth.authorizations_context)(self.session, self.user_id)
         await self._send("sessions/oauth/_authorizations.html", context)
 
     async def _send_log(self, min_level: Any) -> None:
         level = min_level if min_level in LOG_LEVELS else "debug"
-        lines = await database_sync_to_async(logs.log_lines)(self.session, level)
+        lines = await in_pages_thread(logs.log_lines)(self.session, level)
         await self._send("sessions/resources/_log_redraw.html", {"log_lines": lines})
 
     async def _send(self, template: str, context: dict[str, Any]) -> None:
@@ -463,7 +463,7 @@ def _async(function: Any, *args: Any) -> Any:
 def _cards(session: McpSession, rows: list[dict[str, Any]]) -> Any:
     """The call cards of these requests, newest first, to put at the top of the Requests list."""
 
-    @database_sync_to_async
+    @in_pages_thread
     def make() -> str:
         calls = [call_context(session, stored_rpc_id(row["rpc_id"])) for row in reversed(rows)]
         return render_to_string("sessions/calls/_pushed.html", {"calls": calls, "session": session})
@@ -473,6 +473,6 @@ def _cards(session: McpSession, rows: list[dict[str, Any]]) -> Any:
 
 def _tasks(session: McpSession) -> Any:
     async def make() -> str:
-        return await database_sync_to_async(tasks.render_list)(session)
+        return await in_pages_thread(tasks.render_list)(session)
 
     return make

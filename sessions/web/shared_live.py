@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from sessions.runtime import messages as m
+from sessions.runtime.db_threads import in_pages_thread
 from sessions.teams.models import Share
 from sessions.timeline.queries import TimelineFilter
 from sessions.timeline.shared import SharedSession, find_share
@@ -31,7 +31,7 @@ CLOSE_UNKNOWN = 4404
 CLOSE_LOGIN = 4401
 
 
-@database_sync_to_async
+@in_pages_thread
 def _open(token: str, user: Any) -> tuple[Share | None, SharedSession | None, str]:
     share = find_share(token)
     why = may_open(share, user)
@@ -40,24 +40,24 @@ def _open(token: str, user: Any) -> tuple[Share | None, SharedSession | None, st
     return share, SharedSession.of(share), ""
 
 
-@database_sync_to_async
+@in_pages_thread
 def _rows(shared: SharedSession, flt: TimelineFilter, **where: Any) -> list[dict[str, Any]]:
     return shared.rows(flt, **where)
 
 
-@database_sync_to_async
+@in_pages_thread
 def _batch_rows(shared: SharedSession, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return shared.redacted_rows([r for r in rows if shared.in_scope(r)])
 
 
-@database_sync_to_async
+@in_pages_thread
 def _refreshed(shared: SharedSession) -> Any:
     """The session read again, as the share shows it."""
     shared.session.refresh_from_db()
     return shared.shown_session()
 
 
-@database_sync_to_async
+@in_pages_thread
 def _still_open(share: Share) -> bool:
     share.refresh_from_db(fields=["revoked", "expires"])
     return share.usable
@@ -151,7 +151,7 @@ class SharedConsumer(TimelineConsumer):
     async def _send_state(self, shown: Any) -> None:
         self.shown = shown
         await self._send("sessions/_session_state.html", {"session": shown})
-        facts = await database_sync_to_async(self.shared.overview)()
+        facts = await in_pages_thread(self.shared.overview)()
         await self._send("sessions/panels/overview.html", {"session": shown, **facts})
         await self._send(
             "sessions/_timeline_controls.html", {**self.pane_context(), "live": not self.browsing}

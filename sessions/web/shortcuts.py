@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import render
@@ -21,6 +20,7 @@ from sessions.frames import deeper_than
 from sessions.models import McpSession
 from sessions.runtime import client
 from sessions.runtime import messages as m
+from sessions.runtime.db_threads import in_pages_thread
 from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline.calls import call_context, whole
@@ -224,8 +224,8 @@ async def call_card_html(
 
     if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
         return card()
-    # A live socket's call comes here too: its connection is checked and closed as a consumer's are.
-    return await database_sync_to_async(card)()
+    # On the pages' database thread, which keeps its connection (a live socket's call comes here too).
+    return await in_pages_thread(card)()
 
 
 def socket_form(message: dict[str, Any]) -> QueryDict:
@@ -250,7 +250,7 @@ async def socket_call(user_id: int, public_id: Any, send: Callable[[McpSession],
     with the session (its call card, say) on top of the Requests list, or why not (what the views'
     400, 404, 403 and 409 say)."""
     try:
-        session = await database_sync_to_async(session_for)(user_id, public_id, Role.OPERATOR)
+        session = await in_pages_thread(session_for)(user_id, public_id, Role.OPERATOR)
         html = await send(session)
     except (BadRequest, Http404, PermissionDenied, client.CommandFailed) as exc:
         html = refusal(str(exc))

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import render
@@ -16,6 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 from sessions.engine import task_augmentable, tool_view_uri, tool_visibility
 from sessions.models import McpSession, TimelineFrame
 from sessions.runtime import client
+from sessions.runtime.db_threads import in_pages_thread
 from sessions.teams.models import Role
 from sessions.timeline.listings import MAX_PAGES, find_tool, stored_pages
 from sessions.web.apps import mount_context
@@ -246,7 +246,7 @@ async def call_from_socket(user_id: int, public_id: Any, message: dict[str, Any]
     data = socket_form(message)
     place = "#app-stage" if data.get("in") == "apps" else "#call-list"
     try:
-        lookup = database_sync_to_async(_session_and_tool)  # a consumer's: its connection checked, closed
+        lookup = in_pages_thread(_session_and_tool)
         session, tool = await lookup(user_id, public_id, data.get("name", ""))
         if tool is None:
             raise Http404("No such tool in the newest listing")
