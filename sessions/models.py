@@ -331,6 +331,9 @@ class TimelineFrame(models.Model):
             models.Index(
                 fields=["session", "method", "direction", "kind", "rpc_kind"], name="frame_method_use"
             ),
+            # A method's newest frames (the newest listing's pages, a method's newest result), walked
+            # from the newest: by seq alone, a few tools/list frames were found by walking every frame.
+            models.Index(fields=["session", "method", "seq"], name="frame_method_seq"),
             models.Index(fields=["session", "rpc_id"], name="frame_rpc_id"),
             # The lifecycle bar reads a session's state frames: a few among thousands of messages.
             models.Index(fields=["session", "seq"], condition=models.Q(kind="state"), name="frame_state"),
