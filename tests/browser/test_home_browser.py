@@ -126,7 +126,9 @@ def test_the_server_starts_as_the_pointer_reaches_connect_and_the_click_adopts_i
     typed = shlex.join(["sh", "-c", script, "sh", sdk_stdio["command"], *sdk_stdio["args"]])
     form.get_by_label("Command", exact=True).fill(typed)
     form.get_by_text("Arguments, environment, working directory").click()
-    form.get_by_label("Environment", exact=True).fill("TEST_SETTING=sekrit-value")
+    # A secret by its name: the session page's Overview shows the other variables' values, and htmx
+    # keeps that page in the tab's storage too.
+    form.get_by_label("Environment", exact=True).fill("API_TOKEN=sekrit-value")
     form.get_by_label("Working directory", exact=True).fill(str(tmp_path))
     connect = form.get_by_role("button", name="Connect", exact=True)
     connect.hover()
@@ -169,10 +171,10 @@ def test_back_after_a_form_with_errors_then_a_connect_keeps_no_secret_the_server
 ) -> None:
     form = home.locator("#connect-form")
     form.get_by_text("Arguments, environment, working directory").click()
-    form.get_by_label("Environment", exact=True).fill("TEST_SETTING=sekrit-value")
+    form.get_by_label("Environment", exact=True).fill("API_TOKEN=sekrit-value")  # a secret by its name
     form.get_by_role("button", name="Connect", exact=True).click()  # no command: the form comes back
     expect(form.get_by_role("alert")).to_contain_text("needs a command")
-    expect(form.get_by_label("Environment", exact=True)).to_have_value("TEST_SETTING=sekrit-value")
+    expect(form.get_by_label("Environment", exact=True)).to_have_value("API_TOKEN=sekrit-value")
     # The server wrote the environment into the form's markup, which htmx's history would keep.
     assert "sekrit-value" in form.evaluate("f => f.outerHTML")
     form.get_by_label("Command", exact=True).fill(shlex.join([sdk_stdio["command"], *sdk_stdio["args"]]))
