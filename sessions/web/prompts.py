@@ -48,13 +48,18 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
 async def get_prompt(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Get a prompt with the arguments the person filled in (empty ones are left out)."""
     session = await owned_session(request, public_id)
-    name = request.POST.get("ref", "")
+    try:
+        params = _params(request.POST)
+    except BadRequest as exc:
+        return HttpResponseBadRequest(str(exc))
+    return await render_call(request, session, "prompts/get", params)
+
+
+def _params(data: QueryDict) -> dict[str, Any]:
+    """The prompts/get params a prompt's form asks for."""
+    name = data.get("ref", "")
     if not name:
-        return HttpResponseBadRequest("ref (the prompt's name) is required")
-    return await render_call(request, session, "prompts/get", _params(name, request.POST))
-
-
-def _params(name: str, data: QueryDict) -> dict[str, Any]:
+        raise BadRequest("ref (the prompt's name) is required")
     return {"name": name, "arguments": arguments(data)}
 
 
@@ -63,9 +68,6 @@ async def prompt_from_socket(user_id: int, public_id: Any, message: dict[str, An
     data = socket_form(message)
 
     async def send(session: McpSession) -> str:
-        name = data.get("ref", "")
-        if not name:
-            raise BadRequest("ref (the prompt's name) is required")
-        return await call_card_html(session, user_id, "prompts/get", _params(name, data))
+        return await call_card_html(session, user_id, "prompts/get", _params(data))
 
     return await socket_call(user_id, public_id, send)

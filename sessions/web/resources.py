@@ -184,11 +184,19 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
 async def read_template(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Read the resource a URI template names once its variables are filled in."""
     session = await owned_session(request, public_id)
-    template = request.POST.get("ref", "")
+    try:
+        params = _read_params(request.POST)
+    except BadRequest as exc:
+        return HttpResponseBadRequest(str(exc))
+    return await render_call(request, session, "resources/read", params)
+
+
+def _read_params(data: Any) -> dict[str, Any]:
+    """The resources/read params a URI template's form asks for: the template with its variables filled in."""
+    template = data.get("ref", "")
     if not template:
-        return HttpResponseBadRequest("ref (the URI template) is required")
-    uri = expand_uri_template(template, dict(arguments(request.POST)))
-    return await render_call(request, session, "resources/read", {"uri": uri})
+        raise BadRequest("ref (the URI template) is required")
+    return {"uri": expand_uri_template(template, dict(arguments(data)))}
 
 
 async def template_from_socket(user_id: int, public_id: Any, message: dict[str, Any]) -> str:
@@ -196,11 +204,7 @@ async def template_from_socket(user_id: int, public_id: Any, message: dict[str, 
     data = socket_form(message)
 
     async def send(session: McpSession) -> str:
-        template = data.get("ref", "")
-        if not template:
-            raise BadRequest("ref (the URI template) is required")
-        uri = expand_uri_template(template, dict(arguments(data)))
-        return await call_card_html(session, user_id, "resources/read", {"uri": uri})
+        return await call_card_html(session, user_id, "resources/read", _read_params(data))
 
     return await socket_call(user_id, public_id, send)
 

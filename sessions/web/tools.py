@@ -246,8 +246,7 @@ async def call_from_socket(user_id: int, public_id: Any, message: dict[str, Any]
     data = socket_form(message)
     place = "#app-stage" if data.get("in") == "apps" else "#call-list"
     try:
-        lookup = in_pages_thread(_session_and_tool)
-        session, tool = await lookup(user_id, public_id, data.get("name", ""))
+        session, tool = await in_pages_thread(_session_and_tool)(user_id, public_id, data.get("name", ""))
         if tool is None:
             raise Http404("No such tool in the newest listing")
     except (Http404, PermissionDenied) as exc:
