@@ -246,7 +246,8 @@ def password_login(client: httpx.Client, username: str, password: str) -> dict[s
     assert form_token, page.text[:500]
     fields = {"username": username, "password": password, "next": "/", "csrfmiddlewaretoken": form_token[1]}
     login = client.post("/auth/login", data=fields, headers={"Origin": str(client.base_url)})
-    assert login.status_code == 302, login.text[:1000]
+    errors = re.findall(r'class="error"[^>]*>([^<]*)<', login.text)
+    assert login.status_code == 302, (login.status_code, errors or login.text[-1500:])
     return {"X-CSRFToken": client.cookies["mcp_inspector_csrftoken"], "Origin": str(client.base_url)}
 
 

@@ -9,6 +9,7 @@ import functools
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -92,7 +93,12 @@ def start_http_server(
                 pytest.fail(
                     f"server {list(argv)} exited with code {code} before listening; output:\n{_log_tail(log)}"
                 )
-            yield proc
+            try:
+                yield proc
+            except BaseException:
+                # A test that failed against the server shows what the server said meanwhile.
+                print(f"server {list(argv)} output:\n{_log_tail(log)}", file=sys.stderr)
+                raise
         finally:
             stop_process(proc)
 

@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -23,10 +22,12 @@ from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.models import User
 from django.contrib.sessions.models import Session
 from django.core.cache import cache
+from django.core.cache.backends.redis import RedisCache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 from django.utils import timezone
+from support.caches import shared_redis_cache
 from support.paths import REPO
 
 from inspector import auth
@@ -184,15 +185,9 @@ def test_the_rate_limit_is_shared_through_redis_when_redis_url_is_set(settings: 
     """Two web processes share their counts: here two cache connections to one Redis database."""
     from django.core.cache import caches
 
-    settings.CACHES = {
-        "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": "redis://127.0.0.1:6379/12",
-            "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
-        }
-    }
+    settings.CACHES = shared_redis_cache()
     try:
-        assert type(caches["default"]).__name__ == "RedisCache"
+        assert isinstance(caches["default"], RedisCache)
         for _ in range(settings.INSPECTOR_LOGIN_FAILURES_PER_USER):
             log_in(Client(), "alice", "wrong-guess")
         caches["default"].close()

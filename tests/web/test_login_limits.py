@@ -8,7 +8,6 @@ password checks happen and who gets in.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +19,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache, caches
 from django.db import connections
 from django.test import Client, override_settings
+from support.caches import shared_redis_cache
 
 from sessions.teams import logins
 from sessions.teams.models import Invitation, LoginSession, Membership, Role, Team
@@ -101,13 +101,7 @@ class HeldChecks:
 def shared_cache(request: pytest.FixtureRequest, settings: Any) -> Iterator[str]:
     """The cache one web process has (its memory) and the one many share (Redis)."""
     if request.param == "redis":
-        settings.CACHES = {
-            "default": {
-                "BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": "redis://127.0.0.1:6379/12",
-                "KEY_PREFIX": f"test-{uuid.uuid4().hex}",
-            }
-        }
+        settings.CACHES = shared_redis_cache()
     yield request.param
     caches["default"].clear()
     caches["default"].close()
