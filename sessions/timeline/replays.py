@@ -14,7 +14,8 @@ __all__ = ["conversation_of", "side_by_side"]
 
 def _messages(session: McpSession) -> list[Any]:
     rows = TimelineFrame.objects.filter(session=session, kind="message").order_by("seq")
-    return [frame_of(row) for row in rows.defer("preview", "verdicts", "note")]
+    # frame_of reads every column but the preview: a deferred one would cost a query per frame.
+    return [frame_of(row) for row in rows.defer("preview")]
 
 
 def conversation_of(session: McpSession) -> Conversation:

@@ -23,6 +23,7 @@ from sessions.teams.access import session_with_role
 from sessions.timeline.calls import call_context, recent_calls
 from sessions.timeline.exports import CHUNK, jsonl_lines
 from sessions.timeline.listings import find_tool
+from sessions.timeline.replays import conversation_of
 
 
 def _session(name: str = "alice") -> McpSession:
@@ -244,6 +245,19 @@ def test_the_json_lines_export_sends_a_chunk_of_frames_at_a_time() -> None:
     sent = asyncio.run(chunks())
     assert len(sent) == 2
     assert [json.loads(line)["seq"] for line in "".join(sent).splitlines()] == list(range(1, count + 1))
+
+
+# --- a replay's reading of a session ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_sessions_conversation_is_read_in_one_query_however_long(django_assert_num_queries: Any) -> None:
+    session = _session()
+    _store(session, 1, ("out", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}))
+    _store(session, 2, *[("out", {"jsonrpc": "2.0", "id": n, "method": "ping"}) for n in range(2, 40)])
+    with django_assert_num_queries(1):
+        conversation = conversation_of(session)
+    assert len(conversation.requests) == 38
 
 
 # --- start-up ---------------------------------------------------------------------------------------------
