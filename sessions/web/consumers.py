@@ -300,17 +300,16 @@ class SessionConsumer(TimelineConsumer):
                 await self._send("sessions/_progress.html", context)
             case m.CallDone(outcome):
                 # Only the card's state and body: its header, arguments and place stay put.
-                context = await in_pages_thread(call_context)(
-                    self.session, outcome["rpc_id"], outcome=outcome
-                )
                 self.calls_watched.discard(outcome["rpc_id"])
-                await self._send("sessions/calls/_finished.html", context)
+                key = (self.source, "done", outcome["rpc_id"], outcome.get("response_seq"))
+                await self.send(text_data=await feed.once(key, _finished(self.session, outcome)))
             case m.ReviewChanged():
                 await self._send_reviews()
             case m.AuthorizationChanged():
                 await self._send_authorizations()
             case m.ActivityAdded(activity_id):
-                fragment = await _render_activity(self.session, activity_id)
+                made = (self.source, "activity", activity_id)
+                fragment = await feed.once(made, lambda: _render_activity(self.session, activity_id))
                 if fragment:
                     await self.send(text_data=fragment)
             case m.NoteAdded(note_id):
@@ -467,6 +466,17 @@ def _cards(session: McpSession, rows: list[dict[str, Any]]) -> Any:
     def make() -> str:
         calls = [call_context(session, stored_rpc_id(row["rpc_id"])) for row in reversed(rows)]
         return render_to_string("sessions/calls/_pushed.html", {"calls": calls, "session": session})
+
+    return make
+
+
+def _finished(session: McpSession, outcome: dict[str, Any]) -> Any:
+    """A running call card's end, the same for every tab."""
+
+    @in_pages_thread
+    def make() -> str:
+        context = call_context(session, outcome["rpc_id"], outcome=outcome)
+        return render_to_string("sessions/calls/_finished.html", {**context, "oob": True})
 
     return make
 

@@ -21,7 +21,7 @@ from support.web import (
 )
 
 from sessions.models import McpSession
-from sessions.web import feed
+from sessions.web import consumers, feed
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -124,3 +124,53 @@ async def test_fifty_tabs_get_every_row_in_order_and_each_batch_is_rendered_once
         assert _in_order_without_gaps(browsing.rows)
         for tab in tabs:
             await tab.communicator.disconnect()
+
+
+async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
+    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = {"cards": 0, "activity": 0}
+    card, activity = consumers.call_context, consumers._render_activity
+
+    def counted_card(*args: Any, **kwargs: Any) -> Any:
+        made["cards"] += 1
+        return card(*args, **kwargs)
+
+    def counted_activity(*args: Any) -> Any:
+        made["activity"] += 1
+        return activity(*args)
+
+    monkeypatch.setattr(consumers, "call_context", counted_card)
+    monkeypatch.setattr(consumers, "_render_activity", counted_activity)
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        tabs = []
+        for _ in range(5):
+            communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+            assert (await communicator.connect(timeout=WAIT))[0]
+            tabs.append(communicator)
+        # Asked to answer at once: the call's end then reaches the tabs as an event of its own.
+        started = await request(
+            session,
+            "tools/call",
+            {"name": "echo", "arguments": {"message": "once"}},
+            wait=0,
+            user_id=alice.pk,
+        )
+        rpc_id = started["rpc_id"]
+        for tab in tabs:
+            heard = {"card": False, "activity": False}
+            async with asyncio.timeout(WAIT * 2):
+                while not all(heard.values()):
+                    message = await tab.receive_from(timeout=WAIT)
+                    heard["card"] |= f'id="call-{rpc_id}-state"' in message and "Echo: once" in message
+                    heard["activity"] |= (
+                        'hx-swap-oob="beforeend:#activity-list"' in message and "sent" in message
+                    )
+        # The request's card at the top of the Requests list, and its end: each made once for the five.
+        assert made == {"cards": 2, "activity": 1}, made
+        for tab in tabs:
+            await tab.disconnect()
