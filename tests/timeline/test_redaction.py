@@ -392,6 +392,7 @@ def redactors() -> list[Redactor]:
     ]
 
 
+@pytest.mark.slow
 def test_the_fast_paths_mask_exactly_what_every_rule_over_the_whole_text_masks() -> None:
     texts = tricky_texts(5000)
     for r in redactors():
@@ -555,6 +556,7 @@ def test_what_a_redactor_remembers_stays_bounded(monkeypatch: pytest.MonkeyPatch
     assert sum(map(len, r.seen_all)) <= 200_000 + len(text)
 
 
+@pytest.mark.slow
 def test_a_frame_no_rule_can_change_is_seen_at_a_glance_and_only_then() -> None:
     """``Redactor.plain`` (the bytes come back as they are, unparsed) says so only where the rules, as JSON
     and as text, change nothing; and it says so for the frames a session mostly holds."""

@@ -82,6 +82,7 @@ def test_every_common_encoding_of_a_secret_is_masked_wherever_it_stands(secret: 
         assert encoded not in json.loads(shown_raw)["result"]["content"][0]["text"], (name, shown_raw)
 
 
+@pytest.mark.slow
 def test_a_secret_inside_longer_base64_is_found_at_any_offset_and_its_bits_masked() -> None:
     random = Random(5)
     for _ in range(300):
