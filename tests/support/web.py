@@ -171,6 +171,21 @@ async def receive_until(communicator: Any, text: str, timeout: float = WAIT) -> 
     return seen
 
 
+ANSWER_CARD = '<div hx-swap-oob="afterbegin:#call-list"><article id="call-'
+"""How a form sent over the live socket is answered: its call card, at the top of the Requests list."""
+
+
+async def receive_card(communicator: Any, text: str, timeout: float = WAIT) -> str:
+    """The answer card of a form sent over the socket, and what followed it until ``text`` shows: the
+    timeline's rows, which show the same text, may come first, and a card running past its half second
+    finishes later."""
+    seen = await receive_until(communicator, ANSWER_CARD, timeout)
+    card = seen[seen.rindex(ANSWER_CARD) :]
+    if text not in card:
+        card += await receive_until(communicator, text, timeout)
+    return card
+
+
 async def wait_for_tool(session: McpSession, name: str, timeout: float = WAIT) -> None:
     """Wait until the server lists a tool (server-everything adds capability-gated tools a moment
     after `initialized`, and says so with notifications/tools/list_changed)."""

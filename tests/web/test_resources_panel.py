@@ -14,6 +14,7 @@ from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    receive_card,
     receive_until,
     request,
     session_communicator,
@@ -375,8 +376,7 @@ async def test_a_prompts_and_a_templates_form_sent_over_the_live_socket_are_answ
 
         try:
             await send("prompt", ref="args-prompt", **{"arg.city": "<Paris>", "arg.state": ""})
-            seen = await receive_until(socket, "What&#x27;s weather in &lt;Paris&gt;?")
-            assert '<div hx-swap-oob="afterbegin:#call-list"><article id="call-' in seen
+            assert "&lt;Paris&gt;" in await receive_card(socket, "What&#x27;s weather in &lt;Paris&gt;?")
             await send("template", ref=TEXT_TEMPLATE, **{"arg.resourceId": "3"})
             await receive_until(socket, "Resource 3: This is a plaintext resource")
             await send("template", ref="")

@@ -20,6 +20,7 @@ from support.web import (
     logged_in_client,
     make_user,
     message,
+    receive_card,
     receive_until,
     request,
     session_communicator,
@@ -370,10 +371,9 @@ async def test_the_raw_request_form_sent_over_the_live_socket_is_answered_on_it(
 
         try:
             await send(socket, "tools/call", '{"name": "echo", "arguments": {"message": "raw <over> it"}}')
-            seen = await receive_until(socket, "Echo: raw &lt;over&gt; it")
-            assert '<div hx-swap-oob="afterbegin:#call-list"><article id="call-' in seen
+            assert "Echo: raw &lt;over&gt; it" in await receive_card(socket, "Echo: raw &lt;over&gt; it")
             await send(socket, "notifications/roots/list_changed", notification="1")
-            seen = await receive_until(socket, "notification, no id")
+            await receive_until(socket, "notification, no id")
             for params, why in (("[1", "params are not JSON"), ("[1]", "params must be a JSON object")):
                 await send(socket, "ping", params)
                 assert 'role="alert"' in await receive_until(socket, why)

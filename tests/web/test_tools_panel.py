@@ -16,6 +16,7 @@ from support.web import (
     live_runtime,
     logged_in_client,
     make_user,
+    receive_card,
     receive_until,
     session_communicator,
     start_session,
@@ -150,12 +151,7 @@ async def test_a_call_form_sent_over_the_live_socket_is_answered_on_it(everythin
         assert connected
         try:
             await socket.send_to(text_data=form("echo", **{"arg.message": "over <the> socket"}))
-            # The answer's card; the timeline's rows, which show the echo too, may come before it.
-            answer = '<div hx-swap-oob="afterbegin:#call-list"><article id="call-'
-            seen = await receive_until(socket, answer)
-            card = seen[seen.rindex(answer) :]
-            if "Echo: over &lt;the&gt; socket" not in card:  # running past its half second: finished later
-                card += await receive_until(socket, "Echo: over &lt;the&gt; socket")
+            card = await receive_card(socket, "Echo: over &lt;the&gt; socket")
             assert "<the>" not in card and "tools/call" in card
 
             await socket.send_to(text_data=form("get-sum", **{"arg.a": "2", "arg.b": ""}))
