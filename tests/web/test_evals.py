@@ -23,7 +23,7 @@ from support.web import (
     wait_until,
 )
 
-from sessions.models import McpSession
+from sessions.models import McpSession, TimelineFrame
 from sessions.playground.models import EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import Membership, Role
 
@@ -115,7 +115,10 @@ async def test_a_suite_run_three_times_against_two_models_shows_the_planted_regr
             call = next(e for e in failed.transcript if e["kind"] == "tool")
             assert f'href="/s/{session.public_id}/?frame={call["request_seq"]}"' in page
 
-            # Every call the models made went through the session: on its timeline.
+            # Every call the models made went through the session: on its timeline, once its recorder
+            # has stored the last answers (the run ends when the owner has them).
+            calls = TimelineFrame.objects.filter(session=session, method="tools/call")
+            await wait_until(lambda: calls.count() >= 60, what="every call stored")
             seen = {f.seq for f in await frames_of(session, method="tools/call")}
             results = [r async for r in EvalResult.objects.filter(run=run)]
             made = [e for r in results for e in r.transcript if e["kind"] == "tool"]
