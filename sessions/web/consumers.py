@@ -301,7 +301,9 @@ class SessionConsumer(TimelineConsumer):
             case m.CallDone(outcome):
                 # Only the card's state and body: its header, arguments and place stay put.
                 self.calls_watched.discard(outcome["rpc_id"])
-                key = (self.source, "done", outcome["rpc_id"], outcome.get("response_seq"))
+                # Its frames' places name the call: a session started again numbers its requests anew.
+                seqs = (outcome.get("request_seq"), outcome.get("response_seq"))
+                key = (self.source, "done", outcome["rpc_id"], *seqs)
                 await self.send(text_data=await feed.once(key, _finished(self.session, outcome)))
             case m.ReviewChanged():
                 await self._send_reviews()
