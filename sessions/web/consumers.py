@@ -310,8 +310,8 @@ class SessionConsumer(TimelineConsumer):
             case m.AuthorizationChanged():
                 await self._send_authorizations()
             case m.ActivityAdded(activity_id):
-                made = (self.source, "activity", activity_id)
-                fragment = await feed.once(made, lambda: _render_activity(self.session, activity_id))
+                entry = (self.source, "activity", activity_id)
+                fragment = await feed.once(entry, lambda: _render_activity(self.session, activity_id))
                 if fragment:
                     await self.send(text_data=fragment)
             case m.NoteAdded(note_id):

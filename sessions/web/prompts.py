@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import BadRequest
-from django.http import HttpResponse, HttpResponseBadRequest, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.views.decorators.http import require_POST
 
 from sessions.models import McpSession
@@ -48,11 +48,7 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
 async def get_prompt(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Get a prompt with the arguments the person filled in (empty ones are left out)."""
     session = await owned_session(request, public_id)
-    try:
-        params = _params(request.POST)
-    except BadRequest as exc:
-        return HttpResponseBadRequest(str(exc))
-    return await render_call(request, session, "prompts/get", params)
+    return await render_call(request, session, "prompts/get", _params(request.POST))
 
 
 def _params(data: QueryDict) -> dict[str, Any]:

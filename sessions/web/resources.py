@@ -184,11 +184,7 @@ def panel_context(session: McpSession, request: AuthedRequest, fresh: dict[str, 
 async def read_template(request: AuthedRequest, public_id: Any) -> HttpResponse:
     """Read the resource a URI template names once its variables are filled in."""
     session = await owned_session(request, public_id)
-    try:
-        params = _read_params(request.POST)
-    except BadRequest as exc:
-        return HttpResponseBadRequest(str(exc))
-    return await render_call(request, session, "resources/read", params)
+    return await render_call(request, session, "resources/read", _read_params(request.POST))
 
 
 def _read_params(data: Any) -> dict[str, Any]:

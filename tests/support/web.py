@@ -138,6 +138,17 @@ async def frames_of(session: McpSession, **where: Any) -> list[TimelineFrame]:
     return [f async for f in TimelineFrame.objects.filter(session=session, **where).order_by("seq")]
 
 
+async def frames_stored(session: McpSession, *seqs: int) -> None:
+    """Wait until the session's frames ``seqs`` are in the database: a chat or an eval run goes on once
+    the owner has a tool's answer, and the recorder stores its frames a moment later."""
+    wanted = set(seqs)
+
+    def there() -> bool:
+        return TimelineFrame.objects.filter(session=session, seq__in=wanted).count() == len(wanted)
+
+    await wait_until(there, what=f"frames {sorted(wanted)} stored")
+
+
 async def waiting_review(session: McpSession, method: str) -> PendingReview:
     def find() -> PendingReview | None:
         return PendingReview.objects.filter(session=session, method=method, status="waiting").first()

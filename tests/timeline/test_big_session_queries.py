@@ -136,8 +136,12 @@ def _sqlite_indexes(statements: list[tuple[str, Any]]) -> set[str]:
         for step in (s for s in plan if FRAMES_TABLE in s):
             used.update(re.findall(r"INDEX (\w+)", step))
             assert not step.startswith("SCAN"), f"reads every frame of the table: {step}\n{sql}"
-            newest = NEWEST.search(step) and "LIMIT" in sql and not any("FOR ORDER BY" in s for s in plan)
-            newest = newest and '"method" =' not in sql
+            newest = (
+                NEWEST.search(step)
+                and "LIMIT" in sql
+                and '"method" =' not in sql
+                and not any("FOR ORDER BY" in s for s in plan)
+            )
             assert newest or any(p.search(step) for p in NARROW), f"reads every frame's row: {step}\n{sql}"
     return used
 

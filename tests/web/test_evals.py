@@ -15,6 +15,7 @@ from django.test import override_settings
 from support.eval_scenario import KEY, SUITE, models, scripted_model
 from support.web import (
     frames_of,
+    frames_stored,
     live_runtime,
     logged_in_client,
     make_user,
@@ -23,7 +24,7 @@ from support.web import (
     wait_until,
 )
 
-from sessions.models import McpSession, TimelineFrame
+from sessions.models import McpSession
 from sessions.playground.models import EvalResult, EvalRun, EvalSuite
 from sessions.teams.models import Membership, Role
 
@@ -115,13 +116,11 @@ async def test_a_suite_run_three_times_against_two_models_shows_the_planted_regr
             call = next(e for e in failed.transcript if e["kind"] == "tool")
             assert f'href="/s/{session.public_id}/?frame={call["request_seq"]}"' in page
 
-            # Every call the models made went through the session: on its timeline, once its recorder
-            # has stored the last answers (the run ends when the owner has them).
-            calls = TimelineFrame.objects.filter(session=session, method="tools/call")
-            await wait_until(lambda: calls.count() >= 60, what="every call stored")
-            seen = {f.seq for f in await frames_of(session, method="tools/call")}
+            # Every call the models made went through the session: on its timeline.
             results = [r async for r in EvalResult.objects.filter(run=run)]
             made = [e for r in results for e in r.transcript if e["kind"] == "tool"]
+            await frames_stored(session, *(e[side] for e in made for side in ("request_seq", "response_seq")))
+            seen = {f.seq for f in await frames_of(session, method="tools/call")}
             assert len(made) == 30 and len(seen) == 60
             assert {e["request_seq"] for e in made} | {e["response_seq"] for e in made} == seen
 

@@ -18,15 +18,15 @@ from support.paths import SERVERS
 from support.processes import free_port, start_http_server
 from support.web import (
     frames_of,
+    frames_stored,
     live_runtime,
     logged_in_client,
     make_user,
     start_session,
     stdio_config,
-    wait_until,
 )
 
-from sessions.models import McpSession, TimelineFrame
+from sessions.models import McpSession
 from sessions.playground.models import Chat, ChatEntry
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -116,10 +116,7 @@ async def test_an_anthropic_model_calls_a_tool_through_the_session_and_reads_its
             assert (call.tool_name, call.status, call.arguments) == ("get-sum", "done", {"a": 2, "b": 3})
             assert call.text == "The sum of 2 and 3 is 5." and call.latency_ms is not None
             assert (asked.model_name, asked.input_tokens, asked.output_tokens) == ("scripted-1", 13, 5)
-            # The chat goes on once the owner has the answer; its frames are stored a moment later.
-            await wait_until(
-                lambda: TimelineFrame.objects.filter(session=session, seq=call.response_seq).exists()
-            )
+            await frames_stored(session, call.request_seq, call.response_seq)
             frames = await frames_of(session, method="tools/call")
             assert [f.seq for f in frames] == [call.request_seq, call.response_seq]
             assert f'hx-get="/s/{session.public_id}/frames/{call.request_seq}"' in html

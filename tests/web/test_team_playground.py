@@ -19,16 +19,16 @@ from support.paths import SERVERS
 from support.processes import free_port, start_http_server
 from support.web import (
     frames_of,
+    frames_stored,
     live_runtime,
     logged_in_client,
     make_user,
     start_session,
     stdio_config,
-    wait_until,
     waiting_review,
 )
 
-from sessions.models import McpSession, PendingReview, TimelineFrame
+from sessions.models import McpSession, PendingReview
 from sessions.playground.models import Chat, ChatEntry
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -127,9 +127,7 @@ async def test_a_chat_over_two_sessions_calls_each_servers_tool_through_its_sess
 
             # Each call is on its own session's timeline, and each links to the other.
             for session, call in ((everything, first), (sdk, second)):
-                # Stored a moment after the owner has the answer the chat went on with.
-                stored = TimelineFrame.objects.filter(session=session, seq=call.response_seq)
-                await wait_until(stored.exists)
+                await frames_stored(session, call.request_seq, call.response_seq)
                 frames = await frames_of(session, method="tools/call")
                 assert [f.seq for f in frames] == [call.request_seq, call.response_seq]
                 assert f'href="/s/{session.public_id}/?frame={call.request_seq}"' in html
