@@ -332,8 +332,6 @@ def collection(
 ) -> dict[str, Any]:
     """The session's requests as a collection for ``mcp-inspector --cli --collection``: record, then regress.
 
-    A session's requests as a collection for ``mcp-inspector --cli --collection``: record, then regress.
-
     Every request the person sent (not the lifecycle's own, nor a stateless retry) becomes a step with
     the expectations its answer met: an error, or a result with the same ``isError`` and — when the
     answer broke no rule — ``"verdicts": "clean"``. Run against a new build of the server in CI, the

@@ -462,12 +462,18 @@ def _async(function: Any, *args: Any) -> Any:
 
 
 def _cards(session: McpSession, rows: list[dict[str, Any]]) -> Any:
-    """The call cards of these requests, newest first, to put at the top of the Requests list."""
+    """The call cards of these requests, newest first, to put at the top of the Requests list: a card
+    this process drew for the tab that sent its request as it is, the others from the timeline."""
+    kept = [feed.kept(feed.card_key(session, stored_rpc_id(row["rpc_id"]), row["seq"])) for row in rows]
 
     @in_pages_thread
     def make() -> str:
-        calls = [call_context(session, stored_rpc_id(row["rpc_id"])) for row in reversed(rows)]
-        return render_to_string("sessions/calls/_pushed.html", {"calls": calls, "session": session})
+        cards = [
+            card
+            or render_to_string("sessions/_call.html", call_context(session, stored_rpc_id(row["rpc_id"])))
+            for row, card in zip(reversed(rows), reversed(kept), strict=True)
+        ]
+        return render_to_string("sessions/calls/_pushed.html", {"cards": cards})
 
     return make
 

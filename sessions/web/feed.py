@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString
 
 from sessions.timeline.queries import TimelineFilter
 
-__all__ = ["Batch", "once", "render_rows", "stats"]
+__all__ = ["Batch", "card_key", "keep", "kept", "once", "render_rows", "stats"]
 
 T = TypeVar("T")
 
@@ -52,6 +52,29 @@ async def once(key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
         future.exception()  # retrieved: the askers waiting get it, nobody else needs to
         raise
     return future.result()
+
+
+def keep(key: Hashable, value: Any) -> None:
+    """Remember ``value`` as made for ``key`` (by a caller that had it in hand), unless it is already."""
+    if key not in _answers:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.set_result(value)
+        _answers[key] = future
+        while len(_answers) > REMEMBERED:
+            _answers.popitem(last=False)
+
+
+def kept(key: Hashable) -> Any:
+    """What was made for ``key`` already, or None (nothing waits for what is still being made)."""
+    found = _answers.get(key)
+    if found is None or not found.done() or found.cancelled() or found.exception() is not None:
+        return None
+    return found.result()
+
+
+def card_key(session: Any, rpc_id: Any, request_seq: Any) -> tuple[Any, ...]:
+    """A finished call's card: the same for the tab that sent the request and every other tab."""
+    return (session.group_name, "card", rpc_id, request_seq)
 
 
 def render_rows(rows: Sequence[dict[str, Any]], start: Any) -> list[SafeString]:

@@ -25,6 +25,7 @@ from sessions.teams import access
 from sessions.teams.models import Role
 from sessions.timeline.calls import call_context, whole
 from sessions.timeline.listings import latest_result
+from sessions.web import feed
 from sessions.web.http import AuthedRequest, signed_in_user
 
 __all__ = [
@@ -217,15 +218,19 @@ async def call_card_html(
         context = call_context(session, rpc_id, outcome=outcome, sent=sent)
         if outcome is None:
             context["running"] = True
-        html = render_to_string("sessions/_call.html", context)
-        if view is not None:
-            html += render_to_string("sessions/apps/_mount.html", {**view, "rpc_id": rpc_id})
-        return html
+        return render_to_string("sessions/_call.html", context)
 
     if whole(outcome):  # the card reads nothing from the database: drawn here, with no trip to a thread
-        return card()
-    # On the pages' database thread, which keeps its connection (a live socket's call comes here too).
-    return await in_pages_thread(card)()
+        assert outcome is not None
+        html = card()
+        # Every other tab's Requests list gets the same card when the request's frame is stored.
+        feed.keep(feed.card_key(session, rpc_id, outcome["request_seq"]), html)
+    else:
+        # On the pages' database thread, which keeps its connection (a live socket's call comes here too).
+        html = await in_pages_thread(card)()
+    if view is not None:
+        html += render_to_string("sessions/apps/_mount.html", {**view, "rpc_id": rpc_id})
+    return html
 
 
 def socket_form(message: dict[str, Any]) -> QueryDict:

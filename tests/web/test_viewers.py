@@ -10,18 +10,24 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.template.loader import render_to_string
 from support.web import (
     WAIT,
+    frames_of,
     live_runtime,
     make_user,
     request,
     session_communicator,
     start_session,
     stdio_config,
+    wait_until,
 )
 
-from sessions.models import McpSession
+from sessions.frames import stored_rpc_id
+from sessions.models import McpSession, TimelineFrame
+from sessions.timeline.calls import call_context
 from sessions.web import consumers, feed
+from sessions.web.shortcuts import call_card_html
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -180,3 +186,35 @@ async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
         assert made == {"ends": 1, "activity": 1}, made
         for tab in tabs:
             await tab.disconnect()
+
+
+async def test_the_card_drawn_for_the_tab_that_called_is_the_one_every_other_tab_gets(
+    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        params = {"name": "echo", "arguments": {"message": "the same card"}}
+        answered = await call_card_html(session, alice.pk, "tools/call", params)
+        frames = await frames_of(session, method="tools/call", direction="out")
+        request_seq, rpc_id = frames[-1].seq, stored_rpc_id(frames[-1].rpc_id)
+        await wait_until(lambda: TimelineFrame.objects.filter(session=session, pair_seq=request_seq).exists())
+        # Drawn from the timeline, as a tab that did not send the request draws it: the very same card.
+        from_timeline = await database_sync_to_async(call_context)(session, rpc_id)
+        assert render_to_string("sessions/_call.html", from_timeline) == answered
+        # So the Requests list's push takes the card kept for it and reads no frame.
+        read: list[Any] = []
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            read.append(args)
+            return call_context(*args, **kwargs)
+
+        monkeypatch.setattr(consumers, "call_context", counted)
+        row = {"seq": request_seq, "rpc_id": frames[-1].rpc_id}
+        pushed = await consumers._cards(session, [row])()
+        assert read == [] and f'<div hx-swap-oob="afterbegin:#call-list">{answered}</div>' in pushed
+        # A card this process did not draw (another process's tab sent it) comes from the timeline.
+        assert await consumers._cards(session, [{**row, "seq": request_seq + 10_000}])() == pushed
+        assert len(read) == 1
