@@ -45,6 +45,8 @@ class WarmStarts:
         self._discarding: set[asyncio.Task[None]] = set()
         self._connected: dict[str, float] = {}
         """The intents of recent connects, with when: an offer of one of them comes too late."""
+        self._failed: list[tuple[StdioTarget, float]] = []
+        """Targets that could not start, with when: the pointer on Connect again tries nothing."""
 
     def __len__(self) -> int:
         return len(self._held)
@@ -53,13 +55,18 @@ class WarmStarts:
         """Start ``target`` unless an equal one is already held (its time then starts again).
 
         False when nothing is started: the connect of ``intent`` has already come, or the server cannot
-        be started here (the connect will then say why, in its timeline).
+        be started here (the connect will then say why, in its timeline; an equal target is not tried
+        again for ``keep`` seconds).
         """
         held = self._find(target)
         if held is not None:
             self._arm(held)
             return await asyncio.shield(held.spawned)
         if intent and intent in self._recent_connects():
+            return False
+        now = self.clock.now()
+        self._failed = [(failed, at) for failed, at in self._failed if now - at < self.keep]
+        if any(failed == target for failed, _ in self._failed):
             return False
         held = _Held(target, StdioTransport(target))
         self._held.append(held)
@@ -71,6 +78,7 @@ class WarmStarts:
         except TransportError:
             held.spawned.set_result(False)
             self._drop(held)
+            self._failed.append((target, self.clock.now()))
             return False
         except BaseException:
             held.spawned.set_result(False)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from sessions.engine import ClientOptions, ClientSession, Frame, StdioTarget, WarmStarts
+from sessions.engine._stdio import StdioTransport
 from sessions.engine._warm import LATE
 from sessions.engine.testing import ManualClock
 
@@ -112,10 +113,30 @@ async def test_a_server_that_died_while_held_is_not_adopted() -> None:
     await warm.close()
 
 
-async def test_a_command_that_cannot_start_is_no_offer() -> None:
-    warm = WarmStarts()
-    assert not await warm.offer(StdioTarget(os.devnull + "/no-such-program"))
-    assert len(warm) == 0
+async def test_a_command_that_cannot_start_is_no_offer_and_is_not_tried_again_for_a_while(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = ManualClock()
+    warm = WarmStarts(clock=clock)
+    missing = StdioTarget(os.devnull + "/no-such-program")
+    tried: list[Any] = []
+    spawn = StdioTransport.spawn
+
+    async def counted(transport: StdioTransport) -> None:
+        tried.append(transport.target)
+        await spawn(transport)
+
+    monkeypatch.setattr(StdioTransport, "spawn", counted)
+    assert not await warm.offer(missing)
+    assert len(warm) == 0 and len(tried) == 1
+    # The pointer on Connect again (a person hovering, a form changed elsewhere) starts nothing.
+    assert not await warm.offer(missing)
+    assert len(tried) == 1
+    # Another target is tried at once; the failed one again once its time is up.
+    assert not await warm.offer(StdioTarget(os.devnull + "/another"))
+    clock.advance(warm.keep + 1)
+    assert not await warm.offer(missing)
+    assert len(tried) == 3
 
 
 async def test_an_offer_that_arrives_just_after_its_connect_starts_nothing(tmp_path: Path) -> None:
