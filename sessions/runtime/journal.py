@@ -153,5 +153,5 @@ class Journal:
         self._spawn(self._activity(user_id, action, detail, seq))
 
     async def _activity(self, user_id: int, action: str, detail: str, seq: int | None) -> None:
-        activity_id = await store.record_activity(self.pk, user_id, action, detail, seq)
-        self.publish(m.ActivityAdded(activity_id))
+        entry = await store.record_activity(self.pk, user_id, action, detail, seq)
+        self.publish(m.ActivityAdded(entry["id"], entry))

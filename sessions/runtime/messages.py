@@ -9,6 +9,7 @@ docs/architecture.md for the whole protocol.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -378,9 +379,13 @@ class FramesStored(Event):
 
 @dataclass(frozen=True)
 class StateChanged(Event):
+    """The session's state changed (``status``, when it says, and why); ``serial`` names this change,
+    so that a web process draws it once for all its tabs."""
+
     NAME = "state"
     status: str = ""
     note: str = ""
+    serial: str = field(default_factory=lambda: secrets.token_hex(8), compare=False)
 
 
 @dataclass(frozen=True)
@@ -424,10 +429,15 @@ class ReviewChanged(Event):
 
 @dataclass(frozen=True)
 class ActivityAdded(Event):
-    """Someone did something in the session (``teams.Activity``): viewers add it to the activity log."""
+    """Someone did something in the session (``teams.Activity``): viewers add it to the activity log.
+
+    ``entry``: the row as the log shows it (``store.record_activity``), when the writer has it; a tab
+    then draws it without reading it back.
+    """
 
     NAME = "activity"
     activity_id: int
+    entry: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
@@ -177,13 +178,27 @@ def resolve_review(pk: int, resolved: PendingResolved, answer: dict[str, Any] | 
 @in_db_thread
 def record_activity(
     pk: int, user_id: int | None, action: str, detail: str = "", frame_seq: int | None = None
-) -> int:
-    """Note who did what in the session (a request sent, a panel action); the new row's id."""
+) -> dict[str, Any]:
+    """Note who did what in the session (a request sent, a panel action); the new row as the activity
+    log shows it (``messages.ActivityAdded``'s entry), so that no tab reads it back."""
     # Plain SQL: one a request, and the ORM's insert cost more CPU than the call's frames' write.
-    at = connection.ops.adapt_datetimefield_value(timezone.now())
+    at = timezone.now()
+    row = [pk, user_id, action, detail[:500], frame_seq, connection.ops.adapt_datetimefield_value(at)]
     with connection.cursor() as cursor:
-        cursor.execute(_INSERT_ACTIVITY, [pk, user_id, action, detail[:500], frame_seq, at])
-        return int(cursor.fetchone()[0])
+        cursor.execute(_INSERT_ACTIVITY, row)
+        activity_id = int(cursor.fetchone()[0])
+    name = None
+    if user_id is not None:
+        User = get_user_model()  # noqa: N806 - a class
+        name = User.objects.filter(pk=user_id).values_list(User.USERNAME_FIELD, flat=True).first()
+    return {
+        "id": activity_id,
+        "at": at.isoformat(),
+        "user": name,
+        "action": action,
+        "detail": detail[:500],
+        "frame_seq": frame_seq,
+    }
 
 
 _INSERT_ACTIVITY = (

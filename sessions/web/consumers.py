@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -130,12 +131,21 @@ def _call_ids(value: Any) -> list[int]:
     return ids[:WATCHED_CALLS]
 
 
-@in_pages_thread
-def _render_activity(session: McpSession, activity_id: int) -> str:
-    entry = together.activity_entry(session, activity_id)
-    if entry is None:
-        return ""
-    return render_to_string("sessions/activity/_live_entry.html", {"entry": entry, "session": session})
+def _activity(session: McpSession, activity_id: int, fields: dict[str, Any]) -> Callable[[], Awaitable[str]]:
+    """An activity entry as the log shows it: from the event's fields when it has them, else read back."""
+
+    @in_pages_thread
+    def read() -> str:
+        entry = together.activity_entry(session, activity_id)
+        return "" if entry is None else drawn(entry)
+
+    def drawn(entry: Any) -> str:
+        return render_to_string("sessions/activity/_live_entry.html", {"entry": entry, "session": session})
+
+    async def given() -> str:
+        return drawn(together.entry_of(fields))
+
+    return given if fields else read
 
 
 @in_pages_thread
@@ -289,8 +299,8 @@ class SessionConsumer(TimelineConsumer):
         match m.decode_event(message):
             case m.FramesStored() as event:
                 await self.frames_stored(event)
-            case m.StateChanged():
-                await self._state_changed()
+            case m.StateChanged() as event:
+                await self._state_changed(event)
             case m.StorageChanged() as event:
                 await self._send("sessions/_storage.html", {"storage": event})
             case m.CallProgress() as event:
@@ -309,9 +319,9 @@ class SessionConsumer(TimelineConsumer):
                 await self._send_reviews()
             case m.AuthorizationChanged():
                 await self._send_authorizations()
-            case m.ActivityAdded(activity_id):
-                entry = (self.source, "activity", activity_id)
-                fragment = await feed.once(entry, lambda: _render_activity(self.session, activity_id))
+            case m.ActivityAdded(activity_id, entry):
+                logged = (self.source, "activity", activity_id)
+                fragment = await feed.once(logged, _activity(self.session, activity_id, entry))
                 if fragment:
                     await self.send(text_data=fragment)
             case m.NoteAdded(note_id):
@@ -364,10 +374,11 @@ class SessionConsumer(TimelineConsumer):
         context = {"people": self.roster.people(), "me": self.user_id}
         await self._send("sessions/activity/_presence.html", context)
 
-    async def _state_changed(self) -> None:
-        self.session = await _refresh(self.session)
+    async def _state_changed(self, event: m.StateChanged) -> None:
+        session, drawn = await feed.once((self.source, "state", event.serial), _drawn_state(self.session))
+        self.session = copy.copy(session)  # each tab its own: a reconnect reads its tab's again
         await self._watch()
-        await self._send_state()
+        await self._send_state(drawn=drawn)
         if self.calls_watched:  # a session that ended ends its running calls
             await self._watch_calls(sorted(self.calls_watched))
 
@@ -408,19 +419,17 @@ class SessionConsumer(TimelineConsumer):
         self.calls_sent.add(task)
         task.add_done_callback(self.calls_sent.discard)
 
-    async def _send_state(self, reconnecting: str = "") -> None:
-        """The session's state; "reconnecting to the engine" and why, while the channel layer is down."""
+    async def _send_state(self, reconnecting: str = "", drawn: str = "") -> None:
+        """The session's state (``drawn`` already, for every tab); "reconnecting to the engine" and
+        why, while the channel layer is down."""
         link = getattr(self, "layer_link", None)
         if link is not None and not link.up:
             reconnecting = link.problem
-        context = {"session": self.session, "reconnecting": reconnecting}
-        await self._send("sessions/_session_state.html", context)
-        await self._send("sessions/_session_actions.html", {"session": self.session})
-        facts = await in_pages_thread(overview)(self.session)
-        await self._send("sessions/panels/overview.html", {"session": self.session, **facts})
+        if reconnecting or not drawn:
+            drawn = await _state_html(self.session, reconnecting)
         # "following live" only while the session is live: an ended one says so instead.
-        controls = {"session": self.session, "live": not self.browsing}
-        await self._send("sessions/_timeline_controls.html", controls)
+        controls = {"session": self.session, "live": not self.browsing, "oob": True}
+        await self.send(text_data=drawn + render_to_string("sessions/_timeline_controls.html", controls))
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -450,6 +459,27 @@ class SessionConsumer(TimelineConsumer):
     async def _send(self, template: str, context: dict[str, Any]) -> None:
         """A partial of the page, pushed: out of band (``oob``), where a page render puts it in line."""
         await self.send(text_data=render_to_string(template, {**context, "oob": True}))
+
+
+async def _state_html(session: McpSession, reconnecting: str) -> str:
+    """The session's state, its actions and its overview, out of band."""
+    state = {"session": session, "reconnecting": reconnecting, "oob": True}
+    facts = await in_pages_thread(overview)(session)
+    return (
+        render_to_string("sessions/_session_state.html", state)
+        + render_to_string("sessions/_session_actions.html", {"session": session, "oob": True})
+        + render_to_string("sessions/panels/overview.html", {"session": session, **facts, "oob": True})
+    )
+
+
+def _drawn_state(session: McpSession) -> Callable[[], Awaitable[tuple[McpSession, str]]]:
+    """A state change, the same for every tab: the session read again, and its state drawn."""
+
+    async def make() -> tuple[McpSession, str]:
+        fresh = await _refresh(copy.copy(session))
+        return fresh, await _state_html(fresh, "")
+
+    return make
 
 
 def _async(function: Any, *args: Any) -> Any:

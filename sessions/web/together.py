@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -42,6 +44,7 @@ __all__ = [
     "Roster",
     "activity_context",
     "activity_entry",
+    "entry_of",
     "add_note",
     "frame_context",
     "note_update",
@@ -127,6 +130,20 @@ def activity_context(session: McpSession, request: Any, fresh: dict[str, Any]) -
 def activity_entry(session: McpSession, activity_id: int) -> Activity | None:
     """One entry of the session's activity, with its person loaded (for a live tab)."""
     return Activity.objects.filter(session=session, pk=activity_id).select_related("user").first()
+
+
+def entry_of(fields: dict[str, Any]) -> Activity:
+    """An entry of the session's activity from the fields its writer sent (``store.record_activity``),
+    as ``activity_entry`` reads it: only to be shown, never saved."""
+    user = get_user_model()(username=fields["user"]) if fields.get("user") else None
+    return Activity(
+        pk=fields["id"],
+        user=user,
+        action=fields["action"],
+        detail=fields["detail"],
+        frame_seq=fields["frame_seq"],
+        at=datetime.fromisoformat(fields["at"]),
+    )
 
 
 # --- notes -----------------------------------------------------------------------------------------

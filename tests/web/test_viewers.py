@@ -15,7 +15,9 @@ from support.web import (
     WAIT,
     frames_of,
     live_runtime,
+    logged_in_client,
     make_user,
+    receive_until,
     request,
     session_communicator,
     start_session,
@@ -136,7 +138,7 @@ async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
     everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = {"ends": 0, "activity": 0}
-    finished, activity = consumers._finished, consumers._render_activity
+    finished, activity = consumers._finished, consumers._activity
 
     def counted_end(*args: Any) -> Any:
         make = finished(*args)  # each tab asks; feed.once makes it for the first
@@ -147,12 +149,20 @@ async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
 
         return counted
 
+    asked: list[tuple[Any, ...]] = []
+
     def counted_activity(*args: Any) -> Any:
-        made["activity"] += 1
-        return activity(*args)
+        asked.append(args)
+        make = activity(*args)
+
+        async def counted() -> Any:
+            made["activity"] += 1
+            return await make()
+
+        return counted
 
     monkeypatch.setattr(consumers, "_finished", counted_end)
-    monkeypatch.setattr(consumers, "_render_activity", counted_activity)
+    monkeypatch.setattr(consumers, "_activity", counted_activity)
     async with live_runtime():
         alice = await make_user()
         session = await start_session(
@@ -184,6 +194,11 @@ async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
                         'hx-swap-oob="beforeend:#activity-list"' in message and "sent" in message
                     )
         assert made == {"ends": 1, "activity": 1}, made
+        # The entry came with its event, and reads as the stored row does.
+        _, activity_id, entry = asked[0]
+        assert entry["user"] == "alice" and entry["action"] == "sent"
+        shown = await activity(session, activity_id, entry)()
+        assert shown == await activity(session, activity_id, {})() and "alice" in shown
         for tab in tabs:
             await tab.disconnect()
 
@@ -218,3 +233,41 @@ async def test_the_card_drawn_for_the_tab_that_called_is_the_one_every_other_tab
         # A card this process did not draw (another process's tab sent it) comes from the timeline.
         assert await consumers._cards(session, [{**row, "seq": request_seq + 10_000}])() == pushed
         assert len(read) == 1
+
+
+async def test_a_state_change_is_drawn_once_for_every_tab(
+    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked, made = [0], [0]
+    drawn_state = consumers._drawn_state
+
+    def counted(session: McpSession) -> Any:
+        asked[0] += 1
+        make = drawn_state(session)
+
+        async def counted_make() -> Any:
+            made[0] += 1
+            return await make()
+
+        return counted_make
+
+    monkeypatch.setattr(consumers, "_drawn_state", counted)
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        tabs = []
+        for _ in range(5):
+            communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+            assert (await communicator.connect(timeout=WAIT))[0]
+            tabs.append(communicator)
+        client = await logged_in_client(alice)
+        assert (await client.post(f"/s/{session.public_id}/disconnect")).status_code == 302
+        for tab in tabs:
+            # The state, its actions and the overview in one message, with the tab's timeline controls.
+            message = await receive_until(tab, 'class="status status-closed"')
+            assert 'id="session-actions"' in message and 'id="timeline-controls"' in message
+        assert made[0] >= 1 and asked[0] == 5 * made[0], (asked, made)
+        for tab in tabs:
+            await tab.disconnect()
