@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import shutil
 import signal
@@ -124,6 +125,9 @@ class StdioTransport:
         # Taken before the process is asked for: it may run (and write) before the call returns.
         self._spawned_at = time.monotonic()
         try:
+            if target.sandbox is None and not _found(target.command, env, target.cwd):
+                # Found as exec would look for it: no fork of this (large) process for a missing program.
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), target.command)
             with self._launch(env, marker) as launch:
                 self.process = await asyncio.create_subprocess_exec(
                     *launch.argv,
@@ -317,3 +321,15 @@ class StdioTransport:
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.process.pid, sig)
+
+
+def _found(command: str, env: dict[str, str], cwd: str | None) -> bool:
+    """Whether exec, in a child with ``env`` and ``cwd``, would find ``command`` as a program: a path
+    (from ``cwd`` if relative), else in each of its ``PATH``'s folders (a relative one from ``cwd``)."""
+    base = cwd or os.getcwd()
+    places = [command] if os.sep in command else [os.path.join(d, command) for d in os.get_exec_path(env)]
+    for place in places:
+        path = os.path.join(base, place)  # an absolute place stays as it is
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False

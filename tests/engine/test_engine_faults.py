@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -270,3 +273,37 @@ async def test_a_server_that_cancels_its_own_request_withdraws_the_pending_promp
     assert pending.key == withdrawn.key and pending.request_id == "ask-1"
     # Nothing is answered: the server withdrew the request.
     assert not [f for f in log.messages("out") if f.rpc_id == "ask-1"]
+
+
+async def test_a_missing_program_is_found_missing_before_any_process_is_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    started: list[Any] = []
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def counted(self: Any, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        started.append(args)
+        return execute_child(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", counted)
+    for target in (
+        StdioTarget("no-such-server-binary"),
+        StdioTarget("./server", cwd=str(tmp_path)),
+        StdioTarget("server", env={"PATH": str(tmp_path)}, inherit_env=False),
+    ):
+        with pytest.raises(Exception, match="cannot start .*: No such file or directory"):
+            async with connect(target):
+                pass
+    assert started == []
+    # Found as exec finds it: from the target's folder, or on its own PATH (a relative entry from there).
+    server = tmp_path / "server"
+    server.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
+    server.chmod(0o755)
+    for target in (
+        StdioTarget("./server", cwd=str(tmp_path)),
+        StdioTarget("server", env={"PATH": "."}, inherit_env=False, cwd=str(tmp_path)),
+    ):
+        with pytest.raises(Exception, match="exited|closed"):
+            async with connect(target):
+                pass
+    assert len(started) == 2
