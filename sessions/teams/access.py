@@ -92,9 +92,10 @@ def scope_for(user: Any, chosen: Any = None) -> Scope | None:
 
     None when they belong to no team (a hosted account whose memberships were all removed).
     """
-    if not settings.INSPECTOR_HOSTED:
-        personal_team(user)
     memberships = teams_of(user.pk)
+    if not memberships and not settings.INSPECTOR_HOSTED:
+        personal_team(user)  # the local mode's first request makes the person's team
+        memberships = teams_of(user.pk)
     if not memberships:
         return None
     current = next((m for m in memberships if m.team_id == chosen), memberships[0])
