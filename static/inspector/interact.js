@@ -148,8 +148,11 @@
       next = tabs[0];
     } else if (event.key === "End") {
       next = tabs[tabs.length - 1];
-    } else if (event.key === " ") {
+    } else if (event.key === " " || event.key === "Enter") {
+      // A tab redrawn a moment ago is wired by htmx only when its swap settles: until then Enter
+      // would follow its link (a whole page load that drops the focus). Wire it now, then open it.
       event.preventDefault();
+      htmx.process(tab);
       tab.click();
       return;
     }

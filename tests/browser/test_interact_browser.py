@@ -145,6 +145,25 @@ def _focused(page: Any) -> str:
     return page.evaluate("() => document.activeElement.id || document.activeElement.textContent.trim()")
 
 
+def test_enter_on_a_tab_redrawn_a_moment_ago_opens_it_in_place(home: Any, everything_stdio: dict) -> None:
+    connect(home, stdio=everything_stdio)
+    # A panel's answer redraws the tabs; htmx wires the new ones when the swap settles (widened here).
+    home.evaluate(
+        """() => new Promise((resolve) => {
+             htmx.config.defaultSettleDelay = 3000;
+             document.body.addEventListener('htmx:afterSwap', () => resolve(), {once: true});
+             htmx.ajax('GET', location.pathname + 'panel/overview', {target: '#panel'});
+           })"""
+    )
+    home.evaluate("() => { window.__samePage = true; }")
+    home.locator("#tab-resources").focus()
+    home.keyboard.press("Enter")
+    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(home.locator(".panel-resources")).to_be_visible()
+    expect(home.locator("#tab-resources")).to_be_focused()
+    assert home.evaluate("() => window.__samePage === true"), "Enter followed the tab's link: a page load"
+
+
 def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
     home: Any, everything_stdio: dict
 ) -> None:
