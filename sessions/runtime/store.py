@@ -182,8 +182,8 @@ def record_activity(
     """Note who did what in the session (a request sent, a panel action); the new row as the activity
     log shows it (``messages.ActivityAdded``'s entry), so that no tab reads it back."""
     # Plain SQL: one a request, and the ORM's insert cost more CPU than the call's frames' write.
-    at = timezone.now()
-    row = [pk, user_id, action, detail[:500], frame_seq, connection.ops.adapt_datetimefield_value(at)]
+    at, detail = timezone.now(), detail[:500]
+    row = [pk, user_id, action, detail, frame_seq, connection.ops.adapt_datetimefield_value(at)]
     with connection.cursor() as cursor:
         cursor.execute(_INSERT_ACTIVITY, row)
         activity_id = int(cursor.fetchone()[0])
@@ -196,7 +196,7 @@ def record_activity(
         "at": at.isoformat(),
         "user": name,
         "action": action,
-        "detail": detail[:500],
+        "detail": detail,
         "frame_seq": frame_seq,
     }
 

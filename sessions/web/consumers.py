@@ -134,18 +134,17 @@ def _call_ids(value: Any) -> list[int]:
 def _activity(session: McpSession, activity_id: int, fields: dict[str, Any]) -> Callable[[], Awaitable[str]]:
     """An activity entry as the log shows it: from the event's fields when it has them, else read back."""
 
-    @in_pages_thread
-    def read() -> str:
-        entry = together.activity_entry(session, activity_id)
-        return "" if entry is None else drawn(entry)
-
-    def drawn(entry: Any) -> str:
+    async def make() -> str:
+        entry: Any
+        if fields:
+            entry = together.entry_of(fields)
+        else:
+            entry = await in_pages_thread(together.activity_entry)(session, activity_id)
+        if entry is None:
+            return ""
         return render_to_string("sessions/activity/_live_entry.html", {"entry": entry, "session": session})
 
-    async def given() -> str:
-        return drawn(together.entry_of(fields))
-
-    return given if fields else read
+    return make
 
 
 @in_pages_thread
@@ -476,7 +475,7 @@ def _drawn_state(session: McpSession) -> Callable[[], Awaitable[tuple[McpSession
     """A state change, the same for every tab: the session read again, and its state drawn."""
 
     async def make() -> tuple[McpSession, str]:
-        fresh = await _refresh(copy.copy(session))
+        fresh = await _refresh(session)
         return fresh, await _state_html(fresh, "")
 
     return make

@@ -40,10 +40,7 @@ async def once(key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
     if found is not None:
         _answers.move_to_end(key)
         return await asyncio.shield(found)
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    _answers[key] = future
-    while len(_answers) > REMEMBERED:
-        _answers.popitem(last=False)
+    future = _remember(key)
     try:
         future.set_result(await make())
     except BaseException as exc:
@@ -57,19 +54,23 @@ async def once(key: Hashable, make: Callable[[], Awaitable[T]]) -> T:
 def keep(key: Hashable, value: Any) -> None:
     """Remember ``value`` as made for ``key`` (by a caller that had it in hand), unless it is already."""
     if key not in _answers:
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        future.set_result(value)
-        _answers[key] = future
-        while len(_answers) > REMEMBERED:
-            _answers.popitem(last=False)
+        _remember(key).set_result(value)
 
 
 def kept(key: Hashable) -> Any:
-    """What was made for ``key`` already, or None (nothing waits for what is still being made)."""
+    """What was made for ``key`` already, or None (nothing waits for what is still being made; a
+    failure is never kept)."""
     found = _answers.get(key)
-    if found is None or not found.done() or found.cancelled() or found.exception() is not None:
-        return None
-    return found.result()
+    return found.result() if found is not None and found.done() else None
+
+
+def _remember(key: Hashable) -> asyncio.Future[Any]:
+    """A new answer's place, the oldest answers forgotten past ``REMEMBERED``."""
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    _answers[key] = future
+    while len(_answers) > REMEMBERED:
+        _answers.popitem(last=False)
+    return future
 
 
 def card_key(session: Any, rpc_id: Any, request_seq: Any) -> tuple[Any, ...]:

@@ -134,45 +134,45 @@ async def test_fifty_tabs_get_every_row_in_order_and_each_batch_is_rendered_once
             await tab.communicator.disconnect()
 
 
+def _counted(factory: Any, made: dict[str, int], name: str, asked: list[tuple[Any, ...]]) -> Any:
+    """``factory`` (a maker for ``feed.once``, one per asking tab) that notes what it was asked with,
+    and counts in ``made[name]`` the makes that ran (feed.once runs the first tab's)."""
+
+    def counting(*args: Any) -> Any:
+        asked.append(args)
+        make = factory(*args)
+
+        async def counted() -> Any:
+            made[name] += 1
+            return await make()
+
+        return counted
+
+    return counting
+
+
+async def _session_with_tabs(everything_stdio: dict, count: int = 5) -> tuple[Any, McpSession, list[Any]]:
+    """Alice's session of server-everything, and ``count`` live sockets on it (in a live runtime)."""
+    alice = await make_user()
+    session = await start_session(alice, stdio_config(everything_stdio["command"], everything_stdio["args"]))
+    tabs = []
+    for _ in range(count):
+        communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
+        assert (await communicator.connect(timeout=WAIT))[0]
+        tabs.append(communicator)
+    return alice, session, tabs
+
+
 async def test_a_calls_end_and_its_activity_are_made_once_for_every_tab(
     everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made = {"ends": 0, "activity": 0}
-    finished, activity = consumers._finished, consumers._activity
-
-    def counted_end(*args: Any) -> Any:
-        make = finished(*args)  # each tab asks; feed.once makes it for the first
-
-        async def counted() -> Any:
-            made["ends"] += 1
-            return await make()
-
-        return counted
-
     asked: list[tuple[Any, ...]] = []
-
-    def counted_activity(*args: Any) -> Any:
-        asked.append(args)
-        make = activity(*args)
-
-        async def counted() -> Any:
-            made["activity"] += 1
-            return await make()
-
-        return counted
-
-    monkeypatch.setattr(consumers, "_finished", counted_end)
-    monkeypatch.setattr(consumers, "_activity", counted_activity)
+    activity = consumers._activity
+    monkeypatch.setattr(consumers, "_finished", _counted(consumers._finished, made, "ends", []))
+    monkeypatch.setattr(consumers, "_activity", _counted(activity, made, "activity", asked))
     async with live_runtime():
-        alice = await make_user()
-        session = await start_session(
-            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
-        )
-        tabs = []
-        for _ in range(5):
-            communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
-            assert (await communicator.connect(timeout=WAIT))[0]
-            tabs.append(communicator)
+        alice, session, tabs = await _session_with_tabs(everything_stdio)
         # Asked to answer at once: the call's end then reaches the tabs as an event of its own.
         started = await request(
             session,
@@ -256,15 +256,7 @@ async def test_a_state_change_is_drawn_once_for_every_tab(
 
     monkeypatch.setattr(feed, "once", counted)
     async with live_runtime():
-        alice = await make_user()
-        session = await start_session(
-            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
-        )
-        tabs = []
-        for _ in range(5):
-            communicator = await session_communicator(alice, f"/ws/sessions/{session.public_id}/")
-            assert (await communicator.connect(timeout=WAIT))[0]
-            tabs.append(communicator)
+        alice, session, tabs = await _session_with_tabs(everything_stdio)
         client = await logged_in_client(alice)
         assert (await client.post(f"/s/{session.public_id}/disconnect")).status_code == 302
         for tab in tabs:
