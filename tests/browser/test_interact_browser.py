@@ -223,6 +223,46 @@ def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
     assert_clean(home)
 
 
+def test_the_tab_picked_last_is_shown_though_an_earlier_pick_was_still_on_its_way(
+    home: Any, everything_stdio: dict
+) -> None:
+    connect(home, stdio=everything_stdio)
+    open_tab(home, "Overview")
+    # The Tools panel is held on its way back; Resources is picked meanwhile.
+    held: list[Any] = []
+    home.route("**/panel/tools", lambda route: held.append(route))
+    home.get_by_role("tab", name="Tools", exact=True).click()
+
+    def fetched() -> bool:
+        home.evaluate("1")  # Playwright runs the route's handler while the page is asked something
+        return bool(held)
+
+    wait_until(fetched, SHORT / 1000, "the Tools panel was not asked for")
+    home.get_by_role("tab", name="Resources", exact=True).click()
+    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(home.locator(".panel-resources")).to_be_visible()
+    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    # The earlier pick's answer, coming last, stays out.
+    home.evaluate(
+        """() => {
+             window.__toolsSwapped = new Promise((resolve) => {
+               document.addEventListener('htmx:beforeSwap', (event) => {
+                 if (event.detail.pathInfo.requestPath.endsWith('/panel/tools')) {
+                   setTimeout(() => resolve(event.detail.shouldSwap), 0);
+                 }
+               });
+             });
+           }"""
+    )
+    held[0].continue_()
+    assert home.evaluate("() => window.__toolsSwapped") is False
+    home.unroute("**/panel/tools")
+    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(home.locator(".panel-resources")).to_be_visible()
+    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    assert_clean(home)
+
+
 def test_focus_stays_on_the_button_after_listing_and_opening_a_tool(
     home: Any, everything_stdio: dict
 ) -> None:

@@ -318,7 +318,7 @@ def open_tab(page: Any, name: str) -> None:
     from playwright.sync_api import expect
 
     # Not while a panel load is on its way (the page's own move to Tools on readiness, a first list):
-    # its answer, queued before the click's, would land after the test looked.
+    # the test then looks at the panel it opened, not one still settling.
     busy = page.locator(".htmx-swapping, .htmx-settling, .htmx-request")
     expect(busy).to_have_count(0, timeout=LONG)
     tab = page.get_by_role("tab", name=name, exact=True)
