@@ -190,13 +190,20 @@ def run(options: TapOptions) -> int:
         pump.join(max(0.0, deadline - time.monotonic()))
     items.put(("exit", code, time.time(), time.monotonic()))
     items.put(None)
-    # Every frame is written before the tap ends, however far behind a loaded machine left the spool;
-    # a signal from now on ends the tap at once rather than going to a server that is gone.
+    # Every frame is written before the tap ends, however far behind a loaded machine left the spool:
+    # a host's signal from now on (its SIGTERM after closing our input) waits for that; a second one
+    # ends the tap at once.
+    for sig in _SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, _then_at_once)
+    spool_thread.join()
+    return code
+
+
+def _then_at_once(_signum: int, _frame: object) -> None:
     for sig in _SIGNALS:
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_DFL)
-    spool_thread.join()
-    return code
 
 
 def _record_failure(options: TapOptions, note: str) -> None:

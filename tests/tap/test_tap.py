@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -118,6 +119,81 @@ def test_the_bytes_pass_unchanged_both_ways_with_stderr_and_the_exit_code(tmp_pa
     assert out[2]["raw"].endswith('café"}}') and out[3]["raw_encoding"] == "latin-1"
     assert [f["transport"]["stdio"]["returncode"] for f in frames if f["kind"] == "exit"] == [7]
     assert [f["raw"] for f in frames if f["kind"] == "stderr"] == ["tap_echo: started, ünïcode on stderr"]
+
+
+def _children(pid: int) -> list[str]:
+    """The tap's child processes (its server, once started; no watchdog before the spool's first frame)."""
+    tasks = Path(f"/proc/{pid}/task")
+    return [c for task in tasks.iterdir() for c in (task / "children").read_text().split()]
+
+
+def _read_fifo(path: Path, writer: subprocess.Popen[bytes], timeout: float = 30.0) -> str:
+    """What ``writer`` writes into the FIFO until it closes it (nothing if it ends without opening it)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a writer waiting in its open goes on now
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            # Readable once there is data, or at the end of a writer that came (none yet: not readable).
+            if select.select([fd], [], [], 0.1)[0]:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            elif writer.poll() is not None:
+                break
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def test_the_hosts_signal_after_the_server_ended_waits_until_every_frame_is_written(tmp_path: Path) -> None:
+    # A host closes the tap by ending its input, then SIGTERM after a grace (the TypeScript SDK: 2 s). On
+    # a loaded machine the spool may still be behind then; here a --record FIFO nobody reads holds it.
+    record = tmp_path / "record.fifo"
+    os.mkfifo(record)
+    with subprocess.Popen(
+        [
+            *TAP,
+            "--record",
+            str(record),
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; sys.stdout.write(sys.stdin.read())",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=tap_env(tmp_path),
+        cwd=REPO,
+    ) as tap:
+        assert tap.stdin is not None and tap.stdout is not None
+        ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+        tap.stdin.write(ping)
+        tap.stdin.close()
+        assert tap.stdout.readline() == ping
+        wait_for(
+            lambda: os.path.exists(f"/proc/{tap.pid}/task") and not _children(tap.pid),
+            what="the server's end",
+        )
+        tap.send_signal(signal.SIGTERM)
+        # The frames are read now: every one of them is written, then the tap ends as its server did.
+        written = _read_fifo(record, tap)
+        assert tap.wait(timeout=30) == 0, tap.stderr.read() if tap.stderr else ""
+        frames = [json.loads(line) for line in written.splitlines()]
+        kinds = [(f["kind"], f["direction"], f["method"]) for f in frames]
+        # The server echoes the ping back: a request of its own.
+        assert kinds == [
+            ("state", "local", None),
+            ("message", "out", "ping"),
+            ("message", "in", "ping"),
+            ("exit", "local", None),
+            ("state", "local", None),
+        ]
+        assert frames[-1]["transport"]["state"] == "closed"
+        (spool,) = (tmp_path / "taps").glob("*.jsonl")
+        assert records(spool) == frames
 
 
 def test_a_server_killed_by_a_signal_ends_the_tap_the_same_way(tmp_path: Path) -> None:
