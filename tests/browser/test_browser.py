@@ -23,6 +23,7 @@ from support.browser import (
     calls,
     connect,
     everything_children,
+    hold,
     list_tools,
     open_page,
     open_tab,
@@ -32,6 +33,7 @@ from support.browser import (
     status,
     timeline_ids,
     timeline_rows,
+    until_held,
     wait_until,
 )
 from support.paths import SERVERS
@@ -305,15 +307,10 @@ def test_a_panel_answer_drawn_before_a_newer_drawing_of_the_panel_stays_out(
     subscribe, uri = _listed_resource(home, everything_stdio)
 
     # A listing drawn by the server now (no subscription yet) is held on its way back to the page.
-    held: list[Any] = []
-    home.route("**/list/resources", lambda route: held.append((route, route.fetch())))
+    held = hold(home, "**/list/resources", fetch=True)
     home.get_by_role("button", name="List resources").click()
 
-    def fetched() -> bool:
-        home.evaluate("1")  # Playwright runs the route's handler while the page is asked something
-        return bool(held)
-
-    wait_until(fetched, SHORT / 1000, "the listing was not held")
+    until_held(home, held, "the listing was not held")
     # Meanwhile the person subscribes: the panel is drawn again, subscribed.
     subscribe.click()
     unsubscribe = home.get_by_role("button", name=f"Unsubscribe from {uri}").first

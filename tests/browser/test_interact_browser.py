@@ -15,10 +15,12 @@ from support.browser import (
     assert_clean,
     call_card,
     connect,
+    hold,
     list_tools,
     open_page,
     open_tab,
     open_tool,
+    until_held,
     wait_until,
 )
 
@@ -187,18 +189,13 @@ def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
     # A panel's answer may redraw the tabs meanwhile: the Tab stop follows the focus once it settles.
     expect(home.locator("#tab-resources")).to_have_attribute("tabindex", "0")
     # The Resources panel's first list is held on its way back, and lands after the next switch.
-    held: list[Any] = []
-    home.route("**/panel/resources/list", lambda route: held.append((route, route.fetch())))
+    held = hold(home, "**/panel/resources/list", fetch=True)
     home.keyboard.press("Enter")
     expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
     expect(home.locator(".panel-resources")).to_be_visible()
     expect(home.locator("#tab-resources")).to_be_focused()  # the redrawn tab, not the top of the page
 
-    def fetched() -> bool:
-        home.evaluate("1")  # Playwright runs the route's handler while the page is asked something
-        return bool(held)
-
-    wait_until(fetched, SHORT / 1000, "the first list was not held")
+    until_held(home, held, "the first list was not held")
     # Its form leaves the page with the panel, so the document never hears of its answer: the form does.
     home.evaluate(
         """() => {
@@ -229,15 +226,10 @@ def test_the_tab_picked_last_is_shown_though_an_earlier_pick_was_still_on_its_wa
     connect(home, stdio=everything_stdio)
     open_tab(home, "Overview")
     # The Tools panel is held on its way back; Resources is picked meanwhile.
-    held: list[Any] = []
-    home.route("**/panel/tools", lambda route: held.append(route))
+    held = hold(home, "**/panel/tools")
     home.get_by_role("tab", name="Tools", exact=True).click()
 
-    def fetched() -> bool:
-        home.evaluate("1")  # Playwright runs the route's handler while the page is asked something
-        return bool(held)
-
-    wait_until(fetched, SHORT / 1000, "the Tools panel was not asked for")
+    until_held(home, held, "the Tools panel was not asked for")
     home.get_by_role("tab", name="Resources", exact=True).click()
     expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
     expect(home.locator(".panel-resources")).to_be_visible()

@@ -431,3 +431,21 @@ def wait_until(check: Callable[[], bool], timeout: float, message: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(message)
         time.sleep(0.1)
+
+
+def hold(page: Any, pattern: str, *, fetch: bool = False) -> list[Any]:
+    """Hold the page's requests to ``pattern`` on their way: the list fills with their routes (with their
+    answers, fetched, when ``fetch``) for the test to let go."""
+    held: list[Any] = []
+    page.route(pattern, lambda route: held.append((route, route.fetch()) if fetch else route))
+    return held
+
+
+def until_held(page: Any, held: list[Any], message: str) -> None:
+    """Wait until ``hold``'s list has a request."""
+
+    def fetched() -> bool:
+        page.evaluate("1")  # Playwright runs a route's handler while the page is asked something
+        return bool(held)
+
+    wait_until(fetched, SHORT / 1000, message)
