@@ -191,6 +191,8 @@ class TimelineConsumer(AsyncWebsocketConsumer):
         mine = self.channel_name if self.view != "table" else ""
         key = (self.source, "newest", self.filter, self.view, tick, mine)
         message, first, last = await feed.once(key, self._newest)
+        if self.browsing:  # the tab asked for older rows while the newest were drawn
+            return
         self.oldest, self.after = first, max(self.after, last)
         await self.send(text_data=message)
 
