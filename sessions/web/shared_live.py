@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 from typing import Any
 
 from django.template.loader import render_to_string
@@ -20,6 +21,7 @@ from sessions.runtime.db_threads import in_pages_thread
 from sessions.teams.models import Share
 from sessions.timeline.queries import TimelineFilter
 from sessions.timeline.shared import SharedSession, find_share
+from sessions.web import feed
 from sessions.web.shares import may_open
 from sessions.web.timeline_live import TimelineConsumer
 
@@ -95,9 +97,9 @@ class SharedConsumer(TimelineConsumer):
         if share.expires is not None:
             delay = (share.expires - timezone.now()).total_seconds()
             self._expiry = asyncio.get_running_loop().create_task(self._expire_after(delay))
-        self.shown = await _refreshed(self.shared)
+        self.shown, drawn = await self._drawn_state()
         await self.catch_up(self.shown.last_seq)
-        await self._send_state(self.shown)
+        await self._send_state(drawn)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "_expiry", None) is not None and self._expiry is not asyncio.current_task():
@@ -133,8 +135,11 @@ class SharedConsumer(TimelineConsumer):
         match m.decode_event(message):
             case m.FramesStored() as event:
                 await self.frames_stored(event)
-            case m.StateChanged():
-                await self._send_state(await _refreshed(self.shared))
+            case m.StateChanged() as event:
+                key = (self.source, "state", event.serial)
+                shown, drawn = await feed.once(key, self._drawn_state)
+                self.shown = copy.copy(shown)  # each viewer its own, as each tab has
+                await self._send_state(drawn)
 
     async def share_revoked(self, message: dict[str, Any]) -> None:
         await self._gone("revoked")
@@ -148,15 +153,16 @@ class SharedConsumer(TimelineConsumer):
             await self.send(text_data=render_to_string("shares/_gone_live.html", {"state": state}))
         await self.close(code=CLOSE_GONE)
 
-    async def _send_state(self, shown: Any) -> None:
-        self.shown = shown
-        await self._send("sessions/_session_state.html", {"session": shown})
+    async def _drawn_state(self) -> tuple[Any, str]:
+        """The session read again as the share shows it, and its state and overview drawn: the same for
+        every viewer of the share (its group names the share)."""
+        shown = await _refreshed(self.shared)
         facts = await in_pages_thread(self.shared.overview)()
-        await self._send("sessions/panels/overview.html", {"session": shown, **facts})
-        await self._send(
-            "sessions/_timeline_controls.html", {**self.pane_context(), "live": not self.browsing}
-        )
+        context = {"shared": {"base": self.base}, "session": shown, "oob": True}
+        drawn = render_to_string("sessions/_session_state.html", context)
+        return shown, drawn + render_to_string("sessions/panels/overview.html", {**context, **facts})
 
-    async def _send(self, template: str, context: dict[str, Any]) -> None:
-        shared = {"shared": {"base": self.base}}
-        await self.send(text_data=render_to_string(template, {**shared, **context, "oob": True}))
+    async def _send_state(self, drawn: str) -> None:
+        """The state and overview drawn for the share, with this viewer's own timeline controls."""
+        controls = {**self.pane_context(), "live": not self.browsing, "oob": True}
+        await self.send(text_data=drawn + render_to_string("sessions/_timeline_controls.html", controls))

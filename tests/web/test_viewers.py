@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.template.loader import render_to_string
 from support.web import (
     WAIT,
@@ -235,10 +236,8 @@ async def test_the_card_drawn_for_the_tab_that_called_is_the_one_every_other_tab
         assert len(read) == 1
 
 
-async def test_a_state_change_is_drawn_once_for_every_tab(
-    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Per state change (its serial): how many tabs asked for its drawing, and how often it was drawn.
+def _count_state_drawings(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, int], dict[str, int]]:
+    """Per state change (its serial): how many sockets asked for its drawing, and how often it was drawn."""
     asked: dict[str, int] = {}
     made: dict[str, int] = {}
     once = feed.once
@@ -255,6 +254,13 @@ async def test_a_state_change_is_drawn_once_for_every_tab(
         return await once(key, counted_make)
 
     monkeypatch.setattr(feed, "once", counted)
+    return asked, made
+
+
+async def test_a_state_change_is_drawn_once_for_every_tab(
+    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked, made = _count_state_drawings(monkeypatch)
     async with live_runtime():
         alice, session, tabs = await _session_with_tabs(everything_stdio)
         client = await logged_in_client(alice)
@@ -268,3 +274,37 @@ async def test_a_state_change_is_drawn_once_for_every_tab(
         assert set(made) == set(asked) and 5 in asked.values(), asked
         for tab in tabs:
             await tab.disconnect()
+
+
+async def test_a_state_change_is_drawn_once_for_every_viewer_of_a_share(
+    everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inspector.asgi import application
+
+    asked, made = _count_state_drawings(monkeypatch)
+    async with live_runtime():
+        alice = await make_user()
+        session = await start_session(
+            alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
+        )
+        client = await logged_in_client(alice)
+        link = {"scope": "all", "expiry": "7d", "audience": "anyone", "label": ""}
+        made_link = await client.post(f"/s/{session.public_id}/shares/new", link)
+        token = re.search(r"/shared/([A-Za-z0-9_-]{20,})/", made_link.content.decode())
+        assert token, made_link.content.decode()[:500]
+        origin = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+        viewers = [
+            WebsocketCommunicator(application, f"/ws/shared/{token.group(1)}/", headers=origin)
+            for _ in range(5)
+        ]
+        for viewer in viewers:
+            assert (await viewer.connect(timeout=WAIT))[0]
+        assert (await client.post(f"/s/{session.public_id}/disconnect")).status_code == 302
+        for viewer in viewers:
+            message = await receive_until(viewer, 'class="status status-closed"')
+            assert 'id="timeline-controls"' in message and "hx-post" not in message
+        # The end drawn once for the share, however many of its viewers asked (all five).
+        assert made and all(count == 1 for count in made.values()), made
+        assert set(made) == set(asked) and 5 in asked.values(), asked
+        for viewer in viewers:
+            await viewer.disconnect()
