@@ -4,15 +4,14 @@ a replay of a recording with ``replay``, an eval suite run with ``eval``."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-# Nothing here imports Django (nor webbrowser, logging, ipaddress) at module level: the --cli and tap
-# paths must start fast.
+# Nothing here imports Django (nor asyncio, webbrowser, logging, ipaddress) at module level: the --cli
+# and tap paths must start fast, and ``run`` tunes the collector before they import.
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6274
@@ -47,8 +46,8 @@ def run() -> NoReturn:
 
     A CLI call is a short process, and what it allocates mostly lives as long as it does (modules,
     classes, functions): its garbage collector looks at new objects every 100,000 allocations instead
-    of every 700 (70 collections a call found next to nothing, ~10 ms), and it ends without the
-    interpreter's teardown (``inspector.cli.end_process``).
+    of every 700, from before it imports anything heavy (collections during imports find next to
+    nothing), and it ends without the interpreter's teardown (``inspector.cli.end_process``).
     """
     if sys.argv[1:2] == ["tap"]:
         from inspector.tap._forward import end_process as end_tap
@@ -143,6 +142,8 @@ def serve(args: Sequence[str]) -> int:
         )
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "inspector.settings")
+    import asyncio
+
     # daphne.server installs the asyncio Twisted reactor on import, so import it before
     # django.setup() loads apps that might import twisted.internet.reactor themselves.
     import webbrowser
