@@ -128,6 +128,7 @@ class _Run:
         self.phases_written = 0
         self.revived = False  # a session marked lost while the inspector was away lives again
         self.tap: dict[str, Any] = {}
+        self.control = ""  # the run whose socket takes the tap's commands, once the first frame says
         self.quiet_since = time.monotonic()
         self.done = False
         self.watcher: asyncio.Task[None] | None = None
@@ -140,6 +141,8 @@ class _Run:
             await self._take(data)
         if self.pk is not None and (self.facts.ended or (not data and self._tap_gone())):
             await self._end()
+        elif self.pk is None and not data and self._writer_gone():
+            self._discard()
 
     def _read(self) -> bytes:
         try:
@@ -196,6 +199,7 @@ class _Run:
             "args": [str(a) for a in stdio.get("args") or []][:200],
             "cwd": str(stdio.get("cwd") or ""),
         }
+        self.control = control
         self.pk, self.group, self.stored = await _session_for(details, first.wall)
         self.recorder = Recorder(self.pk, self.group, self.layer)
         self.recorder.start()
@@ -248,12 +252,12 @@ class _Run:
             note = self.facts.fields.get("status_note", "")
         else:
             status, note = McpSession.Status.LOST, "the tap stopped before its server's exit was recorded"
+            _unlink(tap_control.socket_path(self.control))  # a dead tap's socket, which nobody answers
         await self._write_facts()
         await store.update_session(self.pk, status=status, status_note=note, ended=timezone.now())
         await self._tell(m.StateChanged(str(status), str(note)))
         await self._tell(m.TapChanged({}))
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
+        _unlink(self.path)
         self.done = True
 
     def _tap_gone(self) -> bool:
@@ -267,6 +271,33 @@ class _Run:
             return False
         now = ServerProcess.of(pid, "")
         return now.host == host and now.started != started
+
+    def _writer_gone(self) -> bool:
+        """Whether the tap of a spool with no whole frame yet is dead: the process its name gives
+        (``<ms>-<pid>-<hex>``, a host session's ``-<n>`` after it) is no more. Checked every
+        ``GONE_CHECK`` of quiet: a tap writes its first frame once it has loaded the engine."""
+        if time.monotonic() - self.quiet_since < GONE_CHECK:
+            return False
+        self.quiet_since = time.monotonic()
+        found = tap_control.RUN.match(self.path.name)
+        if found is None:
+            return False
+        try:
+            os.kill(int(found.group(0).split("-")[1]), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass  # another user's process has the number now: the tap is not known to be gone
+        return False
+
+    def _discard(self) -> None:
+        """The tap died before its first whole frame: there is no session to make, and its files go."""
+        log.warning("tap spool %s: its tap ended before writing a frame; removed", self.path.name)
+        _unlink(self.path)
+        found = tap_control.RUN.match(self.path.name)
+        if found is not None:
+            _unlink(tap_control.socket_path(found.group(0)))
+        self.done = True
 
     async def _tell(self, event: m.Event) -> None:
         with contextlib.suppress(Exception):
@@ -308,6 +339,11 @@ def _session_for(details: dict[str, Any], started: float) -> tuple[int, str, int
             status_note="the tap started its server",
         )
     return session.pk, session.group_name, 0
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 class TapIngester:
