@@ -179,3 +179,13 @@ def test_cli_path_does_not_import_django() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 0, result.stderr or "django was imported"
+
+
+def test_the_tests_keep_out_of_the_users_data_folder() -> None:
+    # A live runtime's tap ingester would take in, and remove, the user's own spools.
+    from django.conf import settings
+
+    from inspector.paths import user_data_dir
+
+    users = (user_data_dir() / "mcp-inspector").resolve()
+    assert not Path(settings.DATA_DIR).resolve().is_relative_to(users), settings.DATA_DIR
