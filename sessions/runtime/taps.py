@@ -128,7 +128,9 @@ class _Run:
         self.phases_written = 0
         self.revived = False  # a session marked lost while the inspector was away lives again
         self.tap: dict[str, Any] = {}
-        self.control = ""  # the run whose socket takes the tap's commands, once the first frame says
+        named = tap_control.RUN.match(path.name)
+        # The run whose socket takes the tap's commands: the spool's name says, its first frame may refine.
+        self.control = named.group(0) if named else ""
         self.quiet_since = time.monotonic()
         self.done = False
         self.watcher: asyncio.Task[None] | None = None
@@ -139,10 +141,13 @@ class _Run:
         if data:
             self.quiet_since = time.monotonic()
             await self._take(data)
-        if self.pk is not None and (self.facts.ended or (not data and self._tap_gone())):
+        if self.pk is not None and self.facts.ended:
             await self._end()
-        elif self.pk is None and not data and self._writer_gone():
-            self._discard()
+        elif not data and self._tap_gone():
+            if self.pk is None:
+                self._discard()
+            else:
+                await self._end()
 
     def _read(self) -> bytes:
         try:
@@ -261,10 +266,14 @@ class _Run:
         self.done = True
 
     def _tap_gone(self) -> bool:
-        """Whether the tap that writes this spool is dead (checked every ``GONE_CHECK`` of quiet)."""
+        """Whether the tap that writes this spool is dead, checked every ``GONE_CHECK`` of quiet: the
+        process its first frame names, or before that frame (a tap writes it once it has loaded the
+        engine) the pid in the spool's name, ``<ms>-<pid>-<hex>``."""
         if time.monotonic() - self.quiet_since < GONE_CHECK:
             return False
         self.quiet_since = time.monotonic()
+        if self.pk is None:
+            return bool(self.control) and _no_such_process(int(self.control.split("-")[1]))
         try:
             pid, started, host = int(self.tap["pid"]), int(self.tap["started"]), str(self.tap["host"])
         except (KeyError, TypeError, ValueError):
@@ -272,31 +281,12 @@ class _Run:
         now = ServerProcess.of(pid, "")
         return now.host == host and now.started != started
 
-    def _writer_gone(self) -> bool:
-        """Whether the tap of a spool with no whole frame yet is dead: the process its name gives
-        (``<ms>-<pid>-<hex>``, a host session's ``-<n>`` after it) is no more. Checked every
-        ``GONE_CHECK`` of quiet: a tap writes its first frame once it has loaded the engine."""
-        if time.monotonic() - self.quiet_since < GONE_CHECK:
-            return False
-        self.quiet_since = time.monotonic()
-        found = tap_control.RUN.match(self.path.name)
-        if found is None:
-            return False
-        try:
-            os.kill(int(found.group(0).split("-")[1]), 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            pass  # another user's process has the number now: the tap is not known to be gone
-        return False
-
     def _discard(self) -> None:
         """The tap died before its first whole frame: there is no session to make, and its files go."""
         log.warning("tap spool %s: its tap ended before writing a frame; removed", self.path.name)
         _unlink(self.path)
-        found = tap_control.RUN.match(self.path.name)
-        if found is not None:
-            _unlink(tap_control.socket_path(found.group(0)))
+        if self.control:
+            _unlink(tap_control.socket_path(self.control))
         self.done = True
 
     async def _tell(self, event: m.Event) -> None:
@@ -339,6 +329,17 @@ def _session_for(details: dict[str, Any], started: float) -> tuple[int, str, int
             status_note="the tap started its server",
         )
     return session.pk, session.group_name, 0
+
+
+def _no_such_process(pid: int) -> bool:
+    """Whether no process has the number (another user's that has it now counts as one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _unlink(path: Path) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from support.teams import ateam_of
 from support.web import (
     WAIT,
+    anonymous_communicator,
     frames_of,
     live_runtime,
     make_user,
@@ -25,7 +25,6 @@ from support.web import (
     waiting_review,
 )
 
-from inspector.asgi import application
 from sessions.models import McpSession, PendingReview, TimelineFrame
 from sessions.runtime import client
 from sessions.runtime import messages as m
@@ -112,8 +111,7 @@ async def test_another_users_session_is_refused_on_the_websocket(everything_stdi
         )
         communicator = await session_communicator(bob, f"/ws/sessions/{session.public_id}/")
         assert await communicator.connect(timeout=WAIT) == (False, 4404)  # as if it did not exist
-        ours = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
-        nobody = WebsocketCommunicator(application, f"/ws/sessions/{session.public_id}/", headers=ours)
+        nobody = anonymous_communicator(f"/ws/sessions/{session.public_id}/")
         assert await nobody.connect(timeout=WAIT) == (False, 4401)  # not logged in
 
 

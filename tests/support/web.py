@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -25,6 +26,9 @@ from sessions.runtime.host import ensure_embedded_runtime, stop_embedded_runtime
 from support.teams import ateam_of
 
 WAIT = 20.0
+OUR_ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+"""A socket's headers as a page of the app sends them (the same origin)."""
+SHARE_LINK = re.compile(r"/shared/([A-Za-z0-9_-]{20,})/")
 
 
 @asynccontextmanager
@@ -169,8 +173,26 @@ async def session_communicator(user: User, path: str) -> Any:
     client = AsyncClient()
     await client.aforce_login(user)
     cookies = "; ".join(f"{name}={morsel.value}" for name, morsel in client.cookies.items())
-    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1"), (b"cookie", cookies.encode())]
-    return WebsocketCommunicator(application, path, headers=headers)
+    return WebsocketCommunicator(application, path, headers=[*OUR_ORIGIN, (b"cookie", cookies.encode())])
+
+
+def anonymous_communicator(path: str) -> Any:
+    """Return a WebsocketCommunicator for ``path`` from our origin, signed in as nobody."""
+    from channels.testing import WebsocketCommunicator
+
+    from inspector.asgi import application
+
+    return WebsocketCommunicator(application, path, headers=OUR_ORIGIN)
+
+
+async def make_share_link(client: AsyncClient, session: McpSession, **fields: str) -> str:
+    """Make a share link from the session's page, as its form does; return the token it shows once."""
+    data = {"scope": "all", "expiry": "7d", "audience": "team", "label": "", **fields}
+    response = await client.post(f"/s/{session.public_id}/shares/new", data)
+    assert response.status_code == 200, response.content.decode()[:500]
+    found = SHARE_LINK.search(response.content.decode())
+    assert found, "the new link is shown"
+    return found.group(1)
 
 
 async def receive_until(communicator: Any, text: str, timeout: float = WAIT) -> str:

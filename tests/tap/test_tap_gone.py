@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +69,9 @@ def _spool_of(run: str, content: bytes) -> Iterator[tuple[Path, Path]]:
                 os.unlink(path)
 
 
-async def _scan_until(ingester: taps.TapIngester, done: object, seconds: float = 10) -> None:
+async def _scan_until(ingester: taps.TapIngester, done: Callable[[], bool], seconds: float = 10) -> None:
     deadline = time.monotonic() + seconds
-    while not done():  # type: ignore[operator]
+    while not done():
         assert time.monotonic() < deadline, "the ingester never got there"
         await ingester.scan()
 

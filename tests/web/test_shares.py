@@ -24,10 +24,13 @@ from django.test import AsyncClient
 from django.utils import timezone
 from support.teams import ateam_of
 from support.web import (
+    SHARE_LINK,
+    anonymous_communicator,
     finish,
     http_config,
     live_runtime,
     logged_in_client,
+    make_share_link,
     make_user,
     receive_until,
     request,
@@ -42,9 +45,6 @@ from sessions.teams.models import Membership, Note, Role, Share, ShareOpening, T
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
-LINK = re.compile(r"/shared/([A-Za-z0-9_-]{20,})/")
-
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -53,22 +53,6 @@ async def _member(name: str, team: Team, role: str) -> User:
     user = await make_user(name)
     await Membership.objects.acreate(team=team, user=user, role=role)
     return user
-
-
-async def _make_link(client: AsyncClient, session: McpSession, **fields: str) -> str:
-    """Make a share link from the session's page, as its form does; return the token it shows once."""
-    data = {"scope": "all", "expiry": "7d", "audience": "team", "label": "", **fields}
-    response = await client.post(f"/s/{session.public_id}/shares/new", data)
-    assert response.status_code == 200, response.content.decode()[:500]
-    found = LINK.search(response.content.decode())
-    assert found, "the new link is shown"
-    return found.group(1)
-
-
-def _anonymous(path: str) -> WebsocketCommunicator:
-    from inspector.asgi import application
-
-    return WebsocketCommunicator(application, path, headers=ORIGIN)
 
 
 async def _drain(communicator: WebsocketCommunicator) -> str:
@@ -115,8 +99,8 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         bob = await _member("bob", team, Role.OPERATOR)
         session = await start_session(alice, everything(everything_stdio))
         owner = await logged_in_client(alice)
-        team_token = await _make_link(owner, session, label="for bob")
-        anyone_token = await _make_link(owner, session, audience="anyone", label="for carol")
+        team_token = await make_share_link(owner, session, label="for bob")
+        anyone_token = await make_share_link(owner, session, audience="anyone", label="for carol")
         assert not await Share.objects.filter(digest__in=[team_token, anyone_token]).aexists()
 
         # bob opens the team link signed in; carol opens the anyone-link with no account at all.
@@ -129,7 +113,7 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         assert openings[1]["address"]  # carol is known by where she came from
 
         bob_socket = await session_communicator(bob, f"/ws/shared/{team_token}/")
-        carol_socket = _anonymous(f"/ws/shared/{anyone_token}/")
+        carol_socket = anonymous_communicator(f"/ws/shared/{anyone_token}/")
         assert (await bob_socket.connect(timeout=10))[0] and (await carol_socket.connect(timeout=10))[0]
         await _drain(bob_socket)
         await _drain(carol_socket)
@@ -157,7 +141,7 @@ async def test_bob_and_carol_watch_alices_session_live_and_revoking_closes_their
         assert gone.status_code == 410 and "revoked" in gone.content.decode()
         assert (await carol_client.get(f"/shared/{anyone_token}/frames/1")).status_code == 410
         assert (await carol_client.get(f"/shared/{anyone_token}/export")).status_code == 410
-        assert not (await _anonymous(f"/ws/shared/{anyone_token}/").connect(timeout=10))[0]
+        assert not (await anonymous_communicator(f"/ws/shared/{anyone_token}/").connect(timeout=10))[0]
 
 
 @pytest.mark.slow
@@ -167,7 +151,7 @@ async def test_a_viewer_opens_a_team_link_but_cannot_act_by_post_or_by_socket(ev
         team = await ateam_of(alice)
         viola = await _member("viola", team, Role.VIEWER)
         session = await start_session(alice, everything(everything_stdio))
-        token = await _make_link(await logged_in_client(alice), session)
+        token = await make_share_link(await logged_in_client(alice), session)
         share = await Share.objects.aget(digest=token_digest(token))
         client = await logged_in_client(viola)
 
@@ -249,7 +233,7 @@ async def _everything_shared_shows(
     )
     assert preview.status_code == 200
     shown["preview"] = await _body(preview)
-    socket = _anonymous(f"/ws/shared/{token}/?after=0&first=0")
+    socket = anonymous_communicator(f"/ws/shared/{token}/?after=0&first=0")
     assert (await socket.connect(timeout=10))[0]
     shown["socket, catching up"] = (await _drain(socket)).encode()
     # And live: the same call again while the visitor watches.
@@ -279,7 +263,7 @@ async def test_no_shared_view_and_no_redacted_export_holds_a_stdio_servers_secre
         session = await start_session(alice, everything(everything_stdio, env={"API_KEY": api_key}))
         answer = await request(session, "tools/call", {"name": "get-env", "arguments": {}}, wait=15)
         assert api_key in json.dumps(answer["result"])  # the server sent it back: there is something to hide
-        token = await _make_link(owner, session, audience="anyone")
+        token = await make_share_link(owner, session, audience="anyone")
         shown = await _everything_shared_shows(owner, session, token, [api_key.encode()])
         assert not _leaks(shown, [api_key.encode()]), _leaks(shown, [api_key.encode()])
         assert b"[redacted]" in shown[f"frame {answer['response_seq']}"]
@@ -318,7 +302,7 @@ async def test_no_shared_view_and_no_redacted_export_holds_the_api_key_of_an_htt
         assert await TimelineFrame.objects.filter(session=session, kind="http").aexists()
         page = (await owner.get(f"/s/{session.public_id}/")).content
         assert api_key.encode() in page  # the session's own page shows its name, the URL, as it is
-        token = await _make_link(owner, session, audience="anyone")
+        token = await make_share_link(owner, session, audience="anyone")
         shown = await _everything_shared_shows(owner, session, token, [api_key.encode()])
         assert not _leaks(shown, [api_key.encode()]), _leaks(shown, [api_key.encode()])
         assert b"api_key=[redacted]" in shown[f"/shared/{token}/"]
@@ -358,10 +342,10 @@ async def test_an_expired_link_is_refused_and_an_open_view_closes_when_its_link_
         response = await visitor.get(f"/shared/{expired}/{path}")
         assert response.status_code == 410, path
     assert "expired" in (await visitor.get(f"/shared/{expired}/")).content.decode()
-    assert await _anonymous(f"/ws/shared/{expired}/").connect(timeout=10) == (False, 4410)
+    assert await anonymous_communicator(f"/ws/shared/{expired}/").connect(timeout=10) == (False, 4410)
     assert (await visitor.get("/shared/no-such-token/")).status_code == 404
 
-    socket = _anonymous(f"/ws/shared/{ending}/")
+    socket = anonymous_communicator(f"/ws/shared/{ending}/")
     assert (await socket.connect(timeout=10))[0]
     code, sent = await _closed_within(socket, 5.0)
     assert code == 4410 and "expired" in sent
@@ -384,7 +368,7 @@ async def test_making_a_link_checks_the_form_and_keeps_only_the_tokens_digest() 
     assert response.status_code == 422 and "team members only" in response.content.decode()
     assert not await Share.objects.aexists()
 
-    token = await _make_link(
+    token = await make_share_link(
         client, session, scope="range", first_seq="1", last_seq="1", expiry="1d", names="customer"
     )
     share = await Share.objects.aget()
@@ -444,7 +428,7 @@ async def test_after_a_link_is_made_the_form_keeps_its_audience_and_expiry() -> 
     client = await logged_in_client(alice)
     anyone = {"scope": "all", "expiry": "1d", "audience": "anyone"}
     page = (await client.post(f"/s/{session.public_id}/shares/new", anyone)).content.decode()
-    assert LINK.search(page)
+    assert SHARE_LINK.search(page)
     assert '<option value="anyone" selected>' in page and '<option value="1d" selected>' in page
     assert '<option value="7d" selected>' not in page
     fresh = (await client.get(f"/s/{session.public_id}/shares")).content.decode()

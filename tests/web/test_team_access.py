@@ -24,7 +24,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.test import AsyncClient
 from django.urls import URLPattern, URLResolver, get_resolver
-from support.web import scripted_servers, session_communicator
+from support.web import anonymous_communicator, scripted_servers, session_communicator
 
 from sessions.engine import Frame
 from sessions.frames import frame_row
@@ -649,10 +649,6 @@ async def test_an_anonymous_visitor_with_an_anyone_link_reaches_the_shared_view_
 
 
 async def test_the_shared_socket_follows_the_links_audience(settings: Any) -> None:
-    from channels.testing import WebsocketCommunicator
-
-    from inspector.asgi import application
-
     settings.INSPECTOR_HOSTED = True
     people, world = await _world()
     for person, (team, _role) in PEOPLE.items():
@@ -664,9 +660,8 @@ async def test_the_shared_socket_follows_the_links_audience(settings: Any) -> No
                 await communicator.disconnect()
             else:
                 assert (connected, code) == (False, 4404), (person, other)
-    headers = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
     for token, expected in ((world["A"].token, True), (world["B"].token, False), ("nonsense", False)):
-        communicator = WebsocketCommunicator(application, f"/ws/shared/{token}/", headers=headers)
+        communicator = anonymous_communicator(f"/ws/shared/{token}/")
         connected, _code = await communicator.connect(timeout=10)
         assert connected is expected, token
         if connected:

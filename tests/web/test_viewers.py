@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.template.loader import render_to_string
 from support.web import (
     WAIT,
+    anonymous_communicator,
     frames_of,
     live_runtime,
     logged_in_client,
+    make_share_link,
     make_user,
     receive_until,
     request,
@@ -279,8 +280,6 @@ async def test_a_state_change_is_drawn_once_for_every_tab(
 async def test_a_state_change_is_drawn_once_for_every_viewer_of_a_share(
     everything_stdio: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from inspector.asgi import application
-
     asked, made = _count_state_drawings(monkeypatch)
     async with live_runtime():
         alice = await make_user()
@@ -288,15 +287,8 @@ async def test_a_state_change_is_drawn_once_for_every_viewer_of_a_share(
             alice, stdio_config(everything_stdio["command"], everything_stdio["args"])
         )
         client = await logged_in_client(alice)
-        link = {"scope": "all", "expiry": "7d", "audience": "anyone", "label": ""}
-        made_link = await client.post(f"/s/{session.public_id}/shares/new", link)
-        token = re.search(r"/shared/([A-Za-z0-9_-]{20,})/", made_link.content.decode())
-        assert token, made_link.content.decode()[:500]
-        origin = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
-        viewers = [
-            WebsocketCommunicator(application, f"/ws/shared/{token.group(1)}/", headers=origin)
-            for _ in range(5)
-        ]
+        token = await make_share_link(client, session, audience="anyone")
+        viewers = [anonymous_communicator(f"/ws/shared/{token}/") for _ in range(5)]
         for viewer in viewers:
             assert (await viewer.connect(timeout=WAIT))[0]
         assert (await client.post(f"/s/{session.public_id}/disconnect")).status_code == 302
