@@ -1,7 +1,7 @@
 // The list panels' first open: the Tools, Resources and Prompts panels render a form that sends their
 // list as it loads (htmx, hx-trigger="load"); this keeps the person's "List on open" switch, refuses
-// that request before it is sent when the switch is off or the page already sent it. Answers that redraw
-// the panel go in in the order they were asked for. And a session page rendered while the server was
+// that request before it is sent when the switch is off or the page already sent it. Of the answers that
+// redraw the panel, only the newest request's goes in. And a session page rendered while the server was
 // still connecting moves to Tools once the server turns out to have tools, unless the person has picked
 // a tab.
 (function () {
@@ -66,31 +66,26 @@
     asked[url] = true;
   });
 
-  // Answers that redraw the panel go in in the order they were asked for: one that comes after the
-  // answer to a later request (a tab opened, a list asked again, a subscription) is older than what is
-  // shown, and stays out.
+  // Of the answers that redraw the panel, only the one to the newest request goes in: an older one (a
+  // tab opened, a list asked again, a subscription, then something newer) is out of date. Drawn, it
+  // would also redraw the tabs under a newer request's tab still on its way, and htmx looks for an
+  // answer's out-of-band parts from the element that asked: one no longer in the page finds none.
   var panelAsked = 0;
-  var panelShown = 0;
 
   function drawsPanel(target) {
     return target && (target.id === "panel" || (target.parentElement && target.parentElement.id === "panel"));
   }
 
   document.addEventListener("htmx:beforeRequest", function (event) {
-    if (drawsPanel(event.detail.target) && event.detail.xhr) {
+    if (drawsPanel(event.detail.target) && event.detail.xhr && !event.defaultPrevented) {
       event.detail.xhr.panelAsked = ++panelAsked;
     }
   });
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var order = event.detail.xhr ? event.detail.xhr.panelAsked : undefined;
-    if (!drawsPanel(event.detail.target) || order === undefined || !event.detail.shouldSwap) {
-      return;
-    }
-    if (order < panelShown) {
+    if (drawsPanel(event.detail.target) && order !== undefined && order < panelAsked) {
       event.detail.shouldSwap = false;
-    } else {
-      panelShown = order;
     }
   });
 

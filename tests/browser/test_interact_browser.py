@@ -21,6 +21,7 @@ from support.browser import (
     open_tab,
     open_tool,
     until_held,
+    until_idle,
     wait_until,
 )
 
@@ -149,11 +150,15 @@ def _focused(page: Any) -> str:
 
 def test_enter_on_a_tab_redrawn_a_moment_ago_opens_it_in_place(home: Any, everything_stdio: dict) -> None:
     connect(home, stdio=everything_stdio)
+    until_idle(home)  # the page's own move to Tools, asked after the redraw below, would keep it out
     # A panel's answer redraws the tabs; htmx wires the new ones when the swap settles (widened here).
     home.evaluate(
-        """() => new Promise((resolve) => {
+        """() => new Promise((resolve, reject) => {
+             setTimeout(() => reject(new Error('the overview was not drawn')), 10000);
              htmx.config.defaultSettleDelay = 3000;
-             document.body.addEventListener('htmx:afterSwap', () => resolve(), {once: true});
+             document.body.addEventListener('htmx:afterSwap', (event) => {
+               if (event.detail.pathInfo.requestPath.endsWith('/panel/overview')) resolve();
+             });
              htmx.ajax('GET', location.pathname + 'panel/overview', {target: '#panel'});
            })"""
     )
@@ -252,6 +257,41 @@ def test_the_tab_picked_last_is_shown_though_an_earlier_pick_was_still_on_its_wa
     expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
     expect(home.locator(".panel-resources")).to_be_visible()
     expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    assert_clean(home)
+
+
+def test_an_earlier_picks_answer_landing_while_the_last_pick_is_on_its_way_leaves_the_last_pick_shown(
+    home: Any, everything_stdio: dict
+) -> None:
+    connect(home, stdio=everything_stdio)
+    open_tab(home, "Overview")
+    # Tools is picked and held; then Resources, held too; then Tools' answer lands first.
+    tools = hold(home, "**/panel/tools")
+    home.get_by_role("tab", name="Tools", exact=True).click()
+    until_held(home, tools, "the Tools panel was not asked for")
+    resources = hold(home, "**/panel/resources")
+    home.get_by_role("tab", name="Resources", exact=True).click()
+    until_held(home, resources, "the Resources panel was not asked for")
+    home.evaluate(
+        """() => {
+             window.__toolsSwapped = new Promise((resolve) => {
+               document.addEventListener('htmx:beforeSwap', (event) => {
+                 if (event.detail.pathInfo.requestPath.endsWith('/panel/tools')) {
+                   setTimeout(() => resolve(event.detail.shouldSwap), 0);
+                 }
+               });
+             });
+           }"""
+    )
+    tools[0].continue_()
+    # Drawn, it would redraw the tabs under the Resources tab whose answer is still on its way.
+    assert home.evaluate("() => window.__toolsSwapped") is False
+    resources[0].continue_()
+    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(home.locator(".panel-resources")).to_be_visible()
+    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    home.unroute("**/panel/tools")
+    home.unroute("**/panel/resources")
     assert_clean(home)
 
 

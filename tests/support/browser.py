@@ -314,20 +314,23 @@ def connect(
     return page.url
 
 
+def until_idle(page: Any) -> None:
+    """Until no request is on its way, swapping or settling (the page's own move to Tools on readiness,
+    a first list sent as a tab opened): an answer still coming would replace what the test does next."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".htmx-swapping, .htmx-settling, .htmx-request")).to_have_count(0, timeout=LONG)
+
+
 def open_tab(page: Any, name: str) -> None:
     from playwright.sync_api import expect
 
-    # Not while a panel load is on its way (the page's own move to Tools on readiness, a first list):
-    # the test then looks at the panel it opened, not one still settling.
-    busy = page.locator(".htmx-swapping, .htmx-settling, .htmx-request")
-    expect(busy).to_have_count(0, timeout=LONG)
+    until_idle(page)
     tab = page.get_by_role("tab", name=name, exact=True)
     tab.click()
     expect(tab).to_have_attribute("aria-selected", "true", timeout=LONG)
     # htmx processes a swapped panel as it settles: a form pressed before then submits as plain HTML.
-    # And no panel load or first list still on its way (the page's own move to Tools on readiness, a
-    # list sent as the tab opened), whose answer would replace what the test opens next.
-    expect(busy).to_have_count(0, timeout=LONG)
+    until_idle(page)
 
 
 def list_tools(page: Any, *, until: tuple[str, ...] = (), timeout: float = LONG) -> None:
