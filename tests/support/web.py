@@ -142,6 +142,14 @@ async def frames_of(session: McpSession, **where: Any) -> list[TimelineFrame]:
     return [f async for f in TimelineFrame.objects.filter(session=session, **where).order_by("seq")]
 
 
+async def frames_when(session: McpSession, **where: Any) -> list[TimelineFrame]:
+    """The frames ``where`` selects, once there is one: an answer reaches its caller a moment before the
+    recorder has stored the frames around it."""
+    wanted = TimelineFrame.objects.filter(session=session, **where)
+    await wait_until(wanted.exists, what=f"a frame {where} stored")
+    return await frames_of(session, **where)
+
+
 async def frames_stored(session: McpSession, *seqs: int) -> None:
     """Wait until the session's frames ``seqs`` are in the database: a chat or an eval run goes on once
     the owner has a tool's answer, and the recorder stores its frames a moment later."""

@@ -19,6 +19,7 @@ from support.paths import SERVERS
 from support.processes import free_port, start_http_server
 from support.web import (
     frames_of,
+    frames_when,
     live_runtime,
     logged_in_client,
     make_user,
@@ -217,7 +218,7 @@ async def test_a_task_augmented_sampling_request_is_answered_on_its_card_and_rea
         text = await tool_text(call)
         assert text.startswith("[COMPLETED]") and "Oolong." in text and "person-1" in text
         assert (await resolved(review)).status == "answered"
-        asked = {f.method for f in await frames_of(session, direction="in", rpc_kind="request")}
+        asked = {f.method for f in await frames_when(session, direction="in", rpc_kind="request")}
         assert {"sampling/createMessage", "tasks/get", "tasks/result"} <= asked
 
 
@@ -233,7 +234,9 @@ async def test_rejecting_a_sampling_request_gives_the_server_error_minus_one(sdk
         assert "User rejected sampling request" in await tool_text(call)
         done = await resolved(review)
         assert done.status == "rejected" and done.answered_by_id == alice.pk
-        sent = [json.loads(bytes(f.raw)) for f in await frames_of(session, direction="out", rpc_kind="error")]
+        sent = [
+            json.loads(bytes(f.raw)) for f in await frames_when(session, direction="out", rpc_kind="error")
+        ]
         assert any(m.get("error", {}).get("code") == -1 for m in sent)
 
 
@@ -643,7 +646,9 @@ async def test_a_model_drafts_the_sampling_reply_and_the_person_approves_it(
         assert response.status_code == 200
         assert drafted in await tool_text(call)
         await resolved(review)
-        frames = await frames_of(session, direction="out", rpc_kind="result", method="sampling/createMessage")
+        frames = await frames_when(
+            session, direction="out", rpc_kind="result", method="sampling/createMessage"
+        )
         assert frames and frames[-1].note == "drafted by fake-model-1, approved by alice"
 
 

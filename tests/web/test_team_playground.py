@@ -20,6 +20,7 @@ from support.processes import free_port, start_http_server
 from support.web import (
     frames_of,
     frames_stored,
+    frames_when,
     live_runtime,
     logged_in_client,
     make_user,
@@ -148,7 +149,7 @@ async def test_a_chat_over_two_sessions_calls_each_servers_tool_through_its_sess
             review = await PendingReview.objects.aget(session=sdk, method="sampling/createMessage")
             assert review.status == "answered" and review.answer["content"]["text"] == "Four."
             assert review.frame_seq == sampled.request_seq
-            answer = (await frames_of(sdk, direction="out", rpc_kind="result"))[-1]
+            answer = (await frames_when(sdk, direction="out", rpc_kind="result"))[-1]
             assert f"answered by gpt for Playground chat {chat.pk}" in (answer.note or "")
             detail = await client.get(f"/s/{sdk.public_id}/frames/{review.frame_seq}")
             assert "A sampling request the model answered" in detail.content.decode()

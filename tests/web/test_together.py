@@ -25,6 +25,7 @@ from support.processes import free_port, start_http_server
 from support.web import (
     finish,
     frames_of,
+    frames_when,
     live_runtime,
     logged_in_client,
     session_communicator,
@@ -272,7 +273,7 @@ async def test_requests_answers_and_connecting_are_attributed_to_the_person(
         assert response.status_code == 200
         ended = await _until(alice, f'id="review-{review.pk}-ended"')
         assert "Answered by <strong>bob</strong>" in ended
-        frames = await frames_of(live, direction="out", rpc_kind="result", method="sampling/createMessage")
+        frames = await frames_when(live, direction="out", rpc_kind="result", method="sampling/createMessage")
         assert frames and frames[-1].note == "edited and answered by bob"  # the reply differs from the start
         assert await Activity.objects.filter(session=live, action="answered", user=people["bob"]).aexists()
 

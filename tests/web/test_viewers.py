@@ -14,7 +14,7 @@ from django.template.loader import render_to_string
 from support.web import (
     WAIT,
     anonymous_communicator,
-    frames_of,
+    frames_when,
     live_runtime,
     logged_in_client,
     make_share_link,
@@ -215,8 +215,9 @@ async def test_the_card_drawn_for_the_tab_that_called_is_the_one_every_other_tab
         )
         params = {"name": "echo", "arguments": {"message": "the same card"}}
         answered = await call_card_html(session, alice.pk, "tools/call", params)
-        frames = await frames_of(session, method="tools/call", direction="out")
-        request_seq, rpc_id = frames[-1].seq, stored_rpc_id(frames[-1].rpc_id)
+        # The recorder stores the call's frames a moment after its answer reached the caller.
+        request = (await frames_when(session, method="tools/call", direction="out"))[-1]
+        request_seq, rpc_id = request.seq, stored_rpc_id(request.rpc_id)
         await wait_until(lambda: TimelineFrame.objects.filter(session=session, pair_seq=request_seq).exists())
         # Drawn from the timeline, as a tab that did not send the request draws it: the very same card.
         from_timeline = await database_sync_to_async(call_context)(session, rpc_id)
@@ -229,7 +230,7 @@ async def test_the_card_drawn_for_the_tab_that_called_is_the_one_every_other_tab
             return call_context(*args, **kwargs)
 
         monkeypatch.setattr(consumers, "call_context", counted)
-        row = {"seq": request_seq, "rpc_id": frames[-1].rpc_id}
+        row = {"seq": request_seq, "rpc_id": request.rpc_id}
         pushed = await consumers._cards(session, [row])()
         assert read == [] and f'<div hx-swap-oob="afterbegin:#call-list">{answered}</div>' in pushed
         # A card this process did not draw (another process's tab sent it) comes from the timeline.
