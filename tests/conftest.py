@@ -17,13 +17,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.conf import settings
 from support.browser import (  # noqa: F401 - fixtures for the browser tests
     app_context,
     app_env,
@@ -37,11 +35,6 @@ from support.processes import HttpsServer, free_port, modes_of, start_http_serve
 TESTS_DIR = Path(__file__).resolve().parent
 SERVERS_DIR = TESTS_DIR / "servers"
 
-# Keep the tests' settings (secret key, SQLite file) out of the user's own data directory.
-os.environ.setdefault("INSPECTOR_DATA_DIR", tempfile.mkdtemp(prefix="mcp-inspector-tests-"))
-# A lone pytest process read its settings before this file (xdist's workers inherit the variable): its
-# data folder moves here too, or a live runtime's tap ingester would take in, and remove, the user's spools.
-settings.DATA_DIR = Path(os.environ["INSPECTOR_DATA_DIR"])
 # For the processes the tests start (this one's settings are already read: tests set them in place).
 os.environ.setdefault("INSPECTOR_SANDBOX_READ", ",".join(SANDBOX_READ))
 EVERYTHING_JS = SERVERS_DIR / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"

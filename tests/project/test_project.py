@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -181,11 +182,29 @@ def test_cli_path_does_not_import_django() -> None:
     assert result.returncode == 0, result.stderr or "django was imported"
 
 
-def test_the_tests_keep_out_of_the_users_data_folder() -> None:
-    # A live runtime's tap ingester would take in, and remove, the user's own spools.
-    from django.conf import settings
-
+def test_the_tests_settings_were_read_outside_the_users_data_folder() -> None:
+    # Its keys would be read or made there, and a live runtime's tap ingester would take in the user's spools.
+    import inspector.settings
     from inspector.paths import user_data_dir
 
     users = (user_data_dir() / "mcp-inspector").resolve()
-    assert not Path(settings.DATA_DIR).resolve().is_relative_to(users), settings.DATA_DIR
+    assert not inspector.settings.DATA_DIR.resolve().is_relative_to(users), inspector.settings.DATA_DIR
+
+
+@pytest.mark.slow
+def test_a_lone_pytest_process_leaves_the_users_data_folder_alone(tmp_path: Path) -> None:
+    # xdist's workers inherit the run's folder from their parent: a lone process must not use the user's.
+    env = {k: v for k, v in os.environ.items() if k not in ("INSPECTOR_DATA_DIR", "XDG_DATA_HOME")}
+    env["HOME"] = str(tmp_path)
+    inner = "tests/project/test_project.py::test_the_tests_settings_were_read_outside_the_users_data_folder"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", inner],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "1 passed" in result.stdout
+    assert not (tmp_path / ".local/share/mcp-inspector").exists()
