@@ -13,6 +13,7 @@ from support.web import (
     WAIT,
     anonymous_communicator,
     frames_of,
+    frames_stored,
     live_runtime,
     make_user,
     receive_until,
@@ -244,6 +245,7 @@ async def test_an_owner_keeps_nothing_of_a_call_once_answered_and_its_answer_is_
             await client.call(session, m.Feature("ping"))
         answer = await request(session, "tools/list")
         assert answer["latency_ms"] is not None and answer["response_seq"] > answer["request_seq"]
+        await frames_stored(session, answer["request_seq"], answer["response_seq"])
         stored = await frames_of(session, seq__in=[answer["request_seq"], answer["response_seq"]])
         assert [(f.method, f.direction) for f in stored] == [("tools/list", "out"), ("tools/list", "in")]
         facts = (stored[1].latency_ms, stored[1].size, stored[1].verdicts, stored[1].note or None)

@@ -24,7 +24,6 @@ from support.paths import REPO
 from support.processes import free_port, start_http_server
 from support.web import (
     finish,
-    frames_of,
     frames_when,
     live_runtime,
     logged_in_client,
@@ -253,7 +252,7 @@ async def test_requests_answers_and_connecting_are_attributed_to_the_person(
             lambda: Activity.objects.filter(session=live, action="sent", detail="tools/call").first()
         )
         assert sent.user_id == people["bob"].pk
-        request = (await frames_of(live, seq=sent.frame_seq))[0]
+        request = (await frames_when(live, seq=sent.frame_seq))[0]
         assert (request.direction, request.rpc_kind, request.method) == ("out", "request", "tools/call")
         entry = await _until(alice, f'id="activity-{sent.pk}"')
         assert "bob" in entry and "tools/call" in entry
