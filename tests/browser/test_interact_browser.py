@@ -225,6 +225,34 @@ def test_arrow_keys_move_between_tabs_and_focus_stays_on_the_tab_after_a_switch(
     assert_clean(home)
 
 
+def _watch_tools_answer(page: Any) -> None:
+    """Note whether the Tools panel's next answer is let in (``_tools_answer_swapped``)."""
+    page.evaluate(
+        """() => {
+             window.__toolsSwapped = new Promise((resolve, reject) => {
+               setTimeout(() => reject(new Error('no answer to the Tools panel came')), 10000);
+               document.addEventListener('htmx:beforeSwap', (event) => {
+                 if (event.detail.pathInfo.requestPath.endsWith('/panel/tools')) {
+                   setTimeout(() => resolve(event.detail.shouldSwap), 0);
+                 }
+               });
+             });
+           }"""
+    )
+
+
+def _tools_answer_swapped(page: Any) -> Any:
+    """What htmx decided for that answer: ``False`` when it was kept out."""
+    return page.evaluate("() => window.__toolsSwapped")
+
+
+def _resources_shown(page: Any) -> None:
+    """The Resources tab is the one selected, its panel shown and its address pushed."""
+    expect(page.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
+    expect(page.locator(".panel-resources")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"\?tab=resources$"))
+
+
 def test_the_tab_picked_last_is_shown_though_an_earlier_pick_was_still_on_its_way(
     home: Any, everything_stdio: dict
 ) -> None:
@@ -236,27 +264,13 @@ def test_the_tab_picked_last_is_shown_though_an_earlier_pick_was_still_on_its_wa
 
     until_held(home, held, "the Tools panel was not asked for")
     home.get_by_role("tab", name="Resources", exact=True).click()
-    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
-    expect(home.locator(".panel-resources")).to_be_visible()
-    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    _resources_shown(home)
     # The earlier pick's answer, coming last, stays out.
-    home.evaluate(
-        """() => {
-             window.__toolsSwapped = new Promise((resolve) => {
-               document.addEventListener('htmx:beforeSwap', (event) => {
-                 if (event.detail.pathInfo.requestPath.endsWith('/panel/tools')) {
-                   setTimeout(() => resolve(event.detail.shouldSwap), 0);
-                 }
-               });
-             });
-           }"""
-    )
+    _watch_tools_answer(home)
     held[0].continue_()
-    assert home.evaluate("() => window.__toolsSwapped") is False
+    assert _tools_answer_swapped(home) is False
     home.unroute("**/panel/tools")
-    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
-    expect(home.locator(".panel-resources")).to_be_visible()
-    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    _resources_shown(home)
     assert_clean(home)
 
 
@@ -272,24 +286,12 @@ def test_an_earlier_picks_answer_landing_while_the_last_pick_is_on_its_way_leave
     resources = hold(home, "**/panel/resources")
     home.get_by_role("tab", name="Resources", exact=True).click()
     until_held(home, resources, "the Resources panel was not asked for")
-    home.evaluate(
-        """() => {
-             window.__toolsSwapped = new Promise((resolve) => {
-               document.addEventListener('htmx:beforeSwap', (event) => {
-                 if (event.detail.pathInfo.requestPath.endsWith('/panel/tools')) {
-                   setTimeout(() => resolve(event.detail.shouldSwap), 0);
-                 }
-               });
-             });
-           }"""
-    )
+    _watch_tools_answer(home)
     tools[0].continue_()
     # Drawn, it would redraw the tabs under the Resources tab whose answer is still on its way.
-    assert home.evaluate("() => window.__toolsSwapped") is False
+    assert _tools_answer_swapped(home) is False
     resources[0].continue_()
-    expect(home.locator("#tab-resources")).to_have_attribute("aria-selected", "true")
-    expect(home.locator(".panel-resources")).to_be_visible()
-    expect(home).to_have_url(re.compile(r"\?tab=resources$"))
+    _resources_shown(home)
     home.unroute("**/panel/tools")
     home.unroute("**/panel/resources")
     assert_clean(home)

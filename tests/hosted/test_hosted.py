@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from support.hosted import (
     psql,
     web_process,
 )
-from support.paths import REPO
+from support.processes import run_pytest
 
 # PostgreSQL and Redis are required: missing, they fail the test, never skip it.
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("services")]
@@ -44,16 +42,7 @@ def test_the_runtime_and_consumer_suite_passes_on_postgres_and_redis(tmp_path: P
         "tests/web/test_tools_panel.py::test_a_call_form_sent_over_the_live_socket_is_answered_on_it",
         "tests/web/test_tools_panel.py::test_a_viewer_cannot_call_a_tool_over_the_live_socket",
     ]
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert re.search(r"\d+ passed", run.stdout)
+    assert re.search(r"\d+ passed", run_pytest(*tests, env=env))
 
 
 def test_search_and_recordings_pass_on_postgres(tmp_path: Path) -> None:
@@ -66,16 +55,7 @@ def test_search_and_recordings_pass_on_postgres(tmp_path: Path) -> None:
         "tests/timeline/test_recordings.py",
         "tests/web/test_secrets.py",
     ]
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert re.search(r"\d+ passed", run.stdout)
+    assert re.search(r"\d+ passed", run_pytest("-m", "not slow", *tests, env=env))
 
 
 def test_two_people_on_two_web_processes_watch_a_session_whose_worker_dies_mid_call(

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 from support.paths import REPO
+from support.processes import run_pytest
 from support.web import finish
 
 import inspector
@@ -197,14 +198,5 @@ def test_a_lone_pytest_process_leaves_the_users_data_folder_alone(tmp_path: Path
     env = {k: v for k, v in os.environ.items() if k not in ("INSPECTOR_DATA_DIR", "XDG_DATA_HOME")}
     env["HOME"] = str(tmp_path)
     inner = "tests/project/test_project.py::test_the_tests_settings_were_read_outside_the_users_data_folder"
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", inner],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "1 passed" in result.stdout
+    assert "1 passed" in run_pytest("-p", "no:xdist", inner, env=env, timeout=120)
     assert not (tmp_path / ".local/share/mcp-inspector").exists()

@@ -18,6 +18,8 @@ from typing import IO
 
 import pytest
 
+from support.paths import REPO
+
 STARTUP_TIMEOUT = 20.0
 STOP_GRACE = 5.0
 
@@ -36,6 +38,21 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def run_pytest(*args: str, env: Mapping[str, str], timeout: float = 300) -> str:
+    """Run pytest on ``args`` in a process of its own, with ``env``, from the project's folder; fail with
+    the end of its output unless it passed; return its output."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run.stdout
 
 
 def _log_tail(log: IO[bytes], limit: int = 4000) -> str:
